@@ -1,0 +1,36 @@
+# Shared build settings and the helper that declares one static library per module.
+
+set(TREESPEC_WARNINGS -Wall -Wextra -Wno-unused-parameter)
+if(TREESPEC_WERROR)
+  list(APPEND TREESPEC_WARNINGS -Werror)
+endif()
+
+set(TREESPEC_COMMON_FLAGS)
+if(TREESPEC_NATIVE)
+  list(APPEND TREESPEC_COMMON_FLAGS -march=native)
+endif()
+if(TREESPEC_SANITIZE)
+  foreach(san IN LISTS TREESPEC_SANITIZE)
+    list(APPEND TREESPEC_COMMON_FLAGS -fsanitize=${san})
+  endforeach()
+  list(APPEND TREESPEC_COMMON_FLAGS -fno-omit-frame-pointer -g)
+  add_link_options(${TREESPEC_COMMON_FLAGS})
+endif()
+add_compile_options(${TREESPEC_COMMON_FLAGS})
+
+# treespec_add_module(<name> [DEPS <targets>...] [SOURCES <extra>...])
+# Builds src/<name>/**/*.cpp into the static library treespec_<name>.
+function(treespec_add_module name)
+  cmake_parse_arguments(ARG "" "" "DEPS;SOURCES" ${ARGN})
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
+  list(APPEND srcs ${ARG_SOURCES})
+  if(NOT srcs)
+    # A module that has no code yet still exists as a target, so dependents link.
+    set(srcs ${PROJECT_BINARY_DIR}/empty_module_${name}.cpp)
+    file(WRITE ${srcs} "// module ${name} has no sources yet\n")
+  endif()
+  add_library(treespec_${name} STATIC ${srcs})
+  target_include_directories(treespec_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(treespec_${name} PRIVATE ${TREESPEC_WARNINGS})
+  target_link_libraries(treespec_${name} PUBLIC ${ARG_DEPS})
+endfunction()

@@ -1,0 +1,65 @@
+#include "test_util.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace treespec::test {
+
+namespace fs = std::filesystem;
+
+std::string shared_dir() {
+  if (const char* env = std::getenv("TREESPEC_SHARED"); env && *env) return env;
+  return (fs::path(TREESPEC_SOURCE_DIR) / ".." / "shared").lexically_normal().string();
+}
+
+bool ci_mode() {
+  const char* ci = std::getenv("CI");
+  return ci && (std::string(ci) == "true" || std::string(ci) == "1");
+}
+
+bool have_shared() { return fs::is_directory(shared_dir()); }
+
+std::string temp_dir() {
+  static std::atomic<int> counter{0};
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "test";
+  for (auto& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.') c = '_';
+  }
+  fs::path dir = fs::path(TREESPEC_BINARY_DIR) / "test_tmp" /
+                 (name + "." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::string treespec_binary() { return (fs::path(TREESPEC_BINARY_DIR) / "tools" / "treespec" / "treespec").string(); }
+
+int run_command(const std::string& cmd, std::string* out) {
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::array<char, 4096> buf{};
+  std::string acc;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) acc.append(buf.data(), n);
+  const int status = ::pclose(p);
+  if (out) *out = std::move(acc);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace treespec::test

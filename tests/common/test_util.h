@@ -1,0 +1,39 @@
+// Helpers shared by all tests: where ../shared is, skipping or failing when it is
+// missing, temporary files, the path of the built treespec binary.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace treespec::test {
+
+// ../shared beside the checkout, or $TREESPEC_SHARED.
+std::string shared_dir();
+// True if shared_dir() exists. When it does not: fails the test if CI=true, skips otherwise.
+bool have_shared();
+// Fresh empty directory under the build tree, unique per test.
+std::string temp_dir();
+// Path of the built treespec executable.
+std::string treespec_binary();
+// Runs a shell command, returns exit code; stdout captured into *out if given.
+int run_command(const std::string& cmd, std::string* out = nullptr);
+std::string read_file(const std::string& path);
+
+}  // namespace treespec::test
+
+// Use at the top of a test that needs ../shared.
+#define TREESPEC_REQUIRE_SHARED()                                                            \
+  do {                                                                                       \
+    if (!::treespec::test::have_shared()) {                                                  \
+      if (::treespec::test::ci_mode())                                                       \
+        FAIL() << "../shared not found at " << ::treespec::test::shared_dir()               \
+               << " (set TREESPEC_SHARED); required when CI=true";                          \
+      GTEST_SKIP() << "../shared not found at " << ::treespec::test::shared_dir()           \
+                   << " (set TREESPEC_SHARED)";                                             \
+    }                                                                                        \
+  } while (0)
+
+namespace treespec::test {
+bool ci_mode();
+}
