@@ -1,0 +1,62 @@
+// Drafter: proposes the token tree a sequence verifies each step, and learns from the
+// outcome. Every speculative method in treespec is a Drafter; the model, KV cache and
+// verifiers are shared. Plain decoding is the drafter that proposes only the root.
+//
+// Contract: propose() returns a tree whose node 0 is `in.root` and that has at most
+// `in.budget` nodes (the engine clamps the budget to the context left). Nodes marked
+// aux are fed to the model for the drafter's own use and are never accepted.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sampling/sampling.h"
+#include "tree/token_tree.h"
+#include "verify/verify.h"
+
+namespace treespec::drafters {
+
+struct DraftInput {
+  int32_t slot = 0;                   // KV cache sequence slot
+  std::span<const int32_t> context;   // prompt + generated tokens; context.back() is the root
+  int32_t n_past = 0;                 // committed KV cells (= context.size() - 1)
+  int32_t budget = 1;                 // max tree nodes including the root
+};
+
+// What the target model said about the proposed tree.
+struct StepFeedback {
+  const tree::TokenTree& tree;
+  const verify::VerifyResult& result;       // accepted path (from the root) and bonus
+  std::span<const int32_t> node_argmax;     // per node; -1 where the node has no logits
+  std::span<const float* const> node_logits;  // per node [n_vocab] or nullptr (pruned)
+  std::span<const float* const> node_hidden;  // per node final-normed hidden [n_embd] or nullptr
+  std::span<const int32_t> context;         // context after this step's tokens were appended
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // A new sequence starts with this prompt (before prefill).
+  virtual void begin(std::span<const int32_t> prompt) {}
+  virtual tree::TokenTree propose(const DraftInput& in) = 0;
+  virtual void observe(const StepFeedback& fb) {}
+  // For lossless sampling with stochastic drafts: per node of the last proposed tree,
+  // the distribution its children were drawn from (nullptr = deterministic children).
+  // Empty = all deterministic (point masses).
+  virtual std::span<const sampling::Distribution* const> draft_distributions() const { return {}; }
+  // Largest tree this drafter ever proposes (used to size scratch rows); 0 = no limit.
+  virtual int32_t max_nodes() const { return 1; }
+};
+
+// Plain autoregressive decoding: the one-node tree.
+class NoneDrafter final : public Drafter {
+ public:
+  std::string name() const override { return "none"; }
+  tree::TokenTree propose(const DraftInput& in) override { return tree::TokenTree(in.context.back()); }
+};
+
+}  // namespace treespec::drafters

@@ -1,0 +1,47 @@
+// Speculative-decoding statistics with vLLM's definitions:
+//   num_drafts          steps that verified at least one drafted token
+//   num_draft_tokens    drafted (candidate, non-root) tokens verified
+//   num_accepted_tokens drafted tokens accepted
+//   accepted_per_pos[d] accepted tokens at draft position d (depth d + 1)
+//   acceptance rate     = num_accepted_tokens / num_draft_tokens
+//   mean accepted length (per step, incl. the bonus token) = tokens emitted / steps
+// plus rows fed per step and the time split draft / forward / verify / commit.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace treespec::engine {
+
+struct SpecStats {
+  int64_t n_prompt = 0;          // prompt tokens
+  int64_t n_generated = 0;       // tokens emitted
+  int64_t n_steps = 0;           // verification steps (one per sequence per decode step)
+  int64_t n_forwards = 0;        // decode forward passes (a batched pass counts once)
+  int64_t n_drafts = 0;
+  int64_t n_draft_tokens = 0;
+  int64_t n_accepted = 0;
+  int64_t n_rows = 0;            // tree rows fed to the model in decode steps
+  std::vector<int64_t> accepted_per_pos;
+  std::vector<int64_t> drafted_per_pos;  // steps that had a candidate at depth d + 1
+  double t_prompt = 0.0;         // seconds
+  double t_draft = 0.0;
+  double t_forward = 0.0;
+  double t_verify = 0.0;
+  double t_commit = 0.0;         // KV commit + drafter observe + bookkeeping
+
+  double t_decode() const { return t_draft + t_forward + t_verify + t_commit; }
+  double mean_accepted_length() const;  // tokens per decode step incl. bonus
+  double acceptance_rate() const;
+  double rows_per_step() const;
+  double tokens_per_s() const;          // generated / decode time
+  void record_step(int32_t tree_rows, int32_t max_candidate_depth, int32_t n_candidates, int32_t n_accepted);
+  void merge(const SpecStats& o);
+  nlohmann::json to_json() const;
+  std::string summary() const;          // one human line
+};
+
+}  // namespace treespec::engine

@@ -1,0 +1,382 @@
+#include "model/model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/assert.h"
+#include "gguf/gguf.h"
+
+namespace treespec::model {
+
+namespace {
+
+using tensor::DType;
+
+// Architectures whose tensor layout matches the Llama forward below.
+bool arch_supported(const std::string& arch) { return arch == "llama"; }
+
+int32_t positive_int(const gguf::GgufFile& f, const std::string& key, int64_t max = int64_t{1} << 24) {
+  const int64_t v = f.get_int(key);
+  if (v <= 0 || v > max) {
+    throw FormatError(fmt::format("{}: metadata key '{}' = {} is out of range (1..{})", f.path(), key, v, max));
+  }
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  return from_gguf(std::shared_ptr<const gguf::GgufFile>(gguf::GgufFile::open(path)));
+}
+
+std::unique_ptr<Model> Model::from_gguf(std::shared_ptr<const gguf::GgufFile> file) {
+  std::unique_ptr<Model> m(new Model());
+  m->file_ = std::move(file);
+  m->bind();
+  return m;
+}
+
+void Model::bind() {
+  const auto& f = *file_;
+  const std::string& path = f.path();
+  hp_.arch = f.get_string("general.architecture");
+  if (!arch_supported(hp_.arch)) {
+    throw Unsupported(fmt::format("{}: architecture '{}' is not supported (supported: llama)", path, hp_.arch));
+  }
+  hp_.name = f.get_string("general.name", "");
+  const std::string a = hp_.arch + ".";
+  hp_.n_embd = positive_int(f, a + "embedding_length");
+  hp_.n_layer = positive_int(f, a + "block_count", 4096);
+  hp_.n_head = positive_int(f, a + "attention.head_count", 4096);
+  hp_.n_head_kv = f.has(a + "attention.head_count_kv") ? positive_int(f, a + "attention.head_count_kv", 4096) : hp_.n_head;
+  hp_.n_ff = positive_int(f, a + "feed_forward_length");
+  hp_.n_ctx_train = f.has(a + "context_length") ? positive_int(f, a + "context_length", int64_t{1} << 30) : 2048;
+  if (hp_.n_embd % hp_.n_head != 0 && !f.has(a + "attention.key_length")) {
+    throw FormatError(fmt::format("{}: {}embedding_length {} is not a multiple of head_count {}", path, a, hp_.n_embd, hp_.n_head));
+  }
+  hp_.head_dim = f.has(a + "attention.key_length") ? positive_int(f, a + "attention.key_length", 4096) : hp_.n_embd / hp_.n_head;
+  if (hp_.n_head % hp_.n_head_kv != 0) {
+    throw FormatError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", path, hp_.n_head, hp_.n_head_kv));
+  }
+  hp_.n_rot = f.has(a + "rope.dimension_count") ? positive_int(f, a + "rope.dimension_count", 4096) : hp_.head_dim;
+  if (hp_.n_rot > hp_.head_dim || hp_.n_rot % 2 != 0) {
+    throw FormatError(fmt::format("{}: rope.dimension_count {} must be even and <= head dim {}", path, hp_.n_rot, hp_.head_dim));
+  }
+  hp_.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  hp_.rope_theta = static_cast<float>(f.get_float(a + "rope.freq_base", 10000.0));
+  if (!(hp_.rms_eps > 0.0f) || !(hp_.rope_theta > 0.0f)) {
+    throw FormatError(fmt::format("{}: rms epsilon {} and rope.freq_base {} must be positive", path, hp_.rms_eps, hp_.rope_theta));
+  }
+  const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
+  if (scaling == "linear") {
+    const double factor = f.get_float(a + "rope.scaling.factor", 1.0);
+    if (!(factor > 0.0)) throw FormatError(fmt::format("{}: {}rope.scaling.factor must be positive", path, a));
+    hp_.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling != "none" && scaling != "") {
+    throw Unsupported(fmt::format("{}: rope scaling type '{}' is not supported", path, scaling));
+  } else if (f.has(a + "rope.scale_linear")) {
+    const double factor = f.get_float(a + "rope.scale_linear");
+    if (!(factor > 0.0)) throw FormatError(fmt::format("{}: {}rope.scale_linear must be positive", path, a));
+    hp_.rope_freq_scale = static_cast<float>(1.0 / factor);
+  }
+
+  auto tensor = [&](const std::string& name, std::vector<int64_t> ne, bool required = true) -> const gguf::TensorInfo* {
+    const gguf::TensorInfo* t = f.find_tensor(name);
+    if (!t) {
+      if (required) throw FormatError(fmt::format("{}: tensor '{}' is missing", path, name));
+      return nullptr;
+    }
+    if (t->ne != ne) {
+      auto dims = [](const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
+      throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected {}", path, name, dims(t->ne), dims(ne)));
+    }
+    return t;
+  };
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out) {
+    const gguf::TensorInfo* t = tensor(name, {n_in, n_out});
+    if (!kernels::dtype_supported(t->type)) {
+      throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support yet", path, name,
+                                    tensor::dtype_name(t->type)));
+    }
+    return kernels::WeightView{t->data, t->type, n_in, n_out};
+  };
+  auto vector = [&](const std::string& name, int64_t n) {
+    const gguf::TensorInfo* t = tensor(name, {n});
+    if (!kernels::dtype_supported(t->type)) {
+      throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support yet", path, name,
+                                    tensor::dtype_name(t->type)));
+    }
+    std::vector<float> out(static_cast<size_t>(n));
+    kernels::to_float(t->type, t->data, out.data(), n);
+    return out;
+  };
+
+  const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
+  if (!emb) throw FormatError(fmt::format("{}: tensor 'token_embd.weight' is missing", path));
+  if (emb->ne.size() != 2 || emb->ne[0] != hp_.n_embd) {
+    throw FormatError(fmt::format("{}: tensor 'token_embd.weight' must be [{}, n_vocab]", path, hp_.n_embd));
+  }
+  hp_.n_vocab = static_cast<int32_t>(emb->ne[1]);
+  tok_embd_ = matrix("token_embd.weight", hp_.n_embd, hp_.n_vocab);
+  output_norm_ = vector("output_norm.weight", hp_.n_embd);
+  if (f.find_tensor("output.weight")) {
+    output_ = matrix("output.weight", hp_.n_embd, hp_.n_vocab);
+  } else {
+    output_ = tok_embd_;
+    hp_.tied_output = true;
+  }
+
+  const int64_t n_q = hp_.n_embd_q();
+  const int64_t n_kv = hp_.n_embd_kv();
+  layers_.resize(static_cast<size_t>(hp_.n_layer));
+  for (int32_t il = 0; il < hp_.n_layer; ++il) {
+    const std::string p = fmt::format("blk.{}.", il);
+    LayerWeights& L = layers_[static_cast<size_t>(il)];
+    L.attn_norm = vector(p + "attn_norm.weight", hp_.n_embd);
+    L.wq = matrix(p + "attn_q.weight", hp_.n_embd, n_q);
+    L.wk = matrix(p + "attn_k.weight", hp_.n_embd, n_kv);
+    L.wv = matrix(p + "attn_v.weight", hp_.n_embd, n_kv);
+    L.wo = matrix(p + "attn_output.weight", n_q, hp_.n_embd);
+    if (f.find_tensor(p + "attn_q.bias")) {
+      L.bq = vector(p + "attn_q.bias", n_q);
+      L.bk = vector(p + "attn_k.bias", n_kv);
+      L.bv = vector(p + "attn_v.bias", n_kv);
+      hp_.has_qkv_bias = true;
+    }
+    L.ffn_norm = vector(p + "ffn_norm.weight", hp_.n_embd);
+    L.w_gate = matrix(p + "ffn_gate.weight", hp_.n_embd, hp_.n_ff);
+    L.w_up = matrix(p + "ffn_up.weight", hp_.n_embd, hp_.n_ff);
+    L.w_down = matrix(p + "ffn_down.weight", hp_.n_ff, hp_.n_embd);
+  }
+
+  // RoPE frequencies, computed in float exactly as llama2.c does for the default case.
+  const int32_t half = hp_.n_rot / 2;
+  inv_freq_.resize(static_cast<size_t>(half));
+  for (int32_t i = 0; i < half; ++i) {
+    inv_freq_[static_cast<size_t>(i)] =
+        hp_.rope_freq_scale / std::pow(hp_.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hp_.n_rot));
+  }
+  if (const gguf::TensorInfo* rf = f.find_tensor("rope_freqs.weight")) {  // Llama 3 style per-pair factors
+    const std::vector<float> factors = vector("rope_freqs.weight", half);
+    for (int32_t i = 0; i < half; ++i) {
+      if (!(factors[static_cast<size_t>(i)] > 0.0f)) {
+        throw FormatError(fmt::format("{}: tensor 'rope_freqs.weight' has a non-positive factor at {}", path, i));
+      }
+      inv_freq_[static_cast<size_t>(i)] /= factors[static_cast<size_t>(i)];
+    }
+    (void)rf;
+  }
+}
+
+uint64_t Model::weight_bytes() const {
+  auto wb = [](const kernels::WeightView& w) { return static_cast<uint64_t>(w.row_bytes()) * static_cast<uint64_t>(w.n_out); };
+  uint64_t total = wb(output_);  // the embedding is only read one row per token
+  for (const auto& L : layers_) {
+    total += wb(L.wq) + wb(L.wk) + wb(L.wv) + wb(L.wo) + wb(L.w_gate) + wb(L.w_up) + wb(L.w_down);
+    total += (L.attn_norm.size() + L.ffn_norm.size()) * sizeof(float);
+  }
+  return total;
+}
+
+uint64_t Model::n_params() const {
+  auto np = [](const kernels::WeightView& w) { return static_cast<uint64_t>(w.n_in) * static_cast<uint64_t>(w.n_out); };
+  uint64_t total = np(tok_embd_) + (hp_.tied_output ? 0 : np(output_)) + output_norm_.size();
+  for (const auto& L : layers_) {
+    total += np(L.wq) + np(L.wk) + np(L.wv) + np(L.wo) + np(L.w_gate) + np(L.w_up) + np(L.w_down);
+    total += L.attn_norm.size() + L.ffn_norm.size() + L.bq.size() + L.bk.size() + L.bv.size();
+  }
+  return total;
+}
+
+kv::KvShape Model::kv_shape(int32_t n_seq, int32_t n_cells) const {
+  return kv::KvShape{hp_.n_layer, hp_.n_head_kv, hp_.head_dim, n_seq, n_cells};
+}
+
+void Model::embed(const Batch& batch, float* x) const {
+  for (int32_t r = 0; r < batch.n_rows(); ++r) {
+    const int32_t tok = batch.tokens[static_cast<size_t>(r)];
+    TREESPEC_ASSERT(tok >= 0 && tok < hp_.n_vocab, "embed: token id out of range (callers validate ids)");
+    kernels::get_row(tok_embd_, tok, x + static_cast<size_t>(r) * hp_.n_embd);
+  }
+}
+
+Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, int32_t l1, float* x,
+                         kv::KvCache& kv) const {
+  const int32_t n = batch.n_rows();
+  if (n == 0 || l0 >= l1) return {};
+  TREESPEC_ASSERT(l0 >= 0 && l1 <= hp_.n_layer, "run_layers: layer range out of bounds");
+  TREESPEC_ASSERT(kv.shape().n_layer == hp_.n_layer && kv.shape().n_head_kv == hp_.n_head_kv &&
+                      kv.shape().head_dim == hp_.head_dim,
+                  "run_layers: KV cache shaped for another model");
+  for (const auto& s : batch.segs) {
+    TREESPEC_ASSERT(s.seq >= 0 && s.seq < kv.n_seq(), "run_layers: sequence id out of range");
+    TREESPEC_ASSERT(s.n_past == kv.n_past(s.seq), "run_layers: batch built for another committed length");
+    if (Status st = kv.check_rows(s.seq, batch.cells_needed(s)); !st.ok()) return st;
+  }
+  ctx.reserve(n, kv.n_cells());
+
+  const int64_t E = hp_.n_embd;
+  const int64_t nq = hp_.n_embd_q();
+  const int64_t nkv = hp_.n_embd_kv();
+  const int64_t hd = hp_.head_dim;
+  const int64_t n_cells = kv.n_cells();
+  core::ThreadPool* pool = &ctx.pool_;
+
+  // Visible tree cells of every row (ancestors-or-self), the same for all layers.
+  ctx.extra_.resize(static_cast<size_t>(n));
+  for (const auto& s : batch.segs) {
+    for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) {
+      auto& ex = ctx.extra_[static_cast<size_t>(r)];
+      ex.clear();
+      const int32_t node = batch.node[static_cast<size_t>(r)];
+      if (s.tree == nullptr) {
+        for (int32_t j = 0; j <= node; ++j) ex.push_back(s.n_past + j);
+      } else {
+        const uint64_t* anc = s.tree->ancestors(node);
+        for (int32_t j = 0; j <= node; ++j) {
+          if ((anc[j / 64] >> (j % 64)) & 1u) ex.push_back(s.n_past + j);
+        }
+      }
+    }
+  }
+
+  float* xn = ctx.xn_.data();
+  float* q = ctx.q_.data();
+  float* k = ctx.k_.data();
+  float* v = ctx.v_.data();
+  float* att = ctx.att_.data();
+  float* gate = ctx.gate_.data();
+  float* up = ctx.up_.data();
+  float* tmp = ctx.tmp_.data();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t group = hp_.n_head / hp_.n_head_kv;
+
+  for (int32_t il = l0; il < l1; ++il) {
+    const LayerWeights& L = layers_[static_cast<size_t>(il)];
+    for (int32_t r = 0; r < n; ++r) kernels::rmsnorm(x + r * E, L.attn_norm.data(), xn + r * E, E, hp_.rms_eps);
+    kernels::matmul(L.wq, xn, n, q, pool);  // [n, nq]
+    kernels::matmul(L.wk, xn, n, k, pool);  // [n, nkv]
+    kernels::matmul(L.wv, xn, n, v, pool);  // [n, nkv]
+    if (hp_.has_qkv_bias) {
+      for (int32_t r = 0; r < n; ++r) {
+        for (int64_t i = 0; i < nq; ++i) q[r * nq + i] += L.bq[static_cast<size_t>(i)];
+        for (int64_t i = 0; i < nkv; ++i) k[r * nkv + i] += L.bk[static_cast<size_t>(i)];
+        for (int64_t i = 0; i < nkv; ++i) v[r * nkv + i] += L.bv[static_cast<size_t>(i)];
+      }
+    }
+    for (int32_t r = 0; r < n; ++r) {
+      const int32_t p = batch.pos[static_cast<size_t>(r)];
+      kernels::rope(q + r * nq, hp_.n_head, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
+      kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
+    }
+    // Write this layer's K/V into the rows' cells.
+    for (const auto& s : batch.segs) {
+      float* kc = kv.k(il, s.seq);
+      float* vc = kv.v(il, s.seq);
+      for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) {
+        const int64_t cell = s.n_past + batch.node[static_cast<size_t>(r)];
+        for (int64_t g = 0; g < hp_.n_head_kv; ++g) {
+          std::memcpy(kc + (g * n_cells + cell) * hd, k + r * nkv + g * hd, static_cast<size_t>(hd) * sizeof(float));
+          std::memcpy(vc + (g * n_cells + cell) * hd, v + r * nkv + g * hd, static_cast<size_t>(hd) * sizeof(float));
+        }
+      }
+    }
+    // Attention: one task per (row, kv head).
+    {
+      const int64_t n_tasks = static_cast<int64_t>(n) * hp_.n_head_kv;
+      std::vector<int32_t> seg_of_row(static_cast<size_t>(n));
+      for (size_t si = 0; si < batch.segs.size(); ++si) {
+        const auto& s = batch.segs[si];
+        for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) seg_of_row[static_cast<size_t>(r)] = static_cast<int32_t>(si);
+      }
+      auto work = [&](int64_t b, int64_t e, int thread) {
+        float* sc = ctx.scores_.data() + static_cast<size_t>(thread) * static_cast<size_t>(ctx.max_cells_);
+        for (int64_t t = b; t < e; ++t) {
+          const int32_t r = static_cast<int32_t>(t / hp_.n_head_kv);
+          const int64_t g = t % hp_.n_head_kv;
+          const auto& s = batch.segs[static_cast<size_t>(seg_of_row[static_cast<size_t>(r)])];
+          const auto& ex = ctx.extra_[static_cast<size_t>(r)];
+          kernels::attention_row(q + r * nq + g * group * hd, kv.k(il, s.seq) + g * n_cells * hd,
+                                 kv.v(il, s.seq) + g * n_cells * hd, group, 1, hd, n_cells, s.n_past, ex.data(),
+                                 static_cast<int64_t>(ex.size()), scale, sc, att + r * nq + g * group * hd);
+        }
+      };
+      if (n_tasks > 1) {
+        pool->parallel_for(n_tasks, 1, work);
+      } else {
+        work(0, n_tasks, 0);
+      }
+    }
+    kernels::matmul(L.wo, att, n, tmp, pool);  // [n, E]
+    for (int64_t i = 0; i < n * E; ++i) x[i] += tmp[i];
+
+    for (int32_t r = 0; r < n; ++r) kernels::rmsnorm(x + r * E, L.ffn_norm.data(), xn + r * E, E, hp_.rms_eps);
+    kernels::matmul(L.w_gate, xn, n, gate, pool);  // [n, n_ff]
+    kernels::matmul(L.w_up, xn, n, up, pool);      // [n, n_ff]
+    kernels::swiglu(gate, up, gate, static_cast<int64_t>(n) * hp_.n_ff);
+    kernels::matmul(L.w_down, gate, n, tmp, pool);  // [n, E]
+    for (int64_t i = 0; i < n * E; ++i) x[i] += tmp[i];
+  }
+  return {};
+}
+
+void Model::final_norm(const float* x, int32_t n_rows, std::span<const int32_t> rows, float* out) const {
+  const int64_t E = hp_.n_embd;
+  if (rows.empty()) {
+    for (int32_t r = 0; r < n_rows; ++r) kernels::rmsnorm(x + r * E, output_norm_.data(), out + r * E, E, hp_.rms_eps);
+    return;
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    TREESPEC_ASSERT(rows[i] >= 0 && rows[i] < n_rows, "final_norm: row out of range");
+    kernels::rmsnorm(x + rows[i] * E, output_norm_.data(), out + static_cast<int64_t>(i) * E, E, hp_.rms_eps);
+  }
+}
+
+void Model::lm_head(ForwardContext& ctx, const float* xn, int32_t n, float* logits) const {
+  kernels::matmul(output_, xn, n, logits, &ctx.pool_);
+}
+
+Status Model::forward(ForwardContext& ctx, const Batch& batch, kv::KvCache& kv, std::span<const int32_t> out_rows,
+                      float* logits, float* normed) const {
+  const int32_t n = batch.n_rows();
+  ctx.reserve(n, kv.n_cells());
+  float* x = ctx.x_.data();
+  embed(batch, x);
+  if (Status st = run_layers(ctx, batch, 0, hp_.n_layer, x, kv); !st.ok()) return st;
+  const int32_t n_out = out_rows.empty() ? n : static_cast<int32_t>(out_rows.size());
+  float* xn = normed ? normed : ctx.xn_.data();
+  final_norm(x, n, out_rows, xn);
+  lm_head(ctx, xn, n_out, logits);
+  return {};
+}
+
+ForwardContext::ForwardContext(const Model& model, int32_t n_threads) : model_(model), pool_(n_threads) {}
+
+void ForwardContext::reserve(int32_t n_rows, int32_t n_cells) {
+  const auto& hp = model_.hparams();
+  if (n_rows > max_rows_) {
+    const auto n = static_cast<size_t>(n_rows);
+    const size_t wide = static_cast<size_t>(std::max({hp.n_embd, hp.n_embd_q()}));
+    x_.resize(n * hp.n_embd, "hidden states");
+    xn_.resize(n * wide, "normed hidden states");
+    q_.resize(n * hp.n_embd_q(), "queries");
+    k_.resize(n * hp.n_embd_kv(), "keys");
+    v_.resize(n * hp.n_embd_kv(), "values");
+    att_.resize(n * hp.n_embd_q(), "attention output");
+    gate_.resize(n * hp.n_ff, "ffn gate");
+    up_.resize(n * hp.n_ff, "ffn up");
+    tmp_.resize(n * hp.n_embd, "residual update");
+    max_rows_ = n_rows;
+  }
+  if (n_cells > max_cells_) {
+    scores_.resize(static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(n_cells), "attention scores");
+    max_cells_ = n_cells;
+  }
+}
+
+}  // namespace treespec::model

@@ -1,0 +1,138 @@
+// Model: Llama-family weights bound from a GGUF file, and the forward pass.
+//
+// The Model is immutable after load and may be shared by many sequences; all mutable
+// state lives in a ForwardContext (scratch buffers, thread pool) and a KvCache. The
+// forward runs on a hidden-state buffer x [n_rows, n_embd] one layer range at a time,
+// so callers can run layers [0, l), drop rows (early pruning), then run [l, L).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/thread_pool.h"
+#include "kernels/kernels.h"
+#include "kv/kv_cache.h"
+#include "model/batch.h"
+#include "treespec/status.h"
+
+namespace treespec::gguf {
+class GgufFile;
+}
+
+namespace treespec::model {
+
+struct Hparams {
+  std::string arch;       // general.architecture
+  std::string name;       // general.name (may be empty)
+  int32_t n_vocab = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;
+  int32_t n_ff = 0;
+  int32_t n_rot = 0;           // rotated dims per head
+  int32_t n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  float rope_freq_scale = 1.0f;  // linear scaling: positions multiplied by this
+  bool rope_neox = false;        // pair (i, i + n_rot/2) instead of (2i, 2i+1)
+  bool has_qkv_bias = false;
+  bool tied_output = false;
+
+  int32_t n_embd_q() const { return n_head * head_dim; }
+  int32_t n_embd_kv() const { return n_head_kv * head_dim; }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [n_embd]
+  std::vector<float> ffn_norm;   // [n_embd]
+  kernels::WeightView wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;  // empty unless has_qkv_bias
+  kernels::WeightView w_gate, w_up, w_down;
+};
+
+class ForwardContext;
+
+class Model {
+ public:
+  // Opens, validates and binds a GGUF model. Errors: IoError, FormatError (missing or
+  // mis-shaped tensor, bad hyperparameter: named), Unsupported (architecture, dtype).
+  static std::unique_ptr<Model> load(const std::string& path);
+  static std::unique_ptr<Model> from_gguf(std::shared_ptr<const gguf::GgufFile> file);
+  ~Model();
+
+  const Hparams& hparams() const { return hp_; }
+  const gguf::GgufFile& gguf() const { return *file_; }
+  std::shared_ptr<const gguf::GgufFile> gguf_shared() const { return file_; }
+  const LayerWeights& layer(int32_t il) const { return layers_[static_cast<size_t>(il)]; }
+  const kernels::WeightView& token_embd() const { return tok_embd_; }
+  const kernels::WeightView& output() const { return output_; }
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  // Bytes of weights a plain decode step reads (for bandwidth reports).
+  uint64_t weight_bytes() const;
+  uint64_t n_params() const;
+
+  // x[n_rows, n_embd] = embedding of batch tokens.
+  void embed(const Batch& batch, float* x) const;
+
+  // Runs layers [l0, l1) in place on x[n_rows, n_embd], writing K/V of every row into
+  // kv. Returns context_full (and does nothing) if a segment's rows do not fit.
+  Status run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, int32_t l1, float* x, kv::KvCache& kv) const;
+
+  // out[n, n_embd] = final RMSNorm of x rows `rows` (all rows if empty).
+  void final_norm(const float* x, int32_t n_rows, std::span<const int32_t> rows, float* out) const;
+
+  // logits[n, n_vocab] from normed hidden states xn[n, n_embd].
+  void lm_head(ForwardContext& ctx, const float* xn, int32_t n, float* logits) const;
+
+  // Convenience: embed + all layers + final norm + lm_head for `out_rows` (all rows if
+  // empty). logits: [n_out, n_vocab]; normed (optional): [n_out, n_embd].
+  Status forward(ForwardContext& ctx, const Batch& batch, kv::KvCache& kv, std::span<const int32_t> out_rows,
+                 float* logits, float* normed = nullptr) const;
+
+  // A KV cache shaped for this model.
+  kv::KvShape kv_shape(int32_t n_seq, int32_t n_cells) const;
+
+ private:
+  Model() = default;
+  void bind();
+
+  std::shared_ptr<const gguf::GgufFile> file_;
+  Hparams hp_;
+  kernels::WeightView tok_embd_;
+  kernels::WeightView output_;
+  std::vector<float> output_norm_;
+  std::vector<float> inv_freq_;  // [n_rot / 2]
+  std::vector<LayerWeights> layers_;
+};
+
+// Scratch buffers and the thread pool of one forward pass at a time.
+class ForwardContext {
+ public:
+  ForwardContext(const Model& model, int32_t n_threads);
+  core::ThreadPool& pool() { return pool_; }
+  int32_t n_threads() const { return pool_.n_threads(); }
+
+  // Grows the buffers to hold n rows (and attention over n_cells).
+  void reserve(int32_t n_rows, int32_t n_cells);
+
+  // Hidden-state buffer the convenience forward uses: [max_rows, n_embd].
+  float* x() { return x_.data(); }
+
+ private:
+  friend class Model;
+  const Model& model_;
+  core::ThreadPool pool_;
+  int32_t max_rows_ = 0;
+  int32_t max_cells_ = 0;
+  core::AlignedBuffer<float> x_, xn_, q_, k_, v_, att_, gate_, up_, tmp_;
+  core::AlignedBuffer<float> scores_;  // [n_threads, max_cells]
+  std::vector<std::vector<int32_t>> extra_;  // per row: visible tree cells
+};
+
+}  // namespace treespec::model

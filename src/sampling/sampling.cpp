@@ -1,0 +1,126 @@
+#include "sampling/sampling.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/assert.h"
+#include "treespec/status.h"
+
+namespace treespec::sampling {
+
+void SamplingParams::validate() const {
+  if (!std::isfinite(temp)) throw InvalidArgument("temperature must be a finite number");
+  if (top_k < 0) throw InvalidArgument(fmt::format("top_k must be >= 0 (0 = off), got {}", top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) throw InvalidArgument(fmt::format("top_p must be in (0, 1], got {}", top_p));
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) throw InvalidArgument(fmt::format("min_p must be in [0, 1], got {}", min_p));
+}
+
+float Distribution::prob_of(int32_t id) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == id) return p[i];
+  }
+  return 0.0f;
+}
+
+bool Distribution::remove(int32_t id) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == id) {
+      ids.erase(ids.begin() + static_cast<ptrdiff_t>(i));
+      p.erase(p.begin() + static_cast<ptrdiff_t>(i));
+      break;
+    }
+  }
+  double sum = 0.0;
+  for (float x : p) sum += x;
+  if (ids.empty() || !(sum > 0.0)) {
+    ids.clear();
+    p.clear();
+    return false;
+  }
+  for (float& x : p) x = static_cast<float>(x / sum);
+  return true;
+}
+
+int32_t Distribution::sample(core::Rng& rng) const {
+  TREESPEC_ASSERT(!ids.empty(), "sample from an empty distribution");
+  const double u = rng.uniform();
+  double acc = 0.0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    acc += p[i];
+    if (u < acc) return ids[i];
+  }
+  return ids.back();  // rounding: the remaining mass belongs to the last token
+}
+
+int32_t argmax(const float* logits, int32_t n_vocab) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < n_vocab; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return best;
+}
+
+Distribution warp(const float* logits, int32_t n_vocab, const SamplingParams& params) {
+  TREESPEC_ASSERT(!params.greedy(), "warp needs temp > 0");
+  const float inv_t = 1.0f / params.temp;
+  std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
+  std::iota(idx.begin(), idx.end(), 0);
+  auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  size_t keep = idx.size();
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < keep) {
+    keep = static_cast<size_t>(params.top_k);
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<ptrdiff_t>(keep), idx.end(), by_logit);
+  } else {
+    std::sort(idx.begin(), idx.end(), by_logit);
+  }
+  idx.resize(keep);
+  // Softmax over the kept tokens at temperature T (double accumulation).
+  const float mx = logits[idx[0]];
+  std::vector<double> e(keep);
+  double sum = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    e[i] = std::exp(static_cast<double>((logits[idx[i]] - mx) * inv_t));
+    sum += e[i];
+  }
+  // top-p: the smallest prefix whose mass reaches top_p.
+  size_t n = keep;
+  if (params.top_p < 1.0f) {
+    double acc = 0.0;
+    for (size_t i = 0; i < keep; ++i) {
+      acc += e[i] / sum;
+      if (acc >= params.top_p) {
+        n = i + 1;
+        break;
+      }
+    }
+  }
+  // min-p: drop tokens below min_p * p(top).
+  if (params.min_p > 0.0f) {
+    const double thr = params.min_p * e[0];
+    size_t m = 1;
+    while (m < n && e[m] >= thr) ++m;
+    n = m;
+  }
+  Distribution d;
+  d.ids.assign(idx.begin(), idx.begin() + static_cast<ptrdiff_t>(n));
+  double s = 0.0;
+  for (size_t i = 0; i < n; ++i) s += e[i];
+  d.p.resize(n);
+  for (size_t i = 0; i < n; ++i) d.p[i] = static_cast<float>(e[i] / s);
+  return d;
+}
+
+Distribution target_distribution(const float* logits, int32_t n_vocab, const SamplingParams& params) {
+  if (params.greedy()) return Distribution{{argmax(logits, n_vocab)}, {1.0f}};
+  return warp(logits, n_vocab, params);
+}
+
+int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
+  if (params_.greedy()) return argmax(logits, n_vocab);
+  return warp(logits, n_vocab, params_).sample(rng_);
+}
+
+}  // namespace treespec::sampling

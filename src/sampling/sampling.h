@@ -1,0 +1,61 @@
+// Logits processing and sampling, seeded and reproducible.
+//
+// Order (as in HF transformers / vLLM / the OpenAI API): temperature, then top-k, then
+// top-p (nucleus), then min-p (relative to the most likely token), then renormalise.
+// temp <= 0 means greedy (argmax; ties go to the lowest id).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace treespec::sampling {
+
+struct SamplingParams {
+  float temp = 0.8f;
+  int32_t top_k = 40;     // 0 = off
+  float top_p = 0.95f;    // 1 = off
+  float min_p = 0.05f;    // 0 = off
+  uint64_t seed = 0;
+
+  bool greedy() const { return temp <= 0.0f; }
+  // InvalidArgument naming the field if out of range (top_p in (0,1], min_p in [0,1],
+  // top_k >= 0, temp finite).
+  void validate() const;
+};
+
+// A warped target distribution: the surviving tokens, most likely first.
+struct Distribution {
+  std::vector<int32_t> ids;
+  std::vector<float> p;  // sums to 1 (unless empty)
+
+  float prob_of(int32_t id) const;
+  // Zeroes id's probability and renormalises; returns false if nothing is left.
+  bool remove(int32_t id);
+  // Draws from p with one uniform number.
+  int32_t sample(core::Rng& rng) const;
+  int32_t top() const { return ids.empty() ? -1 : ids.front(); }
+};
+
+int32_t argmax(const float* logits, int32_t n_vocab);
+
+// Applies temperature/top-k/top-p/min-p to logits. Requires !params.greedy().
+Distribution warp(const float* logits, int32_t n_vocab, const SamplingParams& params);
+
+// For greedy params: a point mass on the argmax.
+Distribution target_distribution(const float* logits, int32_t n_vocab, const SamplingParams& params);
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+  int32_t sample(const float* logits, int32_t n_vocab);
+  const SamplingParams& params() const { return params_; }
+  core::Rng& rng() { return rng_; }
+
+ private:
+  SamplingParams params_;
+  core::Rng rng_;
+};
+
+}  // namespace treespec::sampling

@@ -1,0 +1,59 @@
+// Tree verifiers: given a TokenTree and the target model's logits at its nodes, pick the
+// accepted root-to-node path and the bonus token that follows it.
+//
+// - greedy: exact; the output equals plain greedy decoding token for token.
+// - lossless: SpecInfer-style multi-step speculative sampling; the emitted tokens have
+//   exactly the target distribution (temperature / top-k / top-p / min-p applied).
+//   Children are point-mass drafts (accept c with probability p(c), zero it and
+//   renormalise on rejection), or, when the drafter supplies the distribution q its
+//   children were drawn from, accept with min(1, p/q) and continue with the residual
+//   norm(max(p - q, 0)).
+// - typical: Medusa's typical acceptance, a fast LOSSY option for temp > 0.
+//
+// Nodes whose logits pointer is null (pruned before the last layer) cannot be accepted.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "sampling/sampling.h"
+#include "tree/token_tree.h"
+
+namespace treespec::verify {
+
+enum class Mode { greedy, lossless, typical };
+const char* mode_name(Mode m);
+
+struct TypicalParams {
+  float threshold = 0.09f;  // epsilon (Medusa posterior_threshold)
+  float alpha = 0.3f;       // delta (Medusa posterior_alpha)
+};
+
+struct VerifyResult {
+  std::vector<int32_t> path;  // accepted nodes, starting with the root 0
+  int32_t bonus = -1;         // token after the last accepted node
+  int32_t n_accepted() const { return static_cast<int32_t>(path.size()) - 1; }
+};
+
+// node_logits[i]: logits row of node i (n_vocab floats) or nullptr if node i was pruned.
+VerifyResult verify_greedy(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab);
+
+// q_of_children[i]: the distribution node i's children were sampled from, or nullptr for
+// point-mass (deterministic) children. Empty span = all point masses.
+VerifyResult verify_lossless(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
+                             const sampling::SamplingParams& params, core::Rng& rng,
+                             std::span<const sampling::Distribution* const> q_of_children = {});
+
+VerifyResult verify_typical(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
+                            const sampling::SamplingParams& params, const TypicalParams& typical, core::Rng& rng);
+
+// Dispatch: greedy whenever params.greedy(); otherwise typical if mode == typical, else
+// lossless (Mode::greedy with temp > 0 still samples losslessly: it never ignores temp).
+VerifyResult verify(Mode mode, const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
+                    const sampling::SamplingParams& params, const TypicalParams& typical, core::Rng& rng,
+                    std::span<const sampling::Distribution* const> q_of_children = {});
+
+}  // namespace treespec::verify
