@@ -43,6 +43,12 @@ enum class ValueType : uint32_t {
 
 const char* value_type_name(ValueType t);
 
+// Limits the reader enforces beyond "fits in the file" (documented in docs/gguf.md).
+constexpr int kMaxArrayDepth = 8;                        // array nesting levels
+constexpr uint64_t kMaxMetadataArrayItems = 1ull << 24;  // all metadata array items together
+constexpr int kMaxDims = 4;                              // GGML_MAX_DIMS
+constexpr uint64_t kDefaultAlignment = 32;
+
 // One metadata value. Scalars keep their exact GGUF type so a round trip is lossless.
 class Value {
  public:
@@ -79,6 +85,10 @@ class Value {
   ValueType elem_type() const;  // arrays only
   const std::vector<Value>& items() const;  // arrays only
 
+  // Number of items for arrays, 0 otherwise.
+  size_t size() const { return items_.size(); }
+
+  // Bitwise for floats (NaN == NaN when the bits match), recursive for arrays.
   bool operator==(const Value& o) const;
 
  private:
@@ -160,6 +170,10 @@ class GgufFile {
   std::map<std::string, size_t, std::less<>> tensor_index_;
 };
 
+// Human-readable rendering for `treespec info` and messages: scalars as text, strings
+// quoted and cut after max_chars bytes, arrays as "[type x count] [first items...]".
+std::string value_to_display(const Value& v, size_t max_items = 8, size_t max_chars = 64);
+
 // Builds a GGUF file in memory order: metadata as set (set() on an existing key replaces
 // it in place), tensors in insertion order, data aligned to general.alignment.
 class GgufWriter {
@@ -172,8 +186,12 @@ class GgufWriter {
   void add_tensor(const std::string& name, tensor::DType type, std::vector<int64_t> ne, const void* data,
                   size_t nbytes);
 
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  size_t n_tensors() const { return tensors_.size(); }
+
   std::vector<uint8_t> to_bytes() const;
-  void write(const std::string& path) const;  // throws IoError
+  void write(const std::string& path) const;  // throws IoError; streams, no full copy in memory
 
  private:
   uint32_t version_;
@@ -186,6 +204,9 @@ class GgufWriter {
     std::vector<uint8_t> data;
   };
   std::vector<PendingTensor> tensors_;
+
+  template <typename Sink>
+  void emit(Sink& sink) const;
 };
 
 }  // namespace treespec::gguf
