@@ -1,6 +1,11 @@
 #include "core/thread_pool.h"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
 
 #include <chrono>
 
@@ -9,6 +14,15 @@ namespace treespec::core {
 namespace {
 thread_local bool t_in_job = false;
 constexpr int kSpinIterations = 20000;
+
+// Raw futex wait/wake on the 32-bit wake counter. (libstdc++ 12's atomic::wait can miss
+// a notify and hang; the kernel futex is simple and reliable.)
+void futex_wait(std::atomic<uint32_t>* addr, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+void futex_wake_all(std::atomic<uint32_t>* addr) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,15 +41,22 @@ int hardware_threads() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+namespace {
+constexpr uint64_t kClosed = uint64_t{1} << 31;
+constexpr uint64_t kCountMask = kClosed - 1;
+inline uint32_t gen_of(uint64_t c) { return static_cast<uint32_t>(c >> 32); }
+}  // namespace
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  ctrl_.store(kClosed);  // generation 0 is closed: nothing to join
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
 }
 
 ThreadPool::~ThreadPool() {
   stop_.store(true);
-  generation_.fetch_add(1);
-  generation_.notify_all();
+  wake_.fetch_add(1);
+  futex_wake_all(&wake_);
   for (auto& w : workers_) w.join();
 }
 
@@ -48,23 +69,37 @@ void ThreadPool::drain(int thread) {
 }
 
 void ThreadPool::worker_main(int thread) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;  // joining a closed job is harmless, so start from "nothing seen"
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+    uint32_t w = wake_.load(std::memory_order_acquire);
+    for (int spin = 0; w == seen && spin < kSpinIterations; ++spin) {
       cpu_relax();
-      gen = generation_.load(std::memory_order_acquire);
+      w = wake_.load(std::memory_order_acquire);
     }
-    while (gen == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
-      gen = generation_.load(std::memory_order_acquire);
+    // stop_ is checked before sleeping: a worker that starts after the destructor's
+    // wake-up must not wait for another one.
+    while (w == seen && !stop_.load(std::memory_order_acquire)) {
+      sleepers_.fetch_add(1, std::memory_order_acq_rel);
+      futex_wait(&wake_, seen);
+      sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+      w = wake_.load(std::memory_order_acquire);
     }
-    seen = gen;
+    seen = w;
     if (stop_.load()) return;
+    // Join the current job if it is still open.
+    uint64_t c = ctrl_.load(std::memory_order_acquire);
+    bool joined = false;
+    while ((c & kClosed) == 0) {
+      if (ctrl_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) {
+        joined = true;
+        break;
+      }
+    }
+    if (!joined) continue;
     t_in_job = true;
     drain(thread);
     t_in_job = false;
-    workers_done_.fetch_add(1, std::memory_order_acq_rel);
+    ctrl_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -78,15 +113,20 @@ void ThreadPool::run_impl(int n_tasks, Tramp tramp, void* ctx) {
   tramp_ = tramp;
   ctx_ = ctx;
   n_tasks_ = n_tasks;
-  workers_done_.store(0, std::memory_order_relaxed);
   next_task_.store(0, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  const uint32_t gen = gen_of(ctrl_.load(std::memory_order_relaxed)) + 1;
+  ctrl_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);  // open, nobody inside
+  wake_.fetch_add(1, std::memory_order_release);
+  if (sleepers_.load(std::memory_order_acquire) > 0) futex_wake_all(&wake_);
   t_in_job = true;
   drain(0);
   t_in_job = false;
-  const int n_workers = n_threads_ - 1;
-  while (workers_done_.load(std::memory_order_acquire) < n_workers) cpu_relax();
+  // Close the job; wait only for workers that joined (they are running its tasks).
+  uint64_t c = ctrl_.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed;
+  while ((c & kCountMask) != 0) {
+    cpu_relax();
+    c = ctrl_.load(std::memory_order_acquire);
+  }
 }
 
 }  // namespace treespec::core

@@ -61,14 +61,19 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex submit_mutex_;
 
-  // Current job. Written by the submitter before bumping generation_; the submitter
-  // waits until every worker has checked out before the next job can overwrite it.
+  // Current job. Written by the submitter before it publishes a new generation in
+  // ctrl_; stable while any worker is inside the job.
   Tramp tramp_ = nullptr;
   void* ctx_ = nullptr;
   int n_tasks_ = 0;
   std::atomic<int> next_task_{0};
-  std::atomic<int> workers_done_{0};  // workers that finished the current job
-  std::atomic<uint64_t> generation_{0};
+  // ctrl_: generation (high 32 bits) | closed flag (bit 31) | workers inside (low 31 bits).
+  // A worker joins only while its generation is open, so a late worker never touches a
+  // job the submitter has already finished: the submitter never waits for a thread the
+  // OS has not scheduled yet (important on busy machines).
+  std::atomic<uint64_t> ctrl_{0};
+  std::atomic<uint32_t> wake_{0};  // bumped per job; sleeping workers wait on it (futex)
+  std::atomic<int> sleepers_{0};   // workers in (or entering) futex_wait: skip the syscall when 0
   std::atomic<bool> stop_{false};
 };
 

@@ -79,3 +79,14 @@ TEST(Status, ToString) {
   EXPECT_EQ(s.to_string(), "context_full: seq 0 needs 10 rows, 3 free");
   EXPECT_TRUE(Status().ok());
 }
+
+// Regression: a worker that starts only after the pool's destructor has signalled stop
+// must not sleep forever (the submitter finishes jobs alone when workers are late).
+TEST(ThreadPool, DestroyRightAfterUseNeverHangs) {
+  for (int rep = 0; rep < 200; ++rep) {
+    core::ThreadPool pool(1 + rep % 4);
+    std::atomic<int> n{0};
+    pool.run(1 + rep % 5, [&](int, int) { n++; });
+    ASSERT_EQ(n.load(), 1 + rep % 5);
+  }
+}
