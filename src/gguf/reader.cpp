@@ -322,7 +322,10 @@ void GgufFile::parse() {
   // Data section: starts at the next multiple of the alignment after the tensor table.
   const uint64_t table_end = c.pos();
   data_offset_ = (table_end + alignment_ - 1) / alignment_ * alignment_;
-  if (tensors_.empty()) return;
+  if (tensors_.empty()) {
+    data_offset_ = std::min(data_offset_, size_);  // vocab-only files may end without padding
+    return;
+  }
   if (data_offset_ > size_) {
     c.fail(fmt::format("data section would start at {} (aligned to {}), past the end of the file ({} bytes)",
                        data_offset_, alignment_, size_),
