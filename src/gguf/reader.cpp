@@ -137,7 +137,7 @@ Value read_value(Cursor& c, ValueType t, const std::string& what, int depth, Par
                count_at);
       }
       std::vector<Value> items;
-      items.reserve(static_cast<size_t>(count));
+      items.reserve(static_cast<size_t>(std::min<uint64_t>(count, 1u << 16)));  // grows with real items
       for (uint64_t i = 0; i < count; ++i) {
         items.push_back(read_value(c, et, what, depth + 1, st));
       }
@@ -234,7 +234,7 @@ void GgufFile::parse() {
 
   // Metadata.
   ParseState st;
-  kv_.reserve(static_cast<size_t>(n_kv));
+  kv_.reserve(static_cast<size_t>(std::min<uint64_t>(n_kv, 1024)));
   for (uint64_t i = 0; i < n_kv; ++i) {
     const uint64_t at = c.pos();
     std::string key = c.read_string(fmt::format("metadata entry #{} key", i));
@@ -271,7 +271,7 @@ void GgufFile::parse() {
   }
 
   // Tensor table.
-  tensors_.reserve(static_cast<size_t>(n_tensors));
+  tensors_.reserve(static_cast<size_t>(std::min<uint64_t>(n_tensors, 4096)));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     const uint64_t at = c.pos();
     TensorInfo ti;
@@ -322,7 +322,10 @@ void GgufFile::parse() {
   // Data section: starts at the next multiple of the alignment after the tensor table.
   const uint64_t table_end = c.pos();
   data_offset_ = (table_end + alignment_ - 1) / alignment_ * alignment_;
-  if (tensors_.empty()) return;
+  if (tensors_.empty()) {
+    data_offset_ = std::min(data_offset_, size_);  // vocab-only files may end without padding
+    return;
+  }
   if (data_offset_ > size_) {
     c.fail(fmt::format("data section would start at {} (aligned to {}), past the end of the file ({} bytes)",
                        data_offset_, alignment_, size_),

@@ -5,10 +5,12 @@
 // dummy prefix, byte fallback <0xNN>); other models raise Unsupported naming the model.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace treespec::gguf {
@@ -43,10 +45,27 @@ struct Vocab {
   bool add_bos = true;
   bool add_eos = false;
   bool add_space_prefix = true;      // tokenizer.ggml.add_space_prefix
+
+  // Whitespace stripping next to special tokens matched in text (llama.cpp's LSTRIP /
+  // RSTRIP token attributes, set by model name since GGUF has no key for them): empty,
+  // or one entry per token with bit kStripLeft / kStripRight. load_vocab sets them for
+  // Phi-3 models as llama.cpp does.
+  static constexpr uint8_t kStripLeft = 1;
+  static constexpr uint8_t kStripRight = 2;
+  std::vector<uint8_t> strip;
+
+  int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  TokenType type(int32_t id) const { return types[static_cast<size_t>(id)]; }
 };
 
 // Reads tokenizer.ggml.* from a GGUF file; FormatError naming the key on bad metadata
 // (e.g. token ids out of range, scores/types of the wrong length).
+//
+// Defaults for model "llama" (as llama.cpp): bos 1, eos 2, unk 0, add_bos true,
+// add_eos false, add_space_prefix true. When tokenizer.ggml.eot_token_id /
+// eom_token_id are absent, a token spelled like a known end-of-turn marker
+// ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", ...; "<|eom_id|>") is taken,
+// as llama.cpp does. See docs/tokenizer.md.
 Vocab load_vocab(const gguf::GgufFile& file);
 
 class Tokenizer {
@@ -78,23 +97,51 @@ class Tokenizer {
   bool is_eog(int32_t id) const;
   std::vector<int32_t> eog_ids() const;
   bool is_control(int32_t id) const;
+  bool is_byte(int32_t id) const;
+
+  // Exact piece lookup (the vocab's spelling, e.g. "\xe2\x96\x81the"); -1 if absent.
+  // With duplicate spellings the lowest id wins.
+  int32_t token_id(std::string_view piece) const;
+  // Token for a raw byte: "<0xNN>", else the one-byte piece, else unk (-1 if none).
+  int32_t byte_token(uint8_t b) const { return byte_to_token_[b]; }
 
  protected:
-  explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
+  explicit Tokenizer(Vocab vocab);
+
+  // Text split around special tokens written literally in it (llama.cpp's
+  // tokenizer_st_partition): user-defined tokens always, control and unknown tokens
+  // only when parse_special; longer tokens first; strip attributes applied.
+  struct Fragment {
+    int32_t token = -1;  // >= 0: a special token; -1: raw text [offset, offset + length)
+    size_t offset = 0;
+    size_t length = 0;
+  };
+  std::vector<Fragment> partition_special(std::string_view text, bool parse_special) const;
+
   Vocab vocab_;
+  std::unordered_map<std::string, int32_t> token_to_id_;
+  std::array<int32_t, 256> byte_to_token_{};
+  std::vector<int32_t> special_by_length_;  // control / user-defined / unknown ids, longest first
 };
 
 // Incremental decoder for streaming: returns only complete UTF-8 text, holding back a
 // partial multi-byte sequence until its remaining bytes arrive; flush() returns the rest
 // (invalid bytes replaced by U+FFFD).
+//
+// Applies the same rule as Tokenizer::decode: the piece right after BOS loses its
+// leading space. When streaming only generated tokens, prime() with the prompt's last
+// token so that rule sees it.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  explicit StreamDecoder(const Tokenizer& tok, bool render_special = false)
+      : tok_(tok), render_special_(render_special) {}
   std::string push(int32_t id);
   std::string flush();
+  void prime(int32_t prev_token) { prev_ = prev_token; }
 
  private:
   const Tokenizer& tok_;
+  bool render_special_ = false;
   std::string pending_;
   int32_t prev_ = -1;
 };

@@ -1,0 +1,169 @@
+// SpmTokenizer: see spm.h.
+#include "tokenizer/spm.h"
+
+#include <fmt/format.h>
+
+#include <queue>
+
+#include "tokenizer/utf8.h"
+#include "treespec/status.h"
+
+namespace treespec::tokenizer {
+
+namespace {
+
+// One symbol of the text being merged: bytes [start, start + n) with links to its live
+// neighbours. n == 0 marks a symbol merged into its left neighbour.
+struct Symbol {
+  int prev;
+  int next;
+  size_t start;
+  size_t n;
+};
+
+struct Bigram {
+  int left;
+  int right;
+  float score;
+  size_t size;  // bytes of the merged text, to detect stale entries
+};
+
+// Highest score first; on equal scores the leftmost pair first.
+struct BigramLess {
+  bool operator()(const Bigram& a, const Bigram& b) const {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  }
+};
+
+std::string escape_spaces(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + s.size() / 4);
+  for (char c : s) {
+    if (c == ' ') out += utf8::kSpaceMarker;
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  std::vector<int32_t> out;
+  if (add_special && vocab_.add_bos && vocab_.bos_id >= 0) out.push_back(vocab_.bos_id);
+  bool prev_special = true;  // the dummy prefix goes at the start and after special tokens
+  for (const Fragment& f : partition_special(text, parse_special)) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      prev_special = true;
+      continue;
+    }
+    std::string frag;
+    if (vocab_.add_space_prefix && prev_special) frag = " ";
+    frag.append(text.substr(f.offset, f.length));
+    encode_fragment(escape_spaces(frag), out);
+    prev_special = false;
+  }
+  if (add_special && vocab_.add_eos && vocab_.eos_id >= 0) out.push_back(vocab_.eos_id);
+  return out;
+}
+
+void SpmTokenizer::encode_fragment(const std::string& text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  // Split into characters; a byte that does not start a valid UTF-8 character is a
+  // symbol of its own (it can only end up as a byte token).
+  std::vector<Symbol> sym;
+  sym.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    size_t n = 0;
+    if (utf8::scan(std::string_view(text).substr(i), &n) != utf8::Scan::complete) n = 1;
+    const int idx = static_cast<int>(sym.size());
+    sym.push_back({idx - 1, -1, i, n});
+    if (idx > 0) sym[static_cast<size_t>(idx - 1)].next = idx;
+    i += n;
+  }
+  std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue;
+  auto try_add = [&](int left, int right) {
+    if (left < 0 || right < 0) return;
+    const Symbol& l = sym[static_cast<size_t>(left)];
+    const Symbol& r = sym[static_cast<size_t>(right)];
+    const size_t size = l.n + r.n;
+    auto it = token_to_id_.find(text.substr(l.start, size));
+    if (it == token_to_id_.end()) return;
+    const float score = vocab_.scores.empty() ? 0.0f : vocab_.scores[static_cast<size_t>(it->second)];
+    queue.push({left, right, score, size});
+  };
+  for (size_t i = 1; i < sym.size(); ++i) try_add(static_cast<int>(i - 1), static_cast<int>(i));
+
+  while (!queue.empty()) {
+    const Bigram b = queue.top();
+    queue.pop();
+    Symbol& l = sym[static_cast<size_t>(b.left)];
+    Symbol& r = sym[static_cast<size_t>(b.right)];
+    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size || l.next != b.right) continue;  // stale
+    l.n += r.n;
+    r.n = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = b.left;
+    try_add(l.prev, b.left);
+    try_add(b.left, l.next);
+  }
+
+  for (int i = 0; i >= 0; i = sym[static_cast<size_t>(i)].next) {
+    const Symbol& s = sym[static_cast<size_t>(i)];
+    auto it = token_to_id_.find(text.substr(s.start, s.n));
+    if (it != token_to_id_.end()) {
+      out.push_back(it->second);
+      continue;
+    }
+    // Only single characters get here (every merge produced a vocab piece).
+    for (size_t k = 0; k < s.n; ++k) {
+      const int32_t id = byte_to_token_[static_cast<uint8_t>(text[s.start + k])];
+      if (id >= 0) out.push_back(id);  // -1 only for a vocab with neither byte tokens nor <unk>
+    }
+  }
+}
+
+std::string SpmTokenizer::token_to_piece(int32_t id, bool render_special) const {
+  if (id < 0 || id >= n_vocab()) {
+    throw InvalidArgument(fmt::format("token id {} is outside the vocabulary [0, {})", id, n_vocab()));
+  }
+  const std::string& text = vocab_.tokens[static_cast<size_t>(id)];
+  switch (vocab_.type(id)) {
+    case TokenType::normal: {
+      std::string out;
+      out.reserve(text.size());
+      for (size_t i = 0; i < text.size();) {
+        if (text.compare(i, 3, utf8::kSpaceMarker) == 0) {
+          out += ' ';
+          i += 3;
+        } else {
+          out += text[i++];
+        }
+      }
+      return out;
+    }
+    case TokenType::byte: {
+      // "<0xNN>"; a malformed byte piece renders as its text.
+      if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
+        unsigned v = 0;
+        for (size_t k = 3; k < 5; ++k) {
+          const char c = text[k];
+          const int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                       : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+          if (d < 0) return text;
+          v = v * 16 + static_cast<unsigned>(d);
+        }
+        return std::string(1, static_cast<char>(v));
+      }
+      return text;
+    }
+    case TokenType::user_defined: return text;
+    case TokenType::control:
+    case TokenType::unknown: return render_special ? text : std::string();
+    case TokenType::unused:
+    case TokenType::undefined: return std::string();
+  }
+  return std::string();
+}
+
+}  // namespace treespec::tokenizer
