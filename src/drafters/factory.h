@@ -1,0 +1,37 @@
+// Builds a Drafter from a method name and its parameters. Each drafter's parameter
+// struct lives in SpecConfig so the CLI, the bench and the server share one surface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "drafters/drafter.h"
+#include "drafters/lookup/lookup_drafter.h"
+
+namespace treespec::model {
+class Model;
+}
+
+namespace treespec::drafters {
+
+struct SpecConfig {
+  std::string method = "none";
+  LookupParams lookup;
+};
+
+// What a drafter may need from its surroundings.
+struct DrafterEnv {
+  const model::Model* model = nullptr;
+  std::vector<int32_t> eog_ids;
+  uint64_t seed = 0;
+};
+
+// Known method names, for help texts and validation.
+std::vector<std::string> spec_methods();
+
+// InvalidArgument naming the method (with the list of known ones) or a bad parameter.
+std::unique_ptr<Drafter> make_drafter(const SpecConfig& cfg, const DrafterEnv& env);
+
+}  // namespace treespec::drafters

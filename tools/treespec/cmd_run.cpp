@@ -1,0 +1,145 @@
+// treespec run -m MODEL.gguf -p PROMPT -n N [--spec METHOD ...] [--json]
+// Generates text from a prompt, streaming it to stdout; --json prints one JSON object
+// with prompt_tokens, tokens, text and stats instead.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "command.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "engine/engine.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "options.h"
+#include "tokenizer/tokenizer.h"
+#include "treespec/status.h"
+
+namespace {
+
+using namespace treespec;
+
+struct RunArgs {
+  cli::ModelOptions model;
+  cli::SamplingOptions sampling;
+  drafters::SpecConfig spec;
+  std::string prompt;
+  std::string prompt_file;
+  int64_t n_predict = -1;
+  bool json = false;
+  bool ignore_eos = false;
+  bool no_parse_special = false;
+  bool verbose = false;
+};
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw IoError("cannot open prompt file '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int run(const RunArgs& a) {
+  if (a.verbose) core::set_log_level(core::LogLevel::info);
+  if (a.n_predict < -1) throw InvalidArgument(fmt::format("-n/--n-predict must be >= 0 or -1 (unlimited), got {}", a.n_predict));
+  if (!a.prompt_file.empty() && !a.prompt.empty()) throw InvalidArgument("give either -p/--prompt or -f/--file, not both");
+  const std::string prompt = a.prompt_file.empty() ? a.prompt : read_text_file(a.prompt_file);
+
+  const double t_load0 = core::now_s();
+  auto model = model::Model::load(a.model.model);
+  const auto tok = tokenizer::Tokenizer::from_gguf(model->gguf());
+  const double t_load = core::now_s() - t_load0;
+  const auto& hp = model->hparams();
+  if (tok->n_vocab() != hp.n_vocab) {
+    throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", a.model.model, tok->n_vocab(), hp.n_vocab));
+  }
+
+  engine::EngineParams ep;
+  ep.n_threads = cli::resolve_threads(a.model.n_threads);
+  if (a.model.n_ctx < 0) throw InvalidArgument(fmt::format("-c/--ctx-size must be >= 0, got {}", a.model.n_ctx));
+  ep.n_ctx = a.model.n_ctx > 0 ? a.model.n_ctx : std::min(hp.n_ctx_train, 4096);
+  if (ep.n_ctx > (1 << 20)) throw InvalidArgument(fmt::format("-c/--ctx-size {} is larger than 1048576", ep.n_ctx));
+  ep.n_batch = a.model.n_batch;
+  engine::Engine eng(*model, ep);
+  eng.set_eog_ids(tok->eog_ids());
+
+  engine::SequenceParams sp;
+  sp.sampling = cli::resolve_sampling(a.sampling);
+  sp.mode = cli::resolve_verify(a.sampling);
+  sp.typical = a.sampling.typical;
+  sp.n_predict = a.n_predict > INT32_MAX ? INT32_MAX : static_cast<int32_t>(a.n_predict);
+  sp.ignore_eog = a.ignore_eos;
+
+  std::vector<int32_t> ids = tok->encode(prompt, true, !a.no_parse_special);
+  drafters::DrafterEnv env{model.get(), tok->eog_ids(), sp.sampling.seed};
+  engine::Sequence seq(ids, sp, drafters::make_drafter(a.spec, env));
+
+  tokenizer::StreamDecoder stream(*tok);
+  if (!a.json) {
+    std::string shown = tok->decode(ids);
+    std::fputs(shown.c_str(), stdout);
+    std::fflush(stdout);
+    stream.prime(ids.back());
+    seq.on_tokens = [&](std::span<const int32_t> toks) {
+      std::string s;
+      for (int32_t t : toks) s += stream.push(t);
+      std::fputs(s.c_str(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  Status st = eng.generate(seq);
+  if (!st.ok()) throw Error(st.to_string());
+
+  const auto& stats = seq.stats();
+  if (a.json) {
+    tokenizer::StreamDecoder dec(*tok);
+    dec.prime(ids.back());
+    std::string text;
+    for (int32_t t : seq.generated()) text += dec.push(t);
+    text += dec.flush();
+    nlohmann::json j;
+    j["prompt_tokens"] = seq.prompt();
+    j["tokens"] = seq.generated();
+    j["text"] = text;
+    nlohmann::json s = stats.to_json();
+    s["finish_reason"] = engine::finish_reason_name(seq.finish_reason());
+    s["context_full"] = seq.finish_reason() == engine::FinishReason::context;
+    s["spec"] = a.spec.method;
+    s["verify"] = sp.sampling.greedy() ? "greedy" : verify::mode_name(sp.mode);
+    s["n_threads"] = ep.n_threads;
+    s["n_ctx"] = ep.n_ctx;
+    s["load_s"] = t_load;
+    j["stats"] = s;
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::string rest = stream.flush();
+    std::fputs(rest.c_str(), stdout);
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    std::fprintf(stderr, "\n%s | spec %s | stop: %s\n", stats.summary().c_str(), a.spec.method.c_str(),
+                 engine::finish_reason_name(seq.finish_reason()));
+  }
+  return 0;
+}
+
+std::function<int()> setup_run(CLI::App& sub) {
+  auto a = std::make_shared<RunArgs>();
+  cli::add_model_options(sub, a->model);
+  sub.add_option("-p,--prompt", a->prompt, "prompt text");
+  sub.add_option("-f,--file", a->prompt_file, "read the prompt from a file");
+  sub.add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1 = until end of generation or context)")
+      ->capture_default_str();
+  cli::add_sampling_options(sub, a->sampling);
+  cli::add_spec_options(sub, a->spec);
+  sub.add_flag("--json", a->json, "print one JSON object (prompt_tokens, tokens, text, stats) instead of streaming");
+  sub.add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-generation tokens");
+  sub.add_flag("--no-parse-special", a->no_parse_special, "treat special-token text in the prompt as plain text");
+  sub.add_flag("-v,--verbose", a->verbose, "log more");
+  return [a] { return run(*a); };
+}
+
+}  // namespace
+
+TREESPEC_COMMAND("run", "Generate text from a prompt (streamed; --json for machine-readable output)", setup_run);

@@ -1,0 +1,62 @@
+#include "options.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "core/thread_pool.h"
+#include "treespec/status.h"
+
+namespace treespec::cli {
+
+void add_model_options(CLI::App& app, ModelOptions& o) {
+  app.add_option("-m,--model", o.model, "GGUF model file")->required();
+  app.add_option("-t,--threads", o.n_threads, "threads (default: all cores)");
+  app.add_option("-c,--ctx-size", o.n_ctx, "context size in tokens per sequence (default: model's, at most 4096)");
+  app.add_option("-b,--batch-size", o.n_batch, "prompt processing chunk size")->capture_default_str();
+}
+
+void add_sampling_options(CLI::App& app, SamplingOptions& o) {
+  app.add_option("--temp", o.params.temp, "temperature (0 = greedy)")->capture_default_str();
+  app.add_option("--top-k", o.params.top_k, "top-k (0 = off)")->capture_default_str();
+  app.add_option("--top-p", o.params.top_p, "top-p (1 = off)")->capture_default_str();
+  app.add_option("--min-p", o.params.min_p, "min-p (0 = off)")->capture_default_str();
+  app.add_option("-s,--seed", o.seed, "RNG seed (-1 = random)")->capture_default_str();
+  app.add_option("--verify", o.verify, "tree verification at temp > 0: lossless (exact distribution) | typical (Medusa, lossy)")
+      ->capture_default_str();
+  app.add_option("--typical-threshold", o.typical.threshold, "typical acceptance epsilon (lossy mode)")->capture_default_str();
+  app.add_option("--typical-alpha", o.typical.alpha, "typical acceptance delta (lossy mode)")->capture_default_str();
+}
+
+void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
+  app.add_option("--spec", c.method, fmt::format("speculative method: {}", fmt::join(drafters::spec_methods(), " | ")))
+      ->capture_default_str();
+  app.add_option("--lookup-ngram-min", c.lookup.ngram_min, "lookup: shortest n-gram matched")->capture_default_str();
+  app.add_option("--lookup-ngram-max", c.lookup.ngram_max, "lookup: longest n-gram matched")->capture_default_str();
+  app.add_option("--lookup-draft", c.lookup.draft_len, "lookup: tokens per continuation")->capture_default_str();
+  app.add_option("--lookup-branches", c.lookup.max_branches, "lookup: continuations merged into the tree")->capture_default_str();
+}
+
+int32_t resolve_threads(int32_t n_threads) {
+  if (n_threads < 0) throw InvalidArgument(fmt::format("-t/--threads must be >= 1, got {}", n_threads));
+  if (n_threads == 0) return core::hardware_threads();
+  if (n_threads > 1024) throw InvalidArgument(fmt::format("-t/--threads {} is more than 1024", n_threads));
+  return n_threads;
+}
+
+sampling::SamplingParams resolve_sampling(const SamplingOptions& o) {
+  sampling::SamplingParams p = o.params;
+  if (o.seed < -1) throw InvalidArgument(fmt::format("--seed must be >= 0 or -1 (random), got {}", o.seed));
+  p.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed)
+                       : static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
+  p.validate();
+  return p;
+}
+
+verify::Mode resolve_verify(const SamplingOptions& o) {
+  if (o.verify == "lossless") return verify::Mode::lossless;
+  if (o.verify == "typical") return verify::Mode::typical;
+  throw InvalidArgument(fmt::format("--verify must be 'lossless' or 'typical', got '{}'", o.verify));
+}
+
+}  // namespace treespec::cli
