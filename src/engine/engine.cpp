@@ -40,17 +40,30 @@ std::vector<int32_t> eog_from_gguf(const gguf::GgufFile& f, int32_t n_vocab) {
 }
 }  // namespace
 
-Engine::Engine(const model::Model& model, const EngineParams& params)
-    : model_(model),
-      params_(params),
-      ctx_(model, params.n_threads),
-      kv_(model.kv_shape(params.n_slots, params.n_ctx)),
-      slot_used_(static_cast<size_t>(params.n_slots), false),
-      eog_ids_(eog_from_gguf(model.gguf(), model.hparams().n_vocab)) {
+namespace {
+// Checked before any buffer exists, so a bad or too large request allocates nothing.
+const EngineParams& checked(const model::Model& model, const EngineParams& params) {
   if (params.n_threads < 1) throw InvalidArgument(fmt::format("thread count must be >= 1, got {}", params.n_threads));
   if (params.n_ctx < 1) throw InvalidArgument(fmt::format("context size must be >= 1, got {}", params.n_ctx));
   if (params.n_batch < 1) throw InvalidArgument(fmt::format("batch size must be >= 1, got {}", params.n_batch));
+  if (params.n_slots < 1) throw InvalidArgument(fmt::format("sequence slot count must be >= 1, got {}", params.n_slots));
+  // Memory first: for a huge context "needs N bytes, M available" is the useful message.
+  kv::KvCache::check_memory(model.kv_shape(params.n_slots, params.n_ctx));
+  if (params.n_ctx > kMaxContext) {
+    throw InvalidArgument(fmt::format("context size {} is larger than {} (RoPE takes positions as float, exact only up to "
+                                      "2^24)", params.n_ctx, kMaxContext));
+  }
+  return params;
 }
+}  // namespace
+
+Engine::Engine(const model::Model& model, const EngineParams& params)
+    : model_(model),
+      params_(checked(model, params)),
+      ctx_(model, params.n_threads),
+      kv_(model.kv_shape(params.n_slots, params.n_ctx)),
+      slot_used_(static_cast<size_t>(params.n_slots), false),
+      eog_ids_(eog_from_gguf(model.gguf(), model.hparams().n_vocab)) {}
 
 Engine::~Engine() = default;
 

@@ -71,6 +71,10 @@ class Sequence {
   SpecStats stats_;
 };
 
+// Largest context (positions per sequence) the engine accepts: RoPE computes angles from
+// float positions, which are exact integers only up to 2^24.
+constexpr int32_t kMaxContext = 1 << 24;
+
 struct EngineParams {
   int32_t n_threads = 1;
   int32_t n_ctx = 2048;   // positions per sequence (prompt + generated)
@@ -90,6 +94,9 @@ class BudgetPolicy {
 
 class Engine {
  public:
+  // InvalidArgument for a parameter < 1 or n_ctx > kMaxContext; Error "out of memory:
+  // the KV cache ... needs N bytes" (kv::KvCache::check_memory) before allocating a cache
+  // larger than the available memory.
   Engine(const model::Model& model, const EngineParams& params);
   ~Engine();
 

@@ -5,17 +5,47 @@
 #include <cstring>
 
 #include "core/assert.h"
+#include "core/memory.h"
 
 namespace treespec::kv {
 
-KvCache::KvCache(const KvShape& shape) : shape_(shape) {
+namespace {
+std::string describe(const KvShape& shape) {
+  return fmt::format("KV cache ({} sequences x {} cells x {} layers x {} KV heads x {} dims, K and V in f32)", shape.n_seq,
+                     shape.n_cells, shape.n_layer, shape.n_head_kv, shape.head_dim);
+}
+}  // namespace
+
+uint64_t KvCache::required_bytes(const KvShape& shape) {
   if (shape.n_layer <= 0 || shape.n_head_kv <= 0 || shape.head_dim <= 0 || shape.n_seq <= 0 || shape.n_cells <= 0) {
     throw InvalidArgument(fmt::format("KV cache: invalid shape (layers {}, kv heads {}, head dim {}, seqs {}, cells {})",
                                       shape.n_layer, shape.n_head_kv, shape.head_dim, shape.n_seq, shape.n_cells));
   }
+  uint64_t bytes = 2 * sizeof(float);  // K and V
+  for (int32_t d : {shape.n_seq, shape.n_cells, shape.n_layer, shape.n_head_kv, shape.head_dim}) {
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > SIZE_MAX / 2) {
+      throw Error(fmt::format("out of memory: the {} needs more bytes than this machine can address", describe(shape)));
+    }
+  }
+  return bytes;
+}
+
+void KvCache::check_memory(const KvShape& shape) {
+  const uint64_t bytes = required_bytes(shape);
+  const core::MemoryInfo mem = core::available_memory();
+  if (bytes > mem.available) {
+    throw Error(fmt::format("out of memory: the {} needs {}, but only {} are available ({}); use a smaller context size",
+                            describe(shape), core::format_bytes(bytes), core::format_bytes(mem.available), mem.source));
+  }
+}
+
+KvCache::KvCache(const KvShape& shape) : shape_(shape) {
+  // Refuse what the machine cannot hold BEFORE allocating: an over-committed allocation
+  // would succeed, and the OOM killer would end the process later while the cache fills.
+  check_memory(shape);
   per_seq_ = static_cast<size_t>(shape.n_head_kv) * static_cast<size_t>(shape.n_cells) * static_cast<size_t>(shape.head_dim);
   const size_t total = per_seq_ * static_cast<size_t>(shape.n_layer) * static_cast<size_t>(shape.n_seq);
-  const std::string what = fmt::format("KV cache ({} sequences x {} cells x {} layers)", shape.n_seq, shape.n_cells, shape.n_layer);
+  const std::string what = describe(shape);
   k_.resize(total, what.c_str());
   v_.resize(total, what.c_str());
   n_past_.assign(static_cast<size_t>(shape.n_seq), 0);

@@ -27,8 +27,17 @@ struct KvShape {
 
 class KvCache {
  public:
-  // Throws Error (naming the size) if the allocation fails.
+  // InvalidArgument for a non-positive dimension; Error "out of memory: the KV cache ...
+  // needs N bytes, but only M are available" when the cache is larger than the memory
+  // this process can still take (core::available_memory(), checked before allocating)
+  // or if the allocation fails.
   explicit KvCache(const KvShape& shape);
+
+  // Bytes of K and V for `shape`; InvalidArgument / Error as above (size overflow).
+  static uint64_t required_bytes(const KvShape& shape);
+  // Throws the "out of memory" Error above if required_bytes(shape) exceeds the memory
+  // available now; allocates nothing.
+  static void check_memory(const KvShape& shape);
 
   const KvShape& shape() const { return shape_; }
   int32_t n_seq() const { return shape_.n_seq; }

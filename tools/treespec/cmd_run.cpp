@@ -60,7 +60,6 @@ int run(const RunArgs& a) {
   ep.n_threads = cli::resolve_threads(a.model.n_threads);
   if (a.model.n_ctx < 0) throw InvalidArgument(fmt::format("-c/--ctx-size must be >= 0, got {}", a.model.n_ctx));
   ep.n_ctx = a.model.n_ctx > 0 ? a.model.n_ctx : std::min(hp.n_ctx_train, 4096);
-  if (ep.n_ctx > (1 << 20)) throw InvalidArgument(fmt::format("-c/--ctx-size {} is larger than 1048576", ep.n_ctx));
   ep.n_batch = a.model.n_batch;
   engine::Engine eng(*model, ep);
   eng.set_eog_ids(tok->eog_ids());

@@ -38,7 +38,11 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
 }
 
 int32_t resolve_threads(int32_t n_threads) {
-  if (n_threads < 0) throw InvalidArgument(fmt::format("-t/--threads must be >= 1, got {}", n_threads));
+  // 0 means "all cores" (the default); a negative count is a mistake, not a request for
+  // the default as in llama.cpp, so it is refused.
+  if (n_threads < 0) {
+    throw InvalidArgument(fmt::format("-t/--threads must be a positive thread count or 0 (all cores), got {}", n_threads));
+  }
   if (n_threads == 0) return core::hardware_threads();
   if (n_threads > 1024) throw InvalidArgument(fmt::format("-t/--threads {} is more than 1024", n_threads));
   return n_threads;
