@@ -117,7 +117,9 @@ struct TensorInfo {
 
 class GgufFile {
  public:
-  // Maps and validates a file. Throws IoError (cannot open/map) or FormatError.
+  // Maps and validates a file. Throws IoError (cannot open/map) or FormatError. Tensor
+  // data is read in place: the file must not be truncated or rewritten while this object
+  // lives (see core/mapped_files.h for how the tool reports it if that happens).
   static std::unique_ptr<GgufFile> open(const std::string& path);
   // Validates an in-memory image (copied). `name` is used in error messages.
   static std::unique_ptr<GgufFile> from_bytes(const uint8_t* data, size_t size, const std::string& name = "<memory>");
@@ -160,6 +162,7 @@ class GgufFile {
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   bool mapped_ = false;
+  int map_handle_ = -1;  // core::register_mapped_file handle of the mapping
   std::vector<uint8_t> owned_;  // from_bytes copy
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

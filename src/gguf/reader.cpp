@@ -12,6 +12,7 @@
 #include <limits>
 #include <numeric>
 
+#include "core/mapped_files.h"
 #include "gguf/gguf.h"
 #include "treespec/status.h"
 
@@ -183,6 +184,8 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   if (p == MAP_FAILED) throw IoError(fmt::format("{}: cannot mmap {} bytes: {}", path, f->size_, std::strerror(e)));
   f->base_ = static_cast<const uint8_t*>(p);
   f->mapped_ = true;
+  // Lets the tool's SIGBUS handler name this file if it is truncated underneath us.
+  f->map_handle_ = core::register_mapped_file(p, f->size_, path.c_str());
   f->parse();  // on a throw, ~GgufFile unmaps
   return f;
 }
@@ -198,7 +201,10 @@ std::unique_ptr<GgufFile> GgufFile::from_bytes(const uint8_t* data, size_t size,
 }
 
 GgufFile::~GgufFile() {
-  if (mapped_ && base_) ::munmap(const_cast<uint8_t*>(base_), size_);
+  if (mapped_ && base_) {
+    core::unregister_mapped_file(map_handle_);
+    ::munmap(const_cast<uint8_t*>(base_), size_);
+  }
 }
 
 void GgufFile::parse() {

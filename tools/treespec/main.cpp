@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "command.h"
+#include "core/mapped_files.h"
 #include "treespec/status.h"
 
 namespace treespec::cli {
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
     sub->callback([&to_run, fn] { to_run = fn; });
   }
 
+  // A model file truncated underneath us: one clear line instead of a bus error.
+  core::install_mapped_file_fault_handler();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
