@@ -7,7 +7,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build run test test-sanitize test-tsan fuzz bench clean
+.PHONY: all setup configure build run test test-sanitize test-tsan fuzz build-fuzz-targets fuzz-corpus bench clean
 
 all: build
 
@@ -26,30 +26,53 @@ run: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# AddressSanitizer + UndefinedBehaviorSanitizer build of the unit tests (RelWithDebInfo).
+# AddressSanitizer + UndefinedBehaviorSanitizer build (RelWithDebInfo) of the tests; any
+# finding fails the test (halt/abort on error, leaks included). SANITIZE_TESTS is a ctest
+# label regex (labels: test_<dir>, itest_<dir>). The default, '.', is every test: a clean
+# build plus the whole suite measured SANITIZE_WALL on 2 shared cores, which with `make
+# test` keeps .ci/run under its 30-minute budget (docs/reliability.md: numbers and why).
 SANITIZE_TESTS ?= .
+# allocator_may_return_null: a failed allocation returns NULL as in a normal build (the
+# code turns that into an "out of memory" error, which tests check) instead of aborting.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:allocator_may_return_null=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test-sanitize: setup
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTREESPEC_SANITIZE="address;undefined" \
 	  -DTREESPEC_BUILD_BENCHMARKS=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -L '$(SANITIZE_TESTS)'
+	@cd build-asan && $(SAN_ENV) ctest --output-on-failure --no-tests=error -j $(JOBS) -L '$(SANITIZE_TESTS)'
 
-# ThreadSanitizer build: the thread pool and the server's batching.
-TSAN_TESTS ?= test_core|itest_server
+# ThreadSanitizer build: the thread pool (test_core), the multi-threaded forward
+# (test_model) and, once src/server exists, the server's batching (test_server,
+# itest_server). Only the test binaries that exist are built, so the target works
+# before and after the server lands; the server's suppressions file is used if present.
+TSAN_TESTS ?= test_core|test_model|test_server|itest_server
+TSAN_SUPP = $(CURDIR)/tests/integration/server/tsan.supp
 test-tsan: setup
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTREESPEC_SANITIZE=thread \
 	  -DTREESPEC_BUILD_BENCHMARKS=OFF >/dev/null
-	@cmake --build build-tsan -j $(JOBS)
-	@cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -L '$(TSAN_TESTS)'
+	@targets=$$(cmake --build build-tsan --target help | sed -n 's/^\.\.\. //p' | awk '{print $$1}' \
+	  | grep -Ex '$(TSAN_TESTS)|treespec' | tr '\n' ' '); \
+	  echo "test-tsan: building $$targets"; cmake --build build-tsan -j $(JOBS) --target $$targets
+	@cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1$(if $(wildcard $(TSAN_SUPP)), suppressions=$(TSAN_SUPP))" \
+	  ctest --output-on-failure --no-tests=error -j $(JOBS) -L '^($(TSAN_TESTS))$$'
 
-# libFuzzer targets (clang-14), each run for FUZZ_SECONDS from the committed seed corpus.
-fuzz:
+# libFuzzer targets (clang-14; Debian's libclang-rt-14-dev has the runtime), ASan + UBSan,
+# each run for FUZZ_SECONDS from a copy of the committed seed corpus (tests/fuzz/README.md).
+# Only the fuzz targets are built, not the tool or the tests.
+FUZZ_TARGETS ?=
+fuzz: build-fuzz-targets
+	@nice -n 10 scripts/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+build-fuzz-targets:
 	@scripts/setup.sh clang-14 libclang-rt-14-dev
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTREESPEC_FUZZ=ON \
 	  -DTREESPEC_SANITIZE="address;undefined" -DTREESPEC_BUILD_TESTS=OFF -DTREESPEC_BUILD_BENCHMARKS=OFF >/dev/null
-	@cmake --build build-fuzz -j $(JOBS)
-	@scripts/run_fuzz.sh build-fuzz $(FUZZ_SECONDS)
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
+
+# Regenerates the committed seed corpora (deterministic) with make_fuzz_corpus.
+fuzz-corpus: build-fuzz-targets
+	@rm -rf tests/fuzz/corpus && build-fuzz/tests/fuzz/make_fuzz_corpus tests/fuzz/corpus
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -1,9 +1,13 @@
 // Writes small seed inputs for each fuzz target into DIR/<target>/:
-//   gguf: a tiny llama model and a vocab-only file made by our writer;
-//   llama2c: a synthetic checkpoint + tokenizer in the fuzzer's framing;
-//   tokenizer: a few texts (ASCII, UTF-8, invalid UTF-8, special-token text);
-//   tree: a few (token, parent) arrays (valid and invalid).
-// Usage: make_fuzz_corpus DIR
+//   gguf: complete tiny models (llama + SPM vocab in f32 and f16; qwen2 + byte-level BPE
+//         vocab with QKV biases), a vocab-only file, and a file with every value type;
+//   llama2c: synthetic checkpoints (tied and untied classifier) + tokenizers in the
+//            fuzzer's framing (4-byte split point, checkpoint, tokenizer);
+//   tokenizer: texts (ASCII, UTF-8, invalid UTF-8, special-token text, digits,
+//              contractions, newlines, U+2581);
+//   tree: trees (valid and invalid) with subtree index lists.
+// Deterministic: the same binary writes the same bytes. Usage: make_fuzz_corpus DIR
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,8 +16,13 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "tensor/fp16.h"
+#include "tokenizer/unicode.h"
 
 namespace {
+
+using namespace treespec;
+using gguf::Value;
 
 void write(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {
   std::filesystem::create_directories(p.parent_path());
@@ -27,78 +36,205 @@ void put(std::vector<uint8_t>& v, T x) {
   v.insert(v.end(), b, b + sizeof x);
 }
 
+// Deterministic pseudo-random weights in [-0.5, 0.5).
+std::vector<float> weights(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t s = seed * 2654435761u + 1;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(s >> 8) / static_cast<float>(1u << 24) - 0.5f;
+  }
+  return v;
+}
+
+void spm_vocab(gguf::GgufWriter& w, int n_vocab) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "<0x41>", "\xe2\x96\x81", "a", "\xe2\x96\x81" "a", "b"};
+  std::vector<int32_t> types = {2, 3, 3, 6, 1, 1, 1, 1};
+  std::vector<float> scores;
+  tokens.resize(static_cast<size_t>(n_vocab), "z");
+  types.resize(static_cast<size_t>(n_vocab), 1);
+  for (int i = 0; i < n_vocab; ++i) scores.push_back(-static_cast<float>(i));
+  w.set("tokenizer.ggml.model", Value::string("llama"));
+  w.set("tokenizer.ggml.tokens", Value::string_array(tokens));
+  w.set("tokenizer.ggml.scores", Value::f32_array(scores));
+  w.set("tokenizer.ggml.token_type", Value::i32_array(types));
+  w.set("tokenizer.ggml.bos_token_id", Value::u32(1));
+  w.set("tokenizer.ggml.eos_token_id", Value::u32(2));
+}
+
+// GPT-2's 256 byte characters, two merges and two control tokens (260 tokens).
+constexpr int kBpeVocab = 260;
+void bpe_vocab(gguf::GgufWriter& w) {
+  const auto& bytes = tokenizer::unicode::byte_to_unicode();
+  std::vector<std::string> tokens(bytes.begin(), bytes.end());
+  std::vector<int32_t> types(256, 1);
+  for (const char* t : {"\xc4\xa0" "a", "ab"}) tokens.push_back(t), types.push_back(1);
+  for (const char* t : {"<|endoftext|>", "<|im_end|>"}) tokens.push_back(t), types.push_back(3);
+  w.set("tokenizer.ggml.model", Value::string("gpt2"));
+  w.set("tokenizer.ggml.pre", Value::string("qwen2"));
+  w.set("tokenizer.ggml.tokens", Value::string_array(tokens));
+  w.set("tokenizer.ggml.token_type", Value::i32_array(types));
+  w.set("tokenizer.ggml.merges", Value::string_array({"\xc4\xa0 a", "a b"}));
+  w.set("tokenizer.ggml.bos_token_id", Value::u32(258));
+  w.set("tokenizer.ggml.eos_token_id", Value::u32(259));
+}
+
+// A complete model: n_embd 8, 2 heads (1 KV head), FFN 16, 1 layer, vocab n_vocab.
+std::vector<uint8_t> tiny_model(const std::string& arch, tensor::DType wt, bool bpe, bool tied) {
+  const int64_t E = 8, H = 2, KV = 1, F = 16, V = bpe ? kBpeVocab : 8, hd = E / H;
+  gguf::GgufWriter w;
+  const std::string a = arch + ".";
+  w.set("general.architecture", Value::string(arch));
+  w.set("general.name", Value::string("fuzz-seed"));
+  w.set(a + "context_length", Value::u32(64));
+  w.set(a + "embedding_length", Value::u32(E));
+  w.set(a + "block_count", Value::u32(1));
+  w.set(a + "feed_forward_length", Value::u32(F));
+  w.set(a + "attention.head_count", Value::u32(H));
+  w.set(a + "attention.head_count_kv", Value::u32(KV));
+  w.set(a + "rope.freq_base", Value::f32(10000.0f));
+  w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(1e-5f));
+  if (bpe) bpe_vocab(w);
+  else spm_vocab(w, static_cast<int>(V));
+  uint32_t seed = 1;
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, tensor::DType t) {
+    size_t n = 1;
+    for (int64_t d : ne) n *= static_cast<size_t>(d);
+    const auto v = weights(n, seed++);
+    if (t == tensor::DType::f16) {
+      std::vector<uint16_t> h(n);
+      for (size_t i = 0; i < n; ++i) h[i] = tensor::fp32_to_fp16(v[i]);
+      w.add_tensor(name, t, ne, h.data(), n * 2);
+    } else {
+      w.add_tensor(name, tensor::DType::f32, ne, v.data(), n * 4);
+    }
+  };
+  add("token_embd.weight", {E, V}, wt);
+  add("blk.0.attn_norm.weight", {E}, tensor::DType::f32);
+  add("blk.0.attn_q.weight", {E, H * hd}, wt);
+  add("blk.0.attn_k.weight", {E, KV * hd}, wt);
+  add("blk.0.attn_v.weight", {E, KV * hd}, wt);
+  if (arch == "qwen2") {
+    add("blk.0.attn_q.bias", {H * hd}, tensor::DType::f32);
+    add("blk.0.attn_k.bias", {KV * hd}, tensor::DType::f32);
+    add("blk.0.attn_v.bias", {KV * hd}, tensor::DType::f32);
+  }
+  add("blk.0.attn_output.weight", {H * hd, E}, wt);
+  add("blk.0.ffn_norm.weight", {E}, tensor::DType::f32);
+  add("blk.0.ffn_gate.weight", {E, F}, wt);
+  add("blk.0.ffn_up.weight", {E, F}, wt);
+  add("blk.0.ffn_down.weight", {F, E}, wt);
+  add("output_norm.weight", {E}, tensor::DType::f32);
+  if (!tied) add("output.weight", {E, V}, wt);
+  return w.to_bytes();
+}
+
+// llama2.c checkpoint (dim 8, hidden 8, 1 layer, 2 heads, kv_heads, vocab 4, seq 4)
+// and tokenizer, framed as the fuzzer reads them.
+std::vector<uint8_t> llama2c_seed(bool tied, int32_t kv) {
+  const int32_t dim = 8, hidden = 8, layers = 1, heads = 2, vocab = 4, seq = 4;
+  std::vector<uint8_t> model;
+  for (int32_t x : {dim, hidden, layers, heads, kv, tied ? vocab : -vocab, seq}) put(model, x);
+  const int64_t head = dim / heads;
+  const int64_t kv_dim = dim / heads * kv;
+  int64_t n_floats = int64_t{vocab} * dim + layers * dim + layers * dim * dim + 2 * layers * kv_dim * dim +
+                     layers * dim * dim + layers * dim + 3 * layers * hidden * dim + dim + 2 * seq * head / 2;
+  if (!tied) n_floats += int64_t{vocab} * dim;
+  for (int64_t i = 0; i < n_floats; ++i) put(model, 0.01f * static_cast<float>(i % 7));
+  std::vector<uint8_t> tok;
+  put<int32_t>(tok, 8);
+  for (const char* t : {"<unk>", "\n<s>\n", "\n</s>\n", " a"}) {
+    put(tok, -1.0f);
+    put<int32_t>(tok, static_cast<int32_t>(std::strlen(t)));
+    tok.insert(tok.end(), t, t + std::strlen(t));
+  }
+  std::vector<uint8_t> framed;
+  put<uint32_t>(framed, static_cast<uint32_t>(model.size()));
+  framed.insert(framed.end(), model.begin(), model.end());
+  framed.insert(framed.end(), tok.begin(), tok.end());
+  return framed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace treespec;
   if (argc != 2) {
     std::fprintf(stderr, "usage: make_fuzz_corpus DIR\n");
     return 2;
   }
   const std::filesystem::path dir = argv[1];
-  {  // gguf: tiny model (dims 8, vocab 4, 1 layer) and a vocab-only file
-    gguf::GgufWriter w;
-    w.set("general.architecture", gguf::Value::string("llama"));
-    w.set("llama.embedding_length", gguf::Value::u32(8));
-    w.set("llama.block_count", gguf::Value::u32(1));
-    w.set("llama.feed_forward_length", gguf::Value::u32(8));
-    w.set("llama.attention.head_count", gguf::Value::u32(2));
-    w.set("tokenizer.ggml.tokens", gguf::Value::string_array({"<unk>", "<s>", "</s>", "a"}));
-    w.set("nested", gguf::Value::array(gguf::ValueType::array, {gguf::Value::i32_array({1, 2}), gguf::Value::i32_array({})}));
-    std::vector<float> v(64, 0.5f);
-    w.add_tensor("token_embd.weight", tensor::DType::f32, {8, 4}, v.data(), 8 * 4 * 4);
-    w.add_tensor("blk.0.attn_q.weight", tensor::DType::f32, {8, 8}, v.data(), 64 * 4);
-    w.add_tensor("output_norm.weight", tensor::DType::f32, {8}, v.data(), 8 * 4);
-    write(dir / "gguf" / "tiny_model.gguf", w.to_bytes());
+  {  // gguf
+    write(dir / "gguf" / "llama_spm_f32.gguf", tiny_model("llama", tensor::DType::f32, false, true));
+    write(dir / "gguf" / "llama_spm_f16_untied.gguf", tiny_model("llama", tensor::DType::f16, false, false));
+    write(dir / "gguf" / "qwen2_bpe_f32.gguf", tiny_model("qwen2", tensor::DType::f32, true, true));
     gguf::GgufWriter voc(2);
-    voc.set("tokenizer.ggml.model", gguf::Value::string("llama"));
-    voc.set("tokenizer.ggml.scores", gguf::Value::f32_array({0.0f, -1.0f}));
-    voc.set("flag", gguf::Value::boolean(true));
-    voc.set("f64", gguf::Value::f64(1.5));
+    voc.set("tokenizer.ggml.model", Value::string("llama"));
+    voc.set("tokenizer.ggml.tokens", Value::string_array({"<unk>", "<s>"}));
+    voc.set("tokenizer.ggml.scores", Value::f32_array({0.0f, -1.0f}));
     write(dir / "gguf" / "vocab_v2.gguf", voc.to_bytes());
+    gguf::GgufWriter all;  // one key of every value type, nested arrays, custom alignment
+    all.set_alignment(64);
+    all.set("u8", Value::u8(1));
+    all.set("i8", Value::i8(-1));
+    all.set("u16", Value::u16(2));
+    all.set("i16", Value::i16(-2));
+    all.set("u32", Value::u32(3));
+    all.set("i32", Value::i32(-3));
+    all.set("u64", Value::u64(4));
+    all.set("i64", Value::i64(-4));
+    all.set("f32", Value::f32(0.5f));
+    all.set("f64", Value::f64(1.5));
+    all.set("bool", Value::boolean(true));
+    all.set("str", Value::string("text"));
+    all.set("nested", Value::array(gguf::ValueType::array, {Value::i32_array({1, 2}), Value::i32_array({})}));
+    const std::vector<float> v(8, 0.25f);
+    all.add_tensor("t", tensor::DType::f32, {4, 2}, v.data(), v.size() * 4);
+    write(dir / "gguf" / "all_types.gguf", all.to_bytes());
   }
-  {  // llama2c: dim 8, hidden 8, 1 layer, 2 heads, 2 kv heads, vocab 4, seq_len 4 (tied)
-    const int32_t dim = 8, hidden = 8, layers = 1, heads = 2, kv = 2, vocab = 4, seq = 4;
-    std::vector<uint8_t> model;
-    for (int32_t x : {dim, hidden, layers, heads, kv, vocab, seq}) put(model, x);
-    const int64_t head = dim / heads;
-    const int64_t kv_dim = dim / heads * kv;
-    const int64_t n_floats = int64_t{vocab} * dim + layers * dim + layers * dim * dim + 2 * layers * kv_dim * dim +
-                             layers * dim * dim + layers * dim + 3 * layers * hidden * dim + dim + 2 * seq * head / 2;
-    for (int64_t i = 0; i < n_floats; ++i) put(model, 0.01f * static_cast<float>(i % 7));
-    std::vector<uint8_t> tok;
-    put<int32_t>(tok, 8);
-    for (const char* t : {"<unk>", "\n<s>\n", "\n</s>\n", " a"}) {
-      put(tok, -1.0f);
-      put<int32_t>(tok, static_cast<int32_t>(std::strlen(t)));
-      tok.insert(tok.end(), t, t + std::strlen(t));
-    }
-    std::vector<uint8_t> framed;
-    put<uint32_t>(framed, static_cast<uint32_t>(model.size()));
-    framed.insert(framed.end(), model.begin(), model.end());
-    framed.insert(framed.end(), tok.begin(), tok.end());
-    write(dir / "llama2c" / "tiny.bin", framed);
+  {  // llama2c
+    write(dir / "llama2c" / "tied.bin", llama2c_seed(true, 2));
+    write(dir / "llama2c" / "untied_gqa.bin", llama2c_seed(false, 1));
   }
   {  // tokenizer texts
-    const std::vector<std::string> texts = {"the cat sat", "  leading spaces\tand tabs\n", "caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87",
-                                            "bad \xff\xfe utf8 \xc3", "<s>hi</s> <|user|> x", ""};
+    const std::vector<std::string> texts = {
+        "the cat sat",
+        "  leading spaces\tand tabs\n\n",
+        "caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80",
+        "bad \xff\xfe utf8 \xc3",
+        "<s>hi</s> <|user|> x <|endoftext|><|im_start|><tool>",
+        "",
+        "I'm 12345 it's WE'LL 3.14 \xd9\xa3\xd9\xa4",
+        "line\r\n\r\n  \n end  ",
+        "\xe2\x96\x81the \xe2\x96\x81",
+        "$+<=>^~| ... !!! ?",
+    };
     for (size_t i = 0; i < texts.size(); ++i) {
       write(dir / "tokenizer" / ("text" + std::to_string(i)), std::vector<uint8_t>(texts[i].begin(), texts[i].end()));
     }
   }
-  {  // trees: pairs of int16 (token, parent)
-    auto tree = [](std::vector<std::pair<int16_t, int16_t>> nodes) {
+  {  // trees: u8 n_nodes, n x {i16 token, i16 parent, u8 flags}, then i16 subtree indices
+    auto tree = [](std::vector<std::pair<int16_t, int16_t>> nodes, std::vector<int16_t> keep = {}) {
       std::vector<uint8_t> v;
-      for (auto [t, p] : nodes) {
-        put(v, t);
-        put(v, p);
+      v.push_back(static_cast<uint8_t>(nodes.size()));
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        put(v, nodes[i].first);
+        put(v, nodes[i].second);
+        v.push_back(static_cast<uint8_t>(i % 3 == 2 ? 1 : 0));  // some aux nodes
       }
+      for (int16_t k : keep) put(v, k);
       return v;
     };
-    write(dir / "tree" / "chain", tree({{5, -1}, {6, 0}, {7, 1}, {8, 2}}));
-    write(dir / "tree" / "wide", tree({{5, -1}, {6, 0}, {7, 0}, {8, 0}, {9, 1}, {10, 1}, {11, 4}}));
+    write(dir / "tree" / "chain", tree({{5, -1}, {6, 0}, {7, 1}, {8, 2}}, {0, 1, 2}));
+    write(dir / "tree" / "wide", tree({{5, -1}, {6, 0}, {7, 0}, {8, 0}, {9, 1}, {10, 1}, {11, 4}}, {0, 1, 4, 6}));
     write(dir / "tree" / "bad_parent", tree({{5, -1}, {6, 3}, {7, 0}}));
     write(dir / "tree" / "two_roots", tree({{5, -1}, {6, -1}}));
+    write(dir / "tree" / "bad_subset", tree({{5, -1}, {6, 0}, {7, 1}}, {0, 2}));
+    std::vector<std::pair<int16_t, int16_t>> big;  // 70 nodes: ancestor bitsets of two words
+    big.push_back({1, -1});
+    for (int16_t i = 1; i < 70; ++i) big.push_back({static_cast<int16_t>(i % 5), static_cast<int16_t>((i - 1) / 2)});
+    std::vector<int16_t> keep;
+    for (int16_t i = 0; i < 70; i += 1) keep.push_back(i);
+    write(dir / "tree" / "binary70", tree(big, keep));
   }
   std::printf("wrote seed corpora under %s\n", dir.c_str());
   return 0;
