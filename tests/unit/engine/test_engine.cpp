@@ -263,3 +263,41 @@ TEST(Engine, StatsAddUp) {
     }
   }
 }
+
+namespace {
+// Proposes the known continuation as a chain and declares no size limit (max_nodes 0).
+class OracleChain final : public drafters::Drafter {
+ public:
+  explicit OracleChain(V full) : full_(std::move(full)) {}
+  std::string name() const override { return "oracle"; }
+  tree::TokenTree propose(const drafters::DraftInput& in) override {
+    const size_t at = in.context.size();  // next token's index in full_
+    V cont;
+    for (size_t k = at; k < full_.size() && cont.size() < 6 && static_cast<int32_t>(cont.size()) + 1 < in.budget; ++k) {
+      cont.push_back(full_[k]);
+    }
+    return tree::TokenTree::chain(in.context.back(), cont);
+  }
+  int32_t max_nodes() const override { return 0; }  // "no limit"
+
+ private:
+  V full_;
+};
+}  // namespace
+
+// A drafter whose max_nodes() is 0 ("no limit") gets the free context as its budget, not
+// a single node (bug: the engine clamped it to 1 and cut every tree to the root).
+TEST(Engine, UnlimitedDrafterIsNotCutToTheRoot) {
+  const auto t = tiny();
+  const V prompt = random_prompt(5, 48, 44);
+  const V plain = generate_alone(*t.m, prompt, greedy(30), drafter("none"));
+  V full = prompt;
+  full.insert(full.end(), plain.begin(), plain.end());
+  engine::EngineParams ep;
+  engine::Engine eng(*t.m, ep);
+  engine::Sequence s(prompt, greedy(30), std::make_unique<OracleChain>(full));
+  ASSERT_TRUE(eng.generate(s).ok());
+  EXPECT_EQ(s.generated(), plain);
+  EXPECT_EQ(s.stats().n_steps, 5);  // 7 tokens per step (6 guesses + bonus), 30 tokens
+  EXPECT_EQ(s.stats().n_accepted, 4 * 6 + 2);
+}
