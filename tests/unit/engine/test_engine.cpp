@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "drafters/factory.h"
 #include "engine/engine.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "treespec/status.h"
 
@@ -300,4 +301,29 @@ TEST(Engine, UnlimitedDrafterIsNotCutToTheRoot) {
   EXPECT_EQ(s.generated(), plain);
   EXPECT_EQ(s.stats().n_steps, 5);  // 7 tokens per step (6 guesses + bonus), 30 tokens
   EXPECT_EQ(s.stats().n_accepted, 4 * 6 + 2);
+}
+
+// Below the engine, a full cache is a Status: a forward whose tree rows do not fit and a
+// commit past the end return context_full and change nothing.
+TEST(Engine, FullCacheIsAStatusBelowTheEngine) {
+  const auto t = tiny();
+  model::ForwardContext fctx(*t.m, 1);
+  kv::KvCache kv(t.m->kv_shape(1, 8));
+  const V prompt = random_prompt(6, 48, 9);
+  model::Batch b;
+  b.add_chain(0, 0, prompt);
+  std::vector<float> logits(prompt.size() * 48);
+  ASSERT_TRUE(t.m->forward(fctx, b, kv, {}, logits.data()).ok());
+  ASSERT_TRUE(kv.commit(0, V{0, 1, 2, 3, 4, 5}).ok());
+  const auto tree = tree::TokenTree::chain(5, V{6, 7, 8});  // 4 rows, 2 cells free
+  model::Batch tb;
+  tb.add_tree(0, kv.n_past(0), tree);
+  std::vector<float> tl(4 * 48);
+  const Status st = t.m->forward(fctx, tb, kv, {}, tl.data());
+  EXPECT_EQ(st.code(), StatusCode::context_full);
+  EXPECT_EQ(kv.n_past(0), 6);
+  EXPECT_EQ(kv.commit(0, V{0, 1, 2}).code(), StatusCode::context_full);
+  EXPECT_EQ(kv.n_past(0), 6);
+  EXPECT_TRUE(kv.commit(0, V{0, 1}).ok());
+  EXPECT_EQ(kv.n_free(0), 0);
 }
