@@ -3,6 +3,7 @@
 // catches a method whose output differs from plain decoding.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "bench/bench.h"
@@ -264,4 +265,20 @@ TEST(BenchRun, MethodsFromAllThatCannotRunAreSkippedNamedOnesFail) {
 
   t.cfg.methods = bench::normalize_methods(bench::parse_spec_list("lookup", drafters::spec_methods()), drafters::spec_methods());
   EXPECT_THROW(bench::run_bench(t.cfg, hooks), Unsupported);
+}
+
+TEST(BenchRun, CommittedReportsFollowSchema) {
+  // docs/benchmarks.md shows tables rendered from these files; keep them valid.
+  size_t n = 0;
+  const std::filesystem::path dir = std::filesystem::path(TREESPEC_SOURCE_DIR) / "docs" / "bench";
+  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << "no " << dir;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    ++n;
+    const json r = bench::load_report(e.path().string());
+    EXPECT_TRUE(test::check_bench_schema(r).empty()) << e.path() << ": " << ::testing::PrintToString(test::check_bench_schema(r));
+    EXPECT_TRUE(r["greedy_ok"].get<bool>()) << e.path();
+    EXPECT_FALSE(bench::render_markdown(r).empty());
+  }
+  EXPECT_GT(n, 0u);
 }
