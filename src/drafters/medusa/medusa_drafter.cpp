@@ -159,7 +159,7 @@ std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, cons
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<const MedusaHeads>> cache;
   const std::string path = p.heads_path.empty() ? m.gguf().path() : p.heads_path;
-  std::string key = fmt::format("{}|{}", path, static_cast<const void*>(&m));
+  std::string key = fmt::format("{}|{}|{}", path, m.gguf().path(), static_cast<const void*>(&m));
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (!ec) {

@@ -386,7 +386,9 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
     const double t0 = core::now_s();
     if (progress) progress({"eval", 0, eval.n, 0.0, 0.0, 0.0, 0.0});
     rep.after = evaluate_heads(*heads, eval.h.data(), eval.n, eval.target, p.eval_top_k, &pool);
-    rep.eval_seconds += core::now_s() - t0;
+    const double dt = core::now_s() - t0;
+    rep.eval_seconds += dt;
+    if (progress) progress({"eval", eval.n, eval.n, 0.0, static_cast<double>(eval.n) / std::max(dt, 1e-9), dt, 0.0});
   }
   MedusaHeadsInfo& out = heads->mutable_info();
   out.calib_top_k = p.eval_top_k;
