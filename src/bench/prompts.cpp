@@ -167,7 +167,7 @@ PromptSet load_prompts(const PromptSource& src, int64_t n_prompts) {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
         throw FormatError(fmt::format("{}: not valid JSON ({})", where, e.what()));
       }
       all.push_back(prompt_of(j, src, set.field, where));
@@ -176,7 +176,7 @@ PromptSet load_prompts(const PromptSource& src, int64_t n_prompts) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(data);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
       throw FormatError(fmt::format("{}: not valid JSON ({})", src.path, e.what()));
     }
     if (!j.is_array()) throw FormatError(fmt::format("{}: expected a JSON array of objects, got {}", src.path, j.type_name()));

@@ -222,7 +222,7 @@ json load_report(const std::string& path) {
   json j;
   try {
     j = json::parse(f);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     throw FormatError(fmt::format("{}: not valid JSON ({})", path, e.what()));
   }
   if (!j.is_object() || j.value("schema", "") != "treespec-bench") {

@@ -131,7 +131,7 @@ namespace {
 nlohmann::json parse_json(const std::string& text, const std::string& source) {
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     throw FormatError(fmt::format("{}: not valid JSON: {}", source, e.what()));
   }
 }

@@ -47,7 +47,7 @@ std::vector<std::string> read_prompts(const std::string& path) {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
         throw FormatError(fmt::format("{}:{}: line starts with '{{' but is not JSON: {}", path, ln, e.what()));
       }
       if (j.contains("prompt") && j["prompt"].is_string()) out.push_back(j["prompt"]);
