@@ -1,7 +1,8 @@
 // TokenTree validation and derived structures from arbitrary input. Layout: u8 n_nodes,
 // then n_nodes x {i16 token, i16 parent, u8 flags (bit 0: aux)}, then the rest as i16
 // node indices for subtree(). A bad tree or subset is InvalidArgument; a good one has
-// consistent depths, paths, ancestor bitsets and children, and so has every subtree.
+// consistent depths, paths, ancestor bitsets and children, and so has every subtree;
+// from_arrays with explicit depths accepts exactly the right ones.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -66,6 +67,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   check_consistent(t);
+  // The same arrays with their own depths rebuild the tree; one wrong depth is refused.
+  std::vector<int32_t> depths = t.depths();
+  const auto same = tree::TokenTree::from_arrays(t.tokens(), t.parents(), {}, depths);
+  check(same.tokens() == t.tokens() && same.parents() == t.parents() && same.depths() == t.depths());
+  depths[static_cast<size_t>(data[0]) % depths.size()] += 1;
+  try {
+    (void)tree::TokenTree::from_arrays(t.tokens(), t.parents(), {}, depths);
+    std::abort();
+  } catch (const InvalidArgument&) {
+  }
   std::vector<int32_t> keep;
   for (; pos + 2 <= size; pos += 2) {
     int16_t k;

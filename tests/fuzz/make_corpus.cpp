@@ -2,10 +2,11 @@
 //   gguf: complete tiny models (llama + SPM vocab in f32 and f16; qwen2 + byte-level BPE
 //         vocab with QKV biases), a vocab-only file, and a file with every value type;
 //   llama2c: synthetic checkpoints (tied and untied classifier) + tokenizers in the
-//            fuzzer's framing (4-byte split point, checkpoint, tokenizer);
+//            fuzzer's framing (4-byte split point or 'auto', checkpoint, tokenizer);
 //   tokenizer: texts (ASCII, UTF-8, invalid UTF-8, special-token text, digits,
 //              contractions, newlines, U+2581);
-//   tree: trees (valid and invalid) with subtree index lists.
+//   tree: trees (valid and invalid) with subtree index lists;
+//   tree_choices: tree-choices JSON (named trees, bare lists, broken ones).
 // Deterministic: the same binary writes the same bytes. Usage: make_fuzz_corpus DIR
 #include <cmath>
 #include <cstdio>
@@ -131,7 +132,7 @@ std::vector<uint8_t> tiny_model(const std::string& arch, tensor::DType wt, bool 
 
 // llama2.c checkpoint (dim 8, hidden 8, 1 layer, 2 heads, kv_heads, vocab 4, seq 4)
 // and tokenizer, framed as the fuzzer reads them.
-std::vector<uint8_t> llama2c_seed(bool tied, int32_t kv) {
+std::vector<uint8_t> llama2c_seed(bool tied, int32_t kv, bool auto_split) {
   const int32_t dim = 8, hidden = 8, layers = 1, heads = 2, vocab = 4, seq = 4;
   std::vector<uint8_t> model;
   for (int32_t x : {dim, hidden, layers, heads, kv, tied ? vocab : -vocab, seq}) put(model, x);
@@ -149,7 +150,7 @@ std::vector<uint8_t> llama2c_seed(bool tied, int32_t kv) {
     tok.insert(tok.end(), t, t + std::strlen(t));
   }
   std::vector<uint8_t> framed;
-  put<uint32_t>(framed, static_cast<uint32_t>(model.size()));
+  put<uint32_t>(framed, auto_split ? 0x80000000u : static_cast<uint32_t>(model.size()));
   framed.insert(framed.end(), model.begin(), model.end());
   framed.insert(framed.end(), tok.begin(), tok.end());
   return framed;
@@ -192,8 +193,10 @@ int main(int argc, char** argv) {
     write(dir / "gguf" / "all_types.gguf", all.to_bytes());
   }
   {  // llama2c
-    write(dir / "llama2c" / "tied.bin", llama2c_seed(true, 2));
-    write(dir / "llama2c" / "untied_gqa.bin", llama2c_seed(false, 1));
+    write(dir / "llama2c" / "tied.bin", llama2c_seed(true, 2, false));
+    write(dir / "llama2c" / "untied_gqa.bin", llama2c_seed(false, 1, false));
+    write(dir / "llama2c" / "tied_auto.bin", llama2c_seed(true, 2, true));
+    write(dir / "llama2c" / "untied_gqa_auto.bin", llama2c_seed(false, 1, true));
   }
   {  // tokenizer texts
     const std::vector<std::string> texts = {
@@ -235,6 +238,18 @@ int main(int argc, char** argv) {
     std::vector<int16_t> keep;
     for (int16_t i = 0; i < 70; i += 1) keep.push_back(i);
     write(dir / "tree" / "binary70", tree(big, keep));
+  }
+  {  // tree choices JSON: the named-trees format, a bare list, and broken ones
+    auto text = [&](const char* name, const std::string& t) {
+      write(dir / "tree_choices" / name, std::vector<uint8_t>(t.begin(), t.end()));
+    };
+    text("named.json", R"({"trees": {"a": [[0], [1], [0, 0], [0, 1], [1, 0], [0, 0, 0]], "b": [[0]]}})");
+    text("bare.json", "[[0], [0, 0], [2], [0, 0, 5], [2, 3]]");
+    text("unordered.json", "[[0, 0], [0], [1]]");
+    text("no_parent.json", "[[0, 1], [0]]");
+    text("bad_rank.json", "[[-1]]");
+    text("nested.json", "[[[0]]]");
+    text("one.json", R"({"trees": {"a": [[0], [0, 0]]}})");
   }
   std::printf("wrote seed corpora under %s\n", dir.c_str());
   return 0;
