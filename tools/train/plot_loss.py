@@ -30,7 +30,13 @@ def main():
     ap.add_argument("--title", default="treespec KJV model: loss (nats/token)")
     a = ap.parse_args()
 
-    recs = [json.loads(l) for l in open(a.log) if l.strip()]
+    # a resumed run re-logs the steps after its checkpoint: keep the last record
+    last = {}
+    for l in open(a.log):
+        if l.strip():
+            r = json.loads(l)
+            last[(r["step"], "val_loss" in r)] = r
+    recs = sorted(last.values(), key=lambda r: r["step"])
     series = {
         "train (running, dropout)": ([(r["step"], r["train_loss"]) for r in recs if "train_loss" in r], "#9db7d5", 1.2),
         "train slice (eval)": ([(r["step"], r["eval_train_loss"]) for r in recs if "eval_train_loss" in r], "#1f5fa8", 2.0),
