@@ -3,7 +3,7 @@
 
 Usage (the shipped model; ~2 h on 2 cores):
     nohup nice -n 10 /usr/bin/python3 tools/train/train.py --out tools/train/run \
-        --steps 6500 >> tools/train/run.log 2>&1 &
+        --steps 2800 >> tools/train/run.log 2>&1 &
 Resume after an interruption: run the same command again (it continues from
 <out>/ckpt.pt).  Writes <out>/ckpt.pt (latest, every --ckpt-every steps),
 <out>/best.pt (lowest validation loss), <out>/log.jsonl (losses) and
@@ -59,7 +59,7 @@ def get_args():
     ap.add_argument("--untied", action="store_true", help="separate output matrix")
     ap.add_argument("--dropout", type=float, default=0.1, help="residual-branch dropout")
     # optimisation
-    ap.add_argument("--steps", type=int, default=6500)
+    ap.add_argument("--steps", type=int, default=2800)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--min-lr", type=float, default=1e-4)
