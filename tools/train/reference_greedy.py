@@ -24,6 +24,9 @@ same file, so the C++ engine can be compared against it directly.
    position 0 on its own, and each token after the first of its window is
    scored (cross-entropy of the next-token prediction).
    ppl = exp(total nll / number of scored tokens).
+3. If tools/train/data/val.bin exists: the loss / perplexity / bits per
+   byte of the exported model on the whole validation stream (the same
+   windows as train.py's evaluation, but fp32 and F16-rounded weights).
 """
 import argparse
 import json
@@ -132,6 +135,8 @@ def main():
     ap.add_argument("--val", default=os.path.join(here, "data", "kjv_val.txt"))
     ap.add_argument("--out", default=os.path.join(root, "models", "kjv_reference.json"))
     ap.add_argument("--heldout-out", default=os.path.join(root, "models", "kjv_heldout.txt"))
+    ap.add_argument("--val-bin", default=os.path.join(here, "data", "val.bin"),
+                    help="also report the loss on this whole token stream (skipped if missing)")
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -166,6 +171,27 @@ def main():
                       "bits_per_byte": bpb, "text_bytes": nbytes,
                       "bits_per_byte_note": "mean nll per scored token x text tokens / ln 2 / text bytes"}
     print(f"held-out: {len(ids)} tokens, ppl {math.exp(nll / cnt):.3f}, {bpb:.4f} bits/byte")
+    if os.path.exists(a.val_bin):
+        # the whole validation stream, same windows as train.py's evaluation
+        vids = np.fromfile(a.val_bin, dtype=np.uint16).astype(np.int64).tolist()
+        n = (len(vids) - 1) // cfg.max_seq_len * cfg.max_seq_len
+        vnll, vcnt = 0.0, 0
+        with torch.no_grad():
+            for s in range(0, n, cfg.max_seq_len * 8):
+                rows = [vids[r:r + cfg.max_seq_len + 1] for r in range(s, min(n, s + cfg.max_seq_len * 8), cfg.max_seq_len)]
+                x = torch.tensor([r[:-1] for r in rows])
+                y = torch.tensor([r[1:] for r in rows])
+                vnll += F.cross_entropy(model(x).reshape(-1, cfg.vocab_size), y.reshape(-1), reduction="sum").item()
+                vcnt += y.numel()
+        with open(os.path.join(os.path.dirname(a.val_bin), "tokenizer_stats.json")) as f:
+            bpt = json.load(f)["val"]["bytes_per_token"]
+        res["val_split"] = {"tokens_scored": vcnt, "loss": vnll / vcnt, "ppl": math.exp(vnll / vcnt),
+                            "bits_per_byte": vnll / vcnt / math.log(2) / bpt,
+                            "method": "val.bin (Hebrews..Revelation, <s> chapter </s> ...), non-overlapping "
+                                      "n_ctx windows from position 0 with next-token targets; bits/byte = "
+                                      "loss / ln 2 / (val bytes per text token)"}
+        print(f"val split: loss {vnll / vcnt:.4f}, ppl {math.exp(vnll / vcnt):.3f}, "
+              f"{res['val_split']['bits_per_byte']:.4f} bits/byte")
     with open(a.out, "w", encoding="utf-8") as f:
         f.write(dumps_compact(res) + "\n")
 
