@@ -8,6 +8,7 @@
 
 #include "common/golden.h"
 #include "common/test_util.h"
+#include "gguf/gguf.h"
 #include "server_process.h"
 
 using namespace treespec;
@@ -277,4 +278,43 @@ TEST_F(ServerApi, MetricsCountersMove) {
   EXPECT_GE(metric(after, "treespec:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"}"), 0.0);
   EXPECT_EQ(metric(after, "treespec:num_requests_running"), 0.0);
   EXPECT_EQ(metric(after, "treespec:num_requests_waiting"), 0.0);
+}
+
+namespace {
+// stories260K with a tokenizer.chat_template added (copied through our GGUF writer).
+std::string stories_with_template(const std::string& jinja) {
+  const auto src = gguf::GgufFile::open(stories_gguf());
+  gguf::GgufWriter w(src->version());
+  for (const auto& [key, value] : src->metadata()) {
+    if (key != "general.alignment") w.set(key, value);
+  }
+  w.set("tokenizer.chat_template", gguf::Value::string(jinja));
+  for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+  const std::string path = temp_dir() + "/chatml.gguf";
+  w.write(path);
+  return path;
+}
+}  // namespace
+
+TEST(ServerChatTemplate, GgufTemplateIsDetectedAndApplied) {
+  TREESPEC_REQUIRE_SHARED();
+  const std::string model = stories_with_template(
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+  ServerProcess srv(model, {"-t", "1", "-c", "256"});
+  auto c = srv.client();
+  EXPECT_EQ(get(c, "/v1/models").json()["data"][0]["meta"]["chat_template"], "chatml");
+  const json msgs = json::array({{{"role", "user"}, {"content", "Once upon a time"}}});
+  const HttpReply chat = post_json(c, "/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 30}, {"temperature", 0}}.dump());
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  const HttpReply same = post_json(
+      c, "/v1/completions",
+      json{{"prompt", "<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant\n"}, {"max_tokens", 30}, {"temperature", 0}}.dump());
+  ASSERT_EQ(same.status, 200) << same.body;
+  EXPECT_EQ(chat.json()["choices"][0]["message"]["content"], same.json()["choices"][0]["text"]);
+  EXPECT_EQ(chat.json()["usage"], same.json()["usage"]);
+  // --chat-template overrides the GGUF's.
+  ServerProcess plain(model, {"-t", "1", "-c", "256", "--chat-template", "plain"});
+  auto c2 = plain.client();
+  EXPECT_EQ(get(c2, "/v1/models").json()["data"][0]["meta"]["chat_template"], "plain");
 }
