@@ -8,6 +8,7 @@
 
 #include "common/golden.h"
 #include "common/test_util.h"
+#include "common/tiny_model.h"
 #include "gguf/gguf.h"
 #include "server_process.h"
 
@@ -317,4 +318,42 @@ TEST(ServerChatTemplate, GgufTemplateIsDetectedAndApplied) {
   ServerProcess plain(model, {"-t", "1", "-c", "256", "--chat-template", "plain"});
   auto c2 = plain.client();
   EXPECT_EQ(get(c2, "/v1/models").json()["data"][0]["meta"]["chat_template"], "plain");
+}
+
+TEST(ServerChatTemplate, Qwen2ChatmlUsesRealSpecialTokens) {
+  // A tiny random Qwen2 model with a byte-level BPE vocabulary in which <|im_start|> and
+  // <|im_end|> are special tokens, and a ChatML template in its metadata: the rendered
+  // chat must tokenize those markers as the special ids, not as text.
+  test::TinyModelConfig cfg;
+  cfg.arch = "qwen2";
+  cfg.qkv_bias = true;
+  cfg.tokenizer = "gpt2";
+  cfg.bpe_pre = "qwen2";
+  cfg.n_vocab = 320;
+  cfg.customize = [](gguf::GgufWriter& w) {
+    w.set("tokenizer.chat_template",
+          gguf::Value::string("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                              "message['content'] + '<|im_end|>\\n'}}{% endfor %}"));
+  };
+  const std::string path = temp_dir() + "/qwen2.gguf";
+  test::write_tiny_model(path, cfg);
+  ServerProcess srv(path, {"-t", "1", "-c", "128"});
+  auto c = srv.client();
+  EXPECT_EQ(get(c, "/v1/models").json()["data"][0]["meta"]["chat_template"], "chatml");
+  const std::string rendered = "<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\n";
+  const HttpReply tk = post_json(c, "/tokenize", json{{"content", rendered}, {"add_special", true}, {"with_pieces", true}}.dump());
+  ASSERT_EQ(tk.status, 200) << tk.body;
+  const json pieces = tk.json()["tokens"];
+  ASSERT_FALSE(pieces.empty());
+  EXPECT_EQ(pieces[0]["piece"], "<|im_start|>");  // one special token, not characters
+  const json msgs = json::array({{{"role", "user"}, {"content", "hello there"}}});
+  const HttpReply chat = post_json(c, "/v1/chat/completions",
+                                   json{{"messages", msgs}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}}.dump());
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(chat.json()["usage"]["prompt_tokens"], pieces.size());
+  const HttpReply same = post_json(c, "/v1/completions",
+                                   json{{"prompt", rendered}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}}.dump());
+  ASSERT_EQ(same.status, 200) << same.body;
+  EXPECT_EQ(chat.json()["choices"][0]["message"]["content"], same.json()["choices"][0]["text"]);
+  EXPECT_EQ(chat.json()["usage"], same.json()["usage"]);
 }
