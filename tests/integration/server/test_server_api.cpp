@@ -263,7 +263,10 @@ TEST_F(ServerApi, MetricsCountersMove) {
   const std::string after = get(c, "/metrics").body;
   const int n_gen = r["usage"]["completion_tokens"];
   const int n_prompt = r["usage"]["prompt_tokens"];
-  auto delta = [&](const std::string& series) { return metric(after, series) - std::max(0.0, metric(before, series)); };
+  // Absent series (nothing counted yet) count as 0.
+  auto delta = [&](const std::string& series) {
+    return std::max(0.0, metric(after, series)) - std::max(0.0, metric(before, series));
+  };
   EXPECT_EQ(delta("treespec:generation_tokens_total"), n_gen);
   EXPECT_EQ(delta("treespec:prompt_tokens_total"), n_prompt);
   EXPECT_EQ(delta("treespec:http_requests_total{path=\"/v1/completions\",status=\"200\"}"), 1.0);
