@@ -252,12 +252,7 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   }
 
   // Plain response: wait for completion, cancelling if the client hangs up.
-  for (;;) {
-    state->wait(kPollSeconds);
-    {
-      std::lock_guard<std::mutex> lock(state->mu);
-      if (state->done) break;
-    }
+  while (!state->wait_done(kPollSeconds)) {
     if (peer_closed(fd)) state->cancel();
   }
   std::lock_guard<std::mutex> lock(state->mu);

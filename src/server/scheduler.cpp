@@ -35,6 +35,11 @@ void RequestState::wait(double timeout_s) {
   cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return done || !pending.empty(); });
 }
 
+bool RequestState::wait_done(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu);
+  return cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return done; });
+}
+
 struct Scheduler::Active {
   std::shared_ptr<RequestState> state;
   std::unique_ptr<engine::Sequence> seq;

@@ -58,8 +58,11 @@ struct RequestState {
 
   // Takes the pending text; returns whether the request is done (under mu).
   bool take(std::string& out);
-  // Waits until new text or completion, at most timeout_s.
+  // Waits until new text or completion, at most timeout_s (streaming readers).
   void wait(double timeout_s);
+  // Waits until completion, at most timeout_s; returns done (plain-response readers,
+  // which never take `pending`, so waiting for text would spin).
+  bool wait_done(double timeout_s);
 };
 
 struct SchedulerConfig {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Closed-loop load generator for an OpenAI-compatible server (treespec serve, llama-server, vLLM).
 
-C clients each send streamed /v1/completions requests back to back until N requests are
+C clients each send (streamed, unless --no-stream) /v1/completions requests back to back until N requests are
 done (or --duration seconds pass). Reports requests/s, generated tokens/s, latency and
 time-to-first-token percentiles, and the server's speculative counters per request.
 Standard library only; bounded in count and time.
@@ -39,7 +39,8 @@ def percentile(xs, p):
 
 
 def one_request(host, port, body, headers, timeout):
-    """Sends one streamed request; returns dict(ok, latency, ttft, tokens, treespec) or an error."""
+    """Sends one request; returns dict(ok, latency, ttft, tokens, treespec) or an error.
+    Streamed requests measure time to first token; plain ones report ttft = latency."""
     t0 = time.perf_counter()
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
@@ -47,6 +48,11 @@ def one_request(host, port, body, headers, timeout):
         resp = conn.getresponse()
         if resp.status != 200:
             return {"ok": False, "error": f"HTTP {resp.status}: {resp.read()[:200]!r}"}
+        if not body.get("stream"):
+            r = json.loads(resp.read())
+            latency = time.perf_counter() - t0
+            return {"ok": True, "latency": latency, "ttft": latency, "tokens": r["usage"]["completion_tokens"],
+                    "treespec": r.get("treespec") or {}}
         ttft = None
         usage = None
         ext = None
@@ -107,8 +113,10 @@ def run(args):
                     return
                 next_idx[0] += 1
             body = {"prompt": prompts[i % len(prompts)], "max_tokens": args.max_tokens,
-                    "temperature": args.temperature, "stream": True,
-                    "stream_options": {"include_usage": True}}
+                    "temperature": args.temperature}
+            if not args.no_stream:
+                body["stream"] = True
+                body["stream_options"] = {"include_usage": True}
             if args.ignore_eos:
                 body["ignore_eos"] = True
             if args.model:
@@ -168,6 +176,8 @@ def main():
     ap.add_argument("--model", help="model id to send")
     ap.add_argument("--api-key")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-request socket timeout (s)")
+    ap.add_argument("--no-stream", action="store_true",
+                    help="plain responses (less client work per token; TTFT is then the full latency)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if args.concurrency < 1 or args.requests < 1:

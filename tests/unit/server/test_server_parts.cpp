@@ -4,12 +4,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "engine/budget.h"
 #include "server/api.h"
 #include "server/chat_template.h"
 #include "server/metrics.h"
+#include "server/scheduler.h"
 #include "server/text_stream.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -349,4 +352,30 @@ TEST(Metrics, PrometheusTextHasCountersAndHistograms) {
   EXPECT_TRUE(has("treespec:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 3"));
   EXPECT_TRUE(has("treespec:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 1"));
   EXPECT_TRUE(has("# TYPE treespec:time_to_first_token_seconds histogram"));
+}
+
+// ---- request state ----
+
+TEST(RequestState, WaitDoneIgnoresPendingTextAndTakeDrainsIt) {
+  // Plain-response handlers wait for completion only: pending text must not wake them
+  // (they never take it; waking on it made them spin and starve the scheduler).
+  RequestState s;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.pending = "text";
+  }
+  EXPECT_FALSE(s.wait_done(0.01));
+  std::string got;
+  EXPECT_FALSE(s.take(got));
+  EXPECT_EQ(got, "text");
+  EXPECT_FALSE(s.take(got));
+  EXPECT_EQ(got, "");
+  std::thread finisher([&] {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.done = true;
+    s.cv.notify_all();
+  });
+  EXPECT_TRUE(s.wait_done(30.0));
+  finisher.join();
+  EXPECT_TRUE(s.take(got));
 }
