@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "drafters/drafter.h"
+#include "drafters/lookahead/lookahead_drafter.h"
 #include "drafters/lookup/lookup_drafter.h"
 
 namespace treespec::model {
@@ -19,6 +20,7 @@ namespace treespec::drafters {
 struct SpecConfig {
   std::string method = "none";
   LookupParams lookup;
+  LookaheadParams lookahead;
 };
 
 // What a drafter may need from its surroundings.

@@ -35,6 +35,10 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--lookup-ngram-max", c.lookup.ngram_max, "lookup: longest n-gram matched")->capture_default_str();
   app.add_option("--lookup-draft", c.lookup.draft_len, "lookup: tokens per continuation")->capture_default_str();
   app.add_option("--lookup-branches", c.lookup.max_branches, "lookup: continuations merged into the tree")->capture_default_str();
+  app.add_option("--lookahead-n", c.lookahead.ngram, "lookahead: n-gram size N (window levels + 1)")->capture_default_str();
+  app.add_option("--lookahead-w", c.lookahead.window, "lookahead: Jacobi window width W")->capture_default_str();
+  app.add_option("--lookahead-g", c.lookahead.guess, "lookahead: n-grams kept per first token and verified per step G")
+      ->capture_default_str();
 }
 
 std::vector<std::string> rewrite_llama_flags(int argc, char** argv) {
