@@ -103,3 +103,10 @@ TEST(ServerBatching, EightClientsLookupTightStepBudget) {
   TREESPEC_REQUIRE_SHARED();
   expect_concurrent_goldens({"-t", "1", "-np", "3", "-c", "256", "--spec", "lookup", "--step-budget", "8"}, 8);
 }
+
+TEST(ServerBatching, EightClientsLookaheadFourSlots) {
+  // Lookahead keeps per-sequence Jacobi windows and n-gram pools (aux tree rows); each
+  // slot's drafter state must stay its own while sequences join and leave.
+  TREESPEC_REQUIRE_SHARED();
+  expect_concurrent_goldens({"-t", "1", "-np", "4", "-c", "256", "--spec", "lookahead"}, 8);
+}
