@@ -121,7 +121,7 @@ void Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::u
   auto a = std::make_unique<Active>();
   a->state = r;
   try {
-    drafters::DrafterEnv env{&model_, tok_.eog_ids(), r->params.sampling.seed};
+    drafters::DrafterEnv env{&model_, tok_.eog_ids(), r->params.sampling.seed, &engine_.ctx().pool()};
     a->seq = std::make_unique<engine::Sequence>(r->prompt, r->params, drafters::make_drafter(cfg_.spec, env));
     a->text = std::make_unique<TextStream>(tok_, r->prompt.empty() ? -1 : r->prompt.back(), r->stops);
     Active* ap = a.get();

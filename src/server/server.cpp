@@ -305,11 +305,6 @@ void Server::start() {
       throw InvalidArgument(fmt::format("unknown speculative method '{}' (known: {})", c.spec.method, fmt::join(methods, ", ")));
     }
   }
-  if (!c.heads.empty()) {
-    // The Medusa drafter (and SpecConfig's heads field) has not landed on main yet; when
-    // it does, pass c.heads through c.spec here instead.
-    throw Unsupported(fmt::format("--heads {}: Medusa heads are not available yet in this build (no medusa drafter)", c.heads));
-  }
   if (!std::ifstream(c.model_path, std::ios::binary)) throw IoError(fmt::format("cannot open model file '{}'", c.model_path));
   c.sampling.validate();
 

@@ -93,7 +93,6 @@ std::function<int()> setup_serve(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--chat-template", s.chat_template,
                  fmt::format("chat template family instead of the GGUF's: {}", fmt::join(server::chat_family_names(), " | ")));
-  sub.add_option("--heads", s.heads, "Medusa heads file (for --spec medusa)");
   sub.add_option("--test-load-delay", s.load_delay_s, "testing: seconds to wait before loading the model")->group("");
   cli::add_sampling_options(sub, a->sampling);
   cli::add_spec_options(sub, a->spec);

@@ -270,8 +270,8 @@ TEST(ServerErrors, BadCommandLineFailsFast) {
   const std::string b = treespec_binary() + " serve -m " + stories_gguf() + " --port 0 ";
   EXPECT_NE(run_command(b + "--spec nosuch 2>&1", &out), 0);
   EXPECT_NE(out.find("nosuch"), std::string::npos) << out;
-  EXPECT_NE(run_command(b + "--heads heads.gguf 2>&1", &out), 0);
-  EXPECT_NE(out.find("not available yet"), std::string::npos) << out;
+  EXPECT_NE(run_command(b + "--spec medusa --heads /nonexistent_heads.gguf 2>&1", &out), 0);
+  EXPECT_NE(out.find("nonexistent_heads.gguf"), std::string::npos) << out;
   EXPECT_NE(run_command(b + "-np 0 2>&1", &out), 0);
   EXPECT_NE(out.find("parallel"), std::string::npos) << out;
   EXPECT_NE(run_command(b + "--chat-template vicuna 2>&1", &out), 0);
