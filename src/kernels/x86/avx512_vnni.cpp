@@ -1,0 +1,155 @@
+// AVX-512 VNNI kernels: Q8_0 and Q4_0 weights times activations quantised per block of
+// 32 to int8 (impl::ActQ8), with VPDPBUSD integer dot products.
+//
+// Tile layout. A tile is 16 consecutive weight rows. For each block of 32 inputs the
+// 16 rows' 32 bytes are transposed in registers into 8 vectors W[k] whose lane r holds
+// bytes 4k..4k+3 of row r; one VPDPBUSD of W[k] with the broadcast bytes 4k..4k+3 of an
+// activation block then advances 16 outputs at once, and after 8 of them lane r holds
+// the block's exact integer dot product for row r. The weights are read from memory
+// once per tile and reused for all M activation rows, so a tree of M rows costs about
+// one weight read. No horizontal sums: lane r is output r.
+//
+// VPDPBUSD multiplies unsigned by signed bytes. Q8_0: weights are made unsigned by
+// flipping the sign bit (w + 128) and the integer accumulator starts at -128 * sum(x_q).
+// Q4_0: nibbles are already unsigned (q in 0..15, value q - 8); start at -8 * sum(x_q).
+//
+// Per (row, output) the float accumulation is acc += float(dot_b) * (d_w[b] * d_x[b])
+// over blocks b in order: the same operations whatever M is (batch invariant).
+#include "kernels/x86/simd.h"
+
+namespace treespec::kernels {
+namespace {
+
+// a[i] = [row i bytes 0..31 | row i+8 bytes 0..31]  ->  w[k] lane r = dword k of row r.
+inline void transpose_16x8(const __m512i a[8], __m512i w[8]) {
+  __m512i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]);
+  }
+  // rows 0-3 (per 128-bit lane): u0 = dword 0, u1 = dword 1, u2 = dword 2, u3 = dword 3
+  u[0] = _mm512_unpacklo_epi64(t[0], t[2]);
+  u[1] = _mm512_unpackhi_epi64(t[0], t[2]);
+  u[2] = _mm512_unpacklo_epi64(t[1], t[3]);
+  u[3] = _mm512_unpackhi_epi64(t[1], t[3]);
+  // rows 4-7
+  u[4] = _mm512_unpacklo_epi64(t[4], t[6]);
+  u[5] = _mm512_unpackhi_epi64(t[4], t[6]);
+  u[6] = _mm512_unpacklo_epi64(t[5], t[7]);
+  u[7] = _mm512_unpackhi_epi64(t[5], t[7]);
+  // 128-bit lanes of u[j]: L0 = dword j of rows 0-3 (j+4 for L1), L2/L3 the same for rows 8-11.
+  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int j = 0; j < 4; ++j) {
+    w[j] = _mm512_permutex2var_epi64(u[j], lo, u[j + 4]);
+    w[j + 4] = _mm512_permutex2var_epi64(u[j], hi, u[j + 4]);
+  }
+}
+
+template <bool kQ4>
+void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
+                      int64_t r0, int64_t r1) {
+  constexpr int64_t kBlockBytes = kQ4 ? 18 : 34;
+  const int64_t n = w.n_in;
+  const int64_t nb = n / 32;
+  const int64_t rb = w.row_bytes();
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 16));  // [M, 16]
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // Q4_0: shift the high copy of each row's 16 bytes right by 4 (128-bit lanes 1 and 3).
+  const __m512i nib_shift = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL)),
+                                               _mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL), 1);
+  for (int64_t t0 = r0; t0 < r1; t0 += 16) {
+    const int nr = static_cast<int>(imin<int64_t>(16, r1 - t0));
+    const __mmask16 keep = static_cast<__mmask16>((1u << nr) - 1);
+    const uint8_t* tile = base + t0 * rb;
+    const uint8_t* rows[16];
+    alignas(64) int32_t offs[16];
+    for (int i = 0; i < 16; ++i) {
+      const int ri = imin(i, nr - 1);
+      rows[i] = tile + ri * rb;
+      offs[i] = static_cast<int32_t>(ri * rb);
+    }
+    const __m512i gidx = _mm512_load_si512(offs);
+    for (int64_t m = 0; m < M; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t ob = b * kBlockBytes;
+      __m512i a[8], W[8];
+      for (int i = 0; i < 8; ++i) {
+        if constexpr (kQ4) {
+          const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + ob + 2));
+          const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i + 8] + ob + 2));
+          const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(lo)),
+                                               _mm256_broadcastsi128_si256(hi), 1);
+          a[i] = _mm512_and_si512(_mm512_srlv_epi16(z, nib_shift), m4);
+        } else {
+          const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + ob + 2));
+          const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i + 8] + ob + 2));
+          a[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        }
+      }
+      transpose_16x8(a, W);
+      if constexpr (!kQ4) {
+        for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(W[k], flip);
+      }
+      const __m512i draw = _mm512_i32gather_epi32(gidx, tile + ob, 1);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(draw));
+      const int32_t corr_mul = kQ4 ? -8 : -128;
+      for (int64_t m = 0; m < M; ++m) {
+        const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + b * 32);
+        const int64_t ib = m * nb + b;
+        __m512i acc0 = _mm512_set1_epi32(corr_mul * xq->s[ib]);
+        __m512i acc1 = _mm512_setzero_si512();
+        acc0 = _mm512_dpbusd_epi32(acc0, W[0], _mm512_set1_epi32(xb[0]));
+        acc1 = _mm512_dpbusd_epi32(acc1, W[1], _mm512_set1_epi32(xb[1]));
+        acc0 = _mm512_dpbusd_epi32(acc0, W[2], _mm512_set1_epi32(xb[2]));
+        acc1 = _mm512_dpbusd_epi32(acc1, W[3], _mm512_set1_epi32(xb[3]));
+        acc0 = _mm512_dpbusd_epi32(acc0, W[4], _mm512_set1_epi32(xb[4]));
+        acc1 = _mm512_dpbusd_epi32(acc1, W[5], _mm512_set1_epi32(xb[5]));
+        acc0 = _mm512_dpbusd_epi32(acc0, W[6], _mm512_set1_epi32(xb[6]));
+        acc1 = _mm512_dpbusd_epi32(acc1, W[7], _mm512_set1_epi32(xb[7]));
+        const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(acc0, acc1));
+        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xq->d[ib]));
+        _mm512_storeu_ps(facc + m * 16, _mm512_fmadd_ps(dot, sc, _mm512_loadu_ps(facc + m * 16)));
+      }
+    }
+    for (int64_t m = 0; m < M; ++m) _mm512_mask_storeu_ps(y + m * ldy + t0, keep, _mm512_loadu_ps(facc + m * 16));
+  }
+}
+
+// Same numbers as impl::ref_quantize_act, bit for bit (same expressions, round to
+// nearest even in both).
+void quantize_act_avx512(const float* x, int64_t n, int8_t* q, float* d, int32_t* s) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + b * 32);
+    const __m512 v1 = _mm512_loadu_ps(x + b * 32 + 16);
+    const __m512 a = _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1));
+    const float amax = _mm512_reduce_max_ps(a);
+    const float db = amax / 127.0f;
+    const float id = db != 0.0f ? 127.0f / amax : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
+    d[b] = db;
+    s[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+  }
+}
+
+}  // namespace
+
+void impl::register_avx512_vnni(KernelTable& t) {
+  using tensor::DType;
+  t.quantize_act = quantize_act_avx512;
+  for (DType d : {DType::q8_0, DType::q4_0}) {
+    const int id = static_cast<int>(d);
+    t.matmul_rows[id] = d == DType::q8_0 ? matmul_rows_vnni<false> : matmul_rows_vnni<true>;
+    t.act[id] = ActFormat::q8;
+    t.row_grain[id] = 16;
+  }
+}
+
+}  // namespace treespec::kernels

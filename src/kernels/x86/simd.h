@@ -1,0 +1,436 @@
+// Float kernels written once over a small vector-traits layer and compiled separately in
+// each ISA translation unit (avx2.cpp with -mavx2 -mfma, avx512.cpp with -mavx512*).
+//
+// Everything here lives in an anonymous namespace on purpose: each including TU gets its
+// own copy compiled with its own flags, and the linker can never merge an AVX-512
+// instantiation into the AVX2 table (an ODR merge would crash CPUs without AVX-512).
+//
+// For the same reason nothing here instantiates a template or inline function with
+// external linkage (std::vector, std::min, tensor::fp16_to_fp32...): the linker keeps
+// one copy of such a function, and it could be the one compiled with AVX-512 flags.
+// Scratch memory comes from impl::thread_scratch (compiled with baseline flags).
+//
+// Batch invariance (see impl.h): every output value is produced by the same sequence of
+// operations whatever M is and wherever the row sits: each (row, output) pair has its
+// own accumulators, reduced in a fixed order.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/impl.h"
+#include "tensor/fp16.h"
+#include "tensor/quant.h"
+
+namespace treespec::kernels {
+namespace {
+
+template <typename A>
+inline A imin(A a, A b) { return a < b ? a : b; }
+template <typename A>
+inline A imax(A a, A b) { return a < b ? b : a; }
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+inline float bf2f(uint16_t h) {
+  const uint32_t b = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &b, 4);
+  return f;
+}
+
+// ---- vector traits -------------------------------------------------------------------
+
+struct Avx2 {
+  using V = __m256;
+  static constexpr int W = 8;
+  static constexpr int RT = 4;  // weight rows per float tile
+  static constexpr int MB = 2;  // activation rows per register block
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float f) { return _mm256_set1_ps(f); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static __m256i tail_mask(int n) {
+    alignas(32) static const int32_t m[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + 8 - n));
+  }
+  static V load_n(const float* p, int n) { return _mm256_maskload_ps(p, tail_mask(n)); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static void store_n(float* p, V v, int n) { _mm256_maskstore_ps(p, tail_mask(n), v); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static float hsum(V v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  }
+  static float hmax(V v) {
+    const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
+  }
+  static V from_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static V from_bf16(const uint16_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  static V from_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  // exp(x), Cephes-style: 2^n * p(r) with r = x - n ln2; about 1 ulp; 0 below -87.3.
+  static V exp(V x) {
+    const V hi = set1(88.3762626647949f), lo = set1(-87.3365447504f);
+    const V xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    const V n = _mm256_round_ps(mul(xc, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V r = _mm256_fnmadd_ps(n, set1(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, set1(-2.12194440e-4f), r);
+    V p = set1(1.9875691500E-4f);
+    p = fma(p, r, set1(1.3981999507E-3f));
+    p = fma(p, r, set1(8.3334519073E-3f));
+    p = fma(p, r, set1(4.1665795894E-2f));
+    p = fma(p, r, set1(1.6666665459E-1f));
+    p = fma(p, r, set1(5.0000001201E-1f));
+    p = fma(p, mul(r, r), add(r, set1(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const V y = mul(p, _mm256_castsi256_ps(e));
+    return _mm256_blendv_ps(y, zero(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+  }
+};
+
+#if defined(__AVX512F__)
+struct Avx512 {
+  using V = __m512;
+  static constexpr int W = 16;
+  static constexpr int RT = 8;
+  static constexpr int MB = 2;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float f) { return _mm512_set1_ps(f); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void store_n(float* p, V v, int n) { _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static float hsum(V v) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    return Avx2::hsum(h);
+  }
+  static float hmax(V v) {
+    const __m256 h = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    return Avx2::hmax(h);
+  }
+  static V from_f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static V from_bf16(const uint16_t* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+  static V from_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static V exp(V x) {
+    const V hi = set1(88.3762626647949f), lo = set1(-87.3365447504f);
+    const V xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    const V n = _mm512_roundscale_ps(mul(xc, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V r = _mm512_fnmadd_ps(n, set1(0.693359375f), xc);
+    r = _mm512_fnmadd_ps(n, set1(-2.12194440e-4f), r);
+    V p = set1(1.9875691500E-4f);
+    p = fma(p, r, set1(1.3981999507E-3f));
+    p = fma(p, r, set1(8.3334519073E-3f));
+    p = fma(p, r, set1(4.1665795894E-2f));
+    p = fma(p, r, set1(1.6666665459E-1f));
+    p = fma(p, r, set1(5.0000001201E-1f));
+    p = fma(p, mul(r, r), add(r, set1(1.0f)));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    const V y = mul(p, _mm512_castsi512_ps(e));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, zero());
+  }
+};
+#endif
+
+// ---- dequantisation into f32 ---------------------------------------------------------
+
+template <class T, tensor::DType D>
+void dequant_row(const void* src, float* dst, int64_t n) {
+  using tensor::DType;
+  constexpr int W = T::W;
+  if constexpr (D == DType::f32) {
+    __builtin_memcpy(dst, src, static_cast<size_t>(n) * 4);
+  } else if constexpr (D == DType::f16 || D == DType::bf16) {
+    const auto* s = static_cast<const uint16_t*>(src);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) T::store(dst + i, D == DType::f16 ? T::from_f16(s + i) : T::from_bf16(s + i));
+    for (; i < n; ++i) dst[i] = D == DType::f16 ? h2f(s[i]) : bf2f(s[i]);
+  } else if constexpr (D == DType::q8_0) {
+    const auto* b = static_cast<const tensor::BlockQ8_0*>(src);
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+      const auto d = T::set1(h2f(b[ib].d));
+      for (int j = 0; j < 32; j += W) T::store(dst + ib * 32 + j, T::mul(d, T::from_i8(b[ib].qs + j)));
+    }
+  } else if constexpr (D == DType::q4_0) {
+    const auto* b = static_cast<const tensor::BlockQ4_0*>(src);
+    const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    alignas(16) int8_t q[32];
+    static_assert(sizeof(tensor::BlockQ4_0) == 18);
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[ib].qs));
+      _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm_sub_epi8(_mm_and_si128(raw, m4), eight));
+      _mm_store_si128(reinterpret_cast<__m128i*>(q + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), eight));
+      const auto d = T::set1(h2f(b[ib].d));
+      for (int j = 0; j < 32; j += W) T::store(dst + ib * 32 + j, T::mul(d, T::from_i8(q + j)));
+    }
+  } else {
+    tensor::dequantize_row(D, src, dst, n);  // K-quants: scalar reference (exact)
+  }
+}
+
+// ---- float matmul: RT weight rows x MB activation rows per register block ----------
+
+template <class T, int MBk>
+inline void micro_f32(const float* const* wr, const float* x, int64_t n, float (*out)[T::RT]) {
+  using V = typename T::V;
+  constexpr int RT = T::RT, W = T::W;
+  V acc[MBk][RT];
+  for (int m = 0; m < MBk; ++m)
+    for (int r = 0; r < RT; ++r) acc[m][r] = T::zero();
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    V xv[MBk];
+    for (int m = 0; m < MBk; ++m) xv[m] = T::load(x + m * n + i);
+    for (int r = 0; r < RT; ++r) {
+      const V wv = T::load(wr[r] + i);
+      for (int m = 0; m < MBk; ++m) acc[m][r] = T::fma(wv, xv[m], acc[m][r]);
+    }
+  }
+  if (i < n) {
+    const int rem = static_cast<int>(n - i);
+    V xv[MBk];
+    for (int m = 0; m < MBk; ++m) xv[m] = T::load_n(x + m * n + i, rem);
+    for (int r = 0; r < RT; ++r) {
+      const V wv = T::load_n(wr[r] + i, rem);
+      for (int m = 0; m < MBk; ++m) acc[m][r] = T::fma(wv, xv[m], acc[m][r]);
+    }
+  }
+  for (int m = 0; m < MBk; ++m)
+    for (int r = 0; r < RT; ++r) out[m][r] = T::hsum(acc[m][r]);
+}
+
+template <class T, tensor::DType D>
+void matmul_rows_float(const WeightView& w, const float* x, const impl::ActQ8*, int64_t M, float* y, int64_t ldy,
+                       int64_t r0, int64_t r1) {
+  constexpr int RT = T::RT, MB = T::MB;
+  const int64_t n = w.n_in;
+  const int64_t rb = w.row_bytes();
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  float* scratch = nullptr;  // [RT, n] dequantised tile
+  if constexpr (D != tensor::DType::f32) scratch = impl::thread_scratch(0, static_cast<size_t>(RT * n));
+  for (int64_t t0 = r0; t0 < r1; t0 += RT) {
+    const int rt = static_cast<int>(imin<int64_t>(RT, r1 - t0));
+    const float* wr[RT];
+    for (int r = 0; r < RT; ++r) {
+      const int rr = imin(r, rt - 1);  // missing rows repeat the last one; results dropped
+      if constexpr (D == tensor::DType::f32) {
+        wr[r] = reinterpret_cast<const float*>(base + (t0 + rr) * rb);
+      } else {
+        if (r < rt) dequant_row<T, D>(base + (t0 + r) * rb, scratch + r * n, n);
+        wr[r] = scratch + rr * n;
+      }
+    }
+    float out[MB][RT];
+    int64_t m = 0;
+    for (; m + MB <= M; m += MB) {
+      micro_f32<T, MB>(wr, x + m * n, n, out);
+      for (int mm = 0; mm < MB; ++mm)
+        for (int r = 0; r < rt; ++r) y[(m + mm) * ldy + t0 + r] = out[mm][r];
+    }
+    for (; m < M; ++m) {
+      micro_f32<T, 1>(wr, x + m * n, n, out);
+      for (int r = 0; r < rt; ++r) y[m * ldy + t0 + r] = out[0][r];
+    }
+  }
+}
+
+// ---- row kernels -----------------------------------------------------------------------
+
+template <class T>
+void rmsnorm_t(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  using V = typename T::V;
+  constexpr int W = T::W;
+  V acc = T::zero();
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const V v = T::load(x + i);
+    acc = T::fma(v, v, acc);
+  }
+  if (i < n) {
+    const V v = T::load_n(x + i, static_cast<int>(n - i));
+    acc = T::fma(v, v, acc);
+  }
+  float ss = T::hsum(acc);
+  ss /= static_cast<float>(n);
+  ss += eps;
+  const float scale = 1.0f / __builtin_sqrtf(ss);
+  const V s = T::set1(scale);
+  for (i = 0; i + W <= n; i += W) T::store(y + i, T::mul(T::load(weight + i), T::mul(s, T::load(x + i))));
+  for (; i < n; ++i) y[i] = weight[i] * (scale * x[i]);
+}
+
+template <class T>
+void swiglu_t(const float* gate, const float* up, float* out, int64_t n) {
+  using V = typename T::V;
+  constexpr int W = T::W;
+  const V one = T::set1(1.0f), neg = T::set1(-1.0f);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const V g = T::load(gate + i);
+    const V sig = T::div(one, T::add(one, T::exp(T::mul(g, neg))));
+    T::store(out + i, T::mul(T::mul(g, sig), T::load(up + i)));
+  }
+  if (i < n) {
+    const int rem = static_cast<int>(n - i);
+    const V g = T::load_n(gate + i, rem);
+    const V sig = T::div(one, T::add(one, T::exp(T::mul(g, neg))));
+    T::store_n(out + i, T::mul(T::mul(g, sig), T::load_n(up + i, rem)), rem);
+  }
+}
+
+template <class T>
+void softmax_t(float* x, int64_t n) {
+  using V = typename T::V;
+  constexpr int W = T::W;
+  if (n <= 0) return;
+  float mx = -INFINITY;
+  int64_t i = 0;
+  if (n >= W) {
+    V m = T::load(x);
+    for (i = W; i + W <= n; i += W) m = T::max(m, T::load(x + i));
+    mx = T::hmax(m);
+  }
+  for (; i < n; ++i) mx = imax(mx, x[i]);
+  if (mx == -INFINITY) {
+    for (i = 0; i < n; ++i) x[i] = 0.0f;
+    return;
+  }
+  const V vm = T::set1(mx);
+  V acc = T::zero();
+  for (i = 0; i + W <= n; i += W) {
+    const V e = T::exp(T::sub(T::load(x + i), vm));
+    T::store(x + i, e);
+    acc = T::add(acc, e);
+  }
+  if (i < n) {
+    const int rem = static_cast<int>(n - i);
+    T::store_n(x + i, T::exp(T::sub(T::load_n(x + i, rem), vm)), rem);
+    acc = T::add(acc, T::load_n(x + i, rem));  // reload: padding lanes read as 0
+  }
+  const V sum = T::set1(T::hsum(acc));
+  for (i = 0; i + W <= n; i += W) T::store(x + i, T::div(T::load(x + i), sum));
+  if (i < n) {
+    const int rem = static_cast<int>(n - i);
+    T::store_n(x + i, T::div(T::load_n(x + i, rem), sum), rem);
+  }
+}
+
+// ---- attention ----------------------------------------------------------------------
+// 8-wide (AVX) dot/axpy for every head_dim that is a multiple of 8 (stories260K has 8),
+// scalar otherwise; four fixed accumulators so long heads are not latency bound.
+
+inline float dot_hd(const float* a, const float* b, int64_t n) {
+  if (n % 8 != 0) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+  }
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < n; i += 8) {
+    acc[(i >> 3) & 3] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[(i >> 3) & 3]);
+  }
+  return Avx2::hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+inline void axpy_hd(float a, const float* x, float* y, int64_t n) {
+  if (n % 8 != 0) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+    return;
+  }
+  const __m256 va = _mm256_set1_ps(a);
+  for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+}
+
+template <class T>
+void attention_rows_t(const AttentionRows& a) {
+  const int64_t hd = a.head_dim;
+  const int64_t nq = a.n_rows * a.n_head;
+  int64_t max_extra = 0;
+  for (int64_t i = 0; i < a.n_rows; ++i) max_extra = imax<int64_t>(max_extra, a.n_extra[i]);
+  const int64_t stride = a.n_committed + max_extra;
+  auto qptr = [&](int64_t iq) { return a.q + (iq / a.n_head) * a.ldq + (iq % a.n_head) * hd; };
+  auto optr = [&](int64_t iq) { return a.out + (iq / a.n_head) * a.ldo + (iq % a.n_head) * hd; };
+  constexpr int64_t kChunk = 64;  // committed cells per pass: K/V chunk stays in L1 for all queries
+  // Scores over the committed prefix, then each row's own tree cells.
+  for (int64_t c0 = 0; c0 < a.n_committed; c0 += kChunk) {
+    const int64_t c1 = imin(a.n_committed, c0 + kChunk);
+    for (int64_t iq = 0; iq < nq; ++iq) {
+      const float* q = qptr(iq);
+      float* s = a.scratch + iq * stride;
+      for (int64_t t = c0; t < c1; ++t) s[t] = dot_hd(q, a.k + t * hd, hd) * a.scale;
+    }
+  }
+  for (int64_t iq = 0; iq < nq; ++iq) {
+    const int64_t i = iq / a.n_head;
+    const float* q = qptr(iq);
+    float* s = a.scratch + iq * stride + a.n_committed;
+    for (int32_t e = 0; e < a.n_extra[i]; ++e) s[e] = dot_hd(q, a.k + static_cast<int64_t>(a.extra[i][e]) * hd, hd) * a.scale;
+    softmax_t<T>(a.scratch + iq * stride, a.n_committed + a.n_extra[i]);
+    float* o = optr(iq);
+    for (int64_t j = 0; j < hd; ++j) o[j] = 0.0f;
+  }
+  for (int64_t c0 = 0; c0 < a.n_committed; c0 += kChunk) {
+    const int64_t c1 = imin(a.n_committed, c0 + kChunk);
+    for (int64_t iq = 0; iq < nq; ++iq) {
+      const float* s = a.scratch + iq * stride;
+      float* o = optr(iq);
+      for (int64_t t = c0; t < c1; ++t) axpy_hd(s[t], a.v + t * hd, o, hd);
+    }
+  }
+  for (int64_t iq = 0; iq < nq; ++iq) {
+    const int64_t i = iq / a.n_head;
+    const float* s = a.scratch + iq * stride + a.n_committed;
+    float* o = optr(iq);
+    for (int32_t e = 0; e < a.n_extra[i]; ++e) axpy_hd(s[e], a.v + static_cast<int64_t>(a.extra[i][e]) * hd, o, hd);
+  }
+}
+
+// Registers the float-path kernels of ISA traits T for every weight type.
+template <class T>
+void register_float_path(impl::KernelTable& t) {
+  using tensor::DType;
+  auto set = [&](DType d, impl::MatmulRowsFn mm, impl::ToFloatFn tf) {
+    t.matmul_rows[static_cast<int>(d)] = mm;
+    t.to_float[static_cast<int>(d)] = tf;
+    t.act[static_cast<int>(d)] = impl::ActFormat::f32;
+    t.row_grain[static_cast<int>(d)] = 16;
+  };
+  set(DType::f32, matmul_rows_float<T, DType::f32>, dequant_row<T, DType::f32>);
+  set(DType::f16, matmul_rows_float<T, DType::f16>, dequant_row<T, DType::f16>);
+  set(DType::bf16, matmul_rows_float<T, DType::bf16>, dequant_row<T, DType::bf16>);
+  set(DType::q8_0, matmul_rows_float<T, DType::q8_0>, dequant_row<T, DType::q8_0>);
+  set(DType::q4_0, matmul_rows_float<T, DType::q4_0>, dequant_row<T, DType::q4_0>);
+  set(DType::q4_k, matmul_rows_float<T, DType::q4_k>, dequant_row<T, DType::q4_k>);
+  set(DType::q6_k, matmul_rows_float<T, DType::q6_k>, dequant_row<T, DType::q6_k>);
+  t.rmsnorm = rmsnorm_t<T>;
+  t.swiglu = swiglu_t<T>;
+  t.softmax = softmax_t<T>;
+  t.attention_rows = attention_rows_t<T>;
+}
+
+}  // namespace
+}  // namespace treespec::kernels
