@@ -245,6 +245,13 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
     }
   }
 
+  ctx.extra_ptr_.resize(static_cast<size_t>(n));
+  ctx.extra_len_.resize(static_cast<size_t>(n));
+  for (int32_t r = 0; r < n; ++r) {
+    ctx.extra_ptr_[static_cast<size_t>(r)] = ctx.extra_[static_cast<size_t>(r)].data();
+    ctx.extra_len_[static_cast<size_t>(r)] = static_cast<int32_t>(ctx.extra_[static_cast<size_t>(r)].size());
+  }
+
   float* xn = ctx.xn_.data();
   float* q = ctx.q_.data();
   float* k = ctx.k_.data();
@@ -286,26 +293,42 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
         }
       }
     }
-    // Attention: one task per (row, kv head).
+    // Attention: one task per (segment, kv head, chunk of up to kAttnRows rows). The
+    // rows of a chunk share one pass over the committed prefix's K/V.
     {
-      const int64_t n_tasks = static_cast<int64_t>(n) * hp_.n_head_kv;
-      std::vector<int32_t> seg_of_row(static_cast<size_t>(n));
+      ctx.attn_tasks_.clear();
       for (size_t si = 0; si < batch.segs.size(); ++si) {
         const auto& s = batch.segs[si];
-        for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) seg_of_row[static_cast<size_t>(r)] = static_cast<int32_t>(si);
+        for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; r += ForwardContext::kAttnRows) {
+          const int32_t nr = std::min(ForwardContext::kAttnRows, s.row_begin + s.n_rows - r);
+          for (int32_t g = 0; g < hp_.n_head_kv; ++g) ctx.attn_tasks_.push_back({static_cast<int32_t>(si), r, nr, g});
+        }
       }
       auto work = [&](int64_t b, int64_t e, int thread) {
-        float* sc = ctx.scores_.data() + static_cast<size_t>(thread) * static_cast<size_t>(ctx.max_cells_);
+        float* sc = ctx.scores_.data() + static_cast<size_t>(thread) * ctx.scores_per_thread_;
         for (int64_t t = b; t < e; ++t) {
-          const int32_t r = static_cast<int32_t>(t / hp_.n_head_kv);
-          const int64_t g = t % hp_.n_head_kv;
-          const auto& s = batch.segs[static_cast<size_t>(seg_of_row[static_cast<size_t>(r)])];
-          const auto& ex = ctx.extra_[static_cast<size_t>(r)];
-          kernels::attention_row(q + r * nq + g * group * hd, kv.k(il, s.seq) + g * n_cells * hd,
-                                 kv.v(il, s.seq) + g * n_cells * hd, group, 1, hd, n_cells, s.n_past, ex.data(),
-                                 static_cast<int64_t>(ex.size()), scale, sc, att + r * nq + g * group * hd);
+          const auto& task = ctx.attn_tasks_[static_cast<size_t>(t)];
+          const auto& s = batch.segs[static_cast<size_t>(task.seg)];
+          const int64_t g = task.kv_head;
+          kernels::AttentionRows a;
+          a.q = q + task.row * nq + g * group * hd;
+          a.ldq = nq;
+          a.out = att + task.row * nq + g * group * hd;
+          a.ldo = nq;
+          a.n_rows = task.n_rows;
+          a.n_head = group;
+          a.head_dim = hd;
+          a.k = kv.k(il, s.seq) + g * n_cells * hd;
+          a.v = kv.v(il, s.seq) + g * n_cells * hd;
+          a.n_committed = s.n_past;
+          a.extra = ctx.extra_ptr_.data() + task.row;
+          a.n_extra = ctx.extra_len_.data() + task.row;
+          a.scale = scale;
+          a.scratch = sc;
+          kernels::attention_rows(a);
         }
       };
+      const auto n_tasks = static_cast<int64_t>(ctx.attn_tasks_.size());
       if (n_tasks > 1) {
         pool->parallel_for(n_tasks, 1, work);
       } else {
@@ -374,7 +397,9 @@ void ForwardContext::reserve(int32_t n_rows, int32_t n_cells) {
     max_rows_ = n_rows;
   }
   if (n_cells > max_cells_) {
-    scores_.resize(static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(n_cells), "attention scores");
+    const int64_t group = hp.n_head / hp.n_head_kv;
+    scores_per_thread_ = static_cast<size_t>(kernels::attention_scratch_floats(kAttnRows, group, n_cells));
+    scores_.resize(static_cast<size_t>(pool_.n_threads()) * scores_per_thread_, "attention scores");
     max_cells_ = n_cells;
   }
 }
