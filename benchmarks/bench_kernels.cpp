@@ -85,8 +85,6 @@ void BM_Matmul(benchmark::State& st, DType t, kernels::Isa isa) {
   st.counters["FLOPS"] = benchmark::Counter(2.0 * static_cast<double>(kNIn * w.view.n_out * M) *
                                                 static_cast<double>(st.iterations()),
                                             benchmark::Counter::kIsRate);
-  st.counters["ms_per_call"] =
-      benchmark::Counter(static_cast<double>(st.iterations()) * 1e-3, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 void BM_Attention(benchmark::State& st) {

@@ -13,10 +13,15 @@
 namespace treespec::kernels {
 
 namespace impl {
-// ISA files override these; without them the reference kernels are used.
-__attribute__((weak)) void register_avx2(KernelTable&) {}
-__attribute__((weak)) void register_avx512(KernelTable&) {}
-__attribute__((weak)) void register_avx512_vnni(KernelTable&) {}
+// The x86/ files define the register functions. They must be strong references from
+// here: with weak fallbacks in this file the linker would never pull the ISA objects
+// out of the static library, and every level would silently run the reference kernels
+// (the IsaTablesAreLinked test guards this).
+#if !defined(__x86_64__)
+void register_avx2(KernelTable&) {}
+void register_avx512(KernelTable&) {}
+void register_avx512_vnni(KernelTable&) {}
+#endif
 
 namespace {
 KernelTable build_table(Isa isa) {

@@ -176,6 +176,24 @@ TEST(Isa, BestIsaIsSupportedAndActiveByDefault) {
   EXPECT_TRUE(kernels::isa_supported(kernels::active_isa()));
 }
 
+TEST(Isa, IsaTablesAreLinked) {
+  // Each supported level really uses its own kernels (a linking mistake once made every
+  // level fall back to the scalar reference silently).
+  using kernels::impl::table_for;
+  const auto& ref = table_for(kernels::Isa::scalar);
+  for (auto isa : {kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::avx512_vnni}) {
+    const auto& t = table_for(isa);
+    EXPECT_NE(t.matmul_rows[static_cast<int>(DType::f32)], ref.matmul_rows[static_cast<int>(DType::f32)]) << kernels::isa_name(isa);
+    EXPECT_NE(t.rmsnorm, ref.rmsnorm) << kernels::isa_name(isa);
+    EXPECT_NE(t.attention_rows, ref.attention_rows) << kernels::isa_name(isa);
+  }
+  const auto& v = table_for(kernels::Isa::avx512_vnni);
+  EXPECT_EQ(v.act[static_cast<int>(DType::q8_0)], kernels::impl::ActFormat::q8);
+  EXPECT_EQ(v.act[static_cast<int>(DType::q4_0)], kernels::impl::ActFormat::q8);
+  EXPECT_NE(v.quantize_act, ref.quantize_act);
+  EXPECT_NE(v.matmul_rows[static_cast<int>(DType::q8_0)], table_for(kernels::Isa::avx512).matmul_rows[static_cast<int>(DType::q8_0)]);
+}
+
 TEST(Isa, EveryTypeHasAKernelAtEveryLevel) {
   for (auto isa : kIsas) {
     for (auto t : kTypes) {

@@ -25,12 +25,15 @@ std::vector<float> rnd(int64_t n, uint64_t seed, float scale = 1.0f) {
   return v;
 }
 
-void expect_close(const std::vector<float>& a, const std::vector<float>& b, float rel, const char* what) {
+// |a - b| <= rel * (|b| + floor * max|b|): attention outputs are convex combinations of
+// values and can cancel to ~0, so they get an absolute floor relative to the output scale.
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float rel, const char* what,
+                  float floor = 1e-3f) {
   ASSERT_EQ(a.size(), b.size());
   float scale = 1e-30f;
   for (float v : b) scale = std::max(scale, std::fabs(v));
   for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_LE(std::fabs(a[i] - b[i]), rel * (std::fabs(b[i]) + 1e-3f * scale)) << what << " at " << i;
+    ASSERT_LE(std::fabs(a[i] - b[i]), rel * (std::fabs(b[i]) + floor * scale)) << what << " at " << i;
   }
 }
 
@@ -124,7 +127,7 @@ TEST_P(OpsTest, AttentionRowsMatchReferenceAndAreBatchInvariant) {
     t_->attention_rows(a);
     a.out = out_ref.data();
     kernels::impl::ref_attention_rows(a);
-    expect_close(out, out_ref, 2e-5f, "attention");
+    expect_close(out, out_ref, 2e-5f, "attention", 0.05f);
     // Each row alone gives the same bits as inside the batch.
     for (int64_t i = 0; i < c.n_rows; ++i) {
       kernels::AttentionRows b = a;
@@ -169,7 +172,7 @@ TEST(Ops, AttentionRowWrapperMatchesReference) {
       ref[static_cast<size_t>(h * hd + i)] = o;
     }
   }
-  expect_close(out, ref, 2e-5f, "attention_row");
+  expect_close(out, ref, 2e-5f, "attention_row", 0.05f);
 }
 
 TEST(Ops, MeasureReadBandwidthIsPositive) {
