@@ -133,29 +133,49 @@ struct ActBuffers {
 }  // namespace
 
 void matmul(const WeightView& w, const float* x, int64_t M, float* y, core::ThreadPool* pool) {
-  const auto id = static_cast<uint32_t>(w.type);
-  TREESPEC_ASSERT(id < impl::kMaxTypeId, "matmul: dtype id out of range");
+  const WeightView* ws[1] = {&w};
+  float* ys[1] = {y};
+  matmul_multi(ws, ys, 1, x, M, pool);
+}
+
+void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const float* x, int64_t M,
+                  core::ThreadPool* pool) {
   const impl::KernelTable& t = impl::table_for(active_isa());
-  const auto fn = t.matmul_rows[id];
-  TREESPEC_ASSERT(fn != nullptr, "matmul: unsupported dtype (loader must reject it)");
-  if (M <= 0 || w.n_out <= 0) return;
+  if (M <= 0 || n <= 0) return;
+  const int64_t n_in = ws[0]->n_in;
+  bool need_q8 = false;
+  constexpr int kMaxJobs = 8;
+  TREESPEC_ASSERT(n <= kMaxJobs, "matmul_multi: too many matrices");
+  impl::MatmulRowsFn fns[kMaxJobs];
+  int64_t grain[kMaxJobs], first_tile[kMaxJobs + 1];
+  first_tile[0] = 0;
+  for (int j = 0; j < n; ++j) {
+    const auto id = static_cast<uint32_t>(ws[j]->type);
+    TREESPEC_ASSERT(id < impl::kMaxTypeId, "matmul: dtype id out of range");
+    TREESPEC_ASSERT(ws[j]->n_in == n_in, "matmul_multi: matrices must share n_in");
+    fns[j] = t.matmul_rows[id];
+    TREESPEC_ASSERT(fns[j] != nullptr, "matmul: unsupported dtype (loader must reject it)");
+    need_q8 |= t.act[id] == impl::ActFormat::q8;
+    grain[j] = t.row_grain[id] > 0 ? t.row_grain[id] : 16;
+    first_tile[j + 1] = first_tile[j] + (ws[j]->n_out + grain[j] - 1) / grain[j];
+  }
   const int n_threads = pool == nullptr ? 1 : pool->n_threads();
 
   impl::ActQ8 act;
   const impl::ActQ8* xq = nullptr;
-  if (t.act[id] == impl::ActFormat::q8) {
-    TREESPEC_ASSERT(w.n_in % impl::kActBlock == 0, "matmul: q8 activations need n_in % 32 == 0");
+  if (need_q8) {
+    TREESPEC_ASSERT(n_in % impl::kActBlock == 0, "matmul: q8 activations need n_in % 32 == 0");
     thread_local ActBuffers buf;
-    const int64_t nb = w.n_in / impl::kActBlock;
-    buf.q.resize(static_cast<size_t>(M * w.n_in));
+    const int64_t nb = n_in / impl::kActBlock;
+    buf.q.resize(static_cast<size_t>(M * n_in));
     buf.d.resize(static_cast<size_t>(M * nb));
     buf.s.resize(static_cast<size_t>(M * nb));
     auto quant = [&](int64_t b, int64_t e, int) {
       for (int64_t m = b; m < e; ++m) {
-        t.quantize_act(x + m * w.n_in, w.n_in, buf.q.data() + m * w.n_in, buf.d.data() + m * nb, buf.s.data() + m * nb);
+        t.quantize_act(x + m * n_in, n_in, buf.q.data() + m * n_in, buf.d.data() + m * nb, buf.s.data() + m * nb);
       }
     };
-    if (n_threads > 1 && M * w.n_in >= 32768) {
+    if (n_threads > 1 && M * n_in >= 32768) {
       pool->parallel_for(M, 1, quant);
     } else {
       quant(0, M, 0);
@@ -163,21 +183,25 @@ void matmul(const WeightView& w, const float* x, int64_t M, float* y, core::Thre
     act = {buf.q.data(), buf.d.data(), buf.s.data()};
     xq = &act;
   }
-
+  // Tiles [b, e) of the concatenated tile list -> row ranges of each matrix. Ranges are
+  // whole tiles (16 rows), so no two threads write one cache line of a y.
+  auto run_tiles = [&](int64_t b, int64_t e, int) {
+    for (int j = 0; j < n && b < e; ++j) {
+      const int64_t tb = std::max(b, first_tile[j]), te = std::min(e, first_tile[j + 1]);
+      if (tb >= te) continue;
+      const WeightView& w = *ws[j];
+      const int64_t r0 = (tb - first_tile[j]) * grain[j];
+      const int64_t r1 = std::min((te - first_tile[j]) * grain[j], w.n_out);
+      fns[j](w, x, xq, M, ys[j], w.n_out, r0, r1);
+    }
+  };
   if (n_threads == 1) {
-    fn(w, x, xq, M, y, w.n_out, 0, w.n_out);
+    run_tiles(0, first_tile[n], 0);
     return;
   }
-  // Contiguous row ranges, a multiple of the kernel's tile so no two threads write the
-  // same cache line of y; about 4 chunks per thread so a descheduled thread (shared
-  // machine) does not hold everyone up.
-  const int64_t grain = t.row_grain[id] > 0 ? t.row_grain[id] : 16;
-  const int64_t n_tiles = (w.n_out + grain - 1) / grain;
-  pool->parallel_for(n_tiles, 1, [&](int64_t b, int64_t e, int) {
-    const int64_t r0 = b * grain;
-    const int64_t r1 = std::min(e * grain, w.n_out);
-    fn(w, x, xq, M, y, w.n_out, r0, r1);
-  });
+  // About 4 chunks per thread so a descheduled thread (shared machine) does not hold
+  // everyone up; the pool gives each chunk a contiguous tile range.
+  pool->parallel_for(first_tile[n], 1, run_tiles);
 }
 
 void to_float(tensor::DType type, const void* src, float* dst, int64_t n) {

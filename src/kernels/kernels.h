@@ -42,6 +42,12 @@ bool dtype_supported(tensor::DType type);
 // tree of M rows costs about one weight read. `pool` may be null (single thread).
 void matmul(const WeightView& w, const float* x, int64_t M, float* y, core::ThreadPool* pool);
 
+// Several matrices that read the same x[M, n_in] (q/k/v, gate/up): y_j[M, n_out_j] =
+// x * W_j^T, with one activation quantisation and one parallel pass over all their
+// tiles (fewer thread hand-offs per layer). Same results as separate matmul calls.
+void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const float* x, int64_t M,
+                  core::ThreadPool* pool);
+
 // out[n_in] = row r of W, dequantised (embedding lookup).
 void get_row(const WeightView& w, int64_t r, float* out);
 

@@ -266,9 +266,12 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
   for (int32_t il = l0; il < l1; ++il) {
     const LayerWeights& L = layers_[static_cast<size_t>(il)];
     for (int32_t r = 0; r < n; ++r) kernels::rmsnorm(x + r * E, L.attn_norm.data(), xn + r * E, E, hp_.rms_eps);
-    kernels::matmul(L.wq, xn, n, q, pool);  // [n, nq]
-    kernels::matmul(L.wk, xn, n, k, pool);  // [n, nkv]
-    kernels::matmul(L.wv, xn, n, v, pool);  // [n, nkv]
+    {
+      // q [n, nq], k [n, nkv], v [n, nkv] in one pass over the three matrices
+      const kernels::WeightView* ws[3] = {&L.wq, &L.wk, &L.wv};
+      float* ys[3] = {q, k, v};
+      kernels::matmul_multi(ws, ys, 3, xn, n, pool);
+    }
     if (hp_.has_qkv_bias) {
       for (int32_t r = 0; r < n; ++r) {
         for (int64_t i = 0; i < nq; ++i) q[r * nq + i] += L.bq[static_cast<size_t>(i)];
@@ -339,8 +342,11 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
     for (int64_t i = 0; i < n * E; ++i) x[i] += tmp[i];
 
     for (int32_t r = 0; r < n; ++r) kernels::rmsnorm(x + r * E, L.ffn_norm.data(), xn + r * E, E, hp_.rms_eps);
-    kernels::matmul(L.w_gate, xn, n, gate, pool);  // [n, n_ff]
-    kernels::matmul(L.w_up, xn, n, up, pool);      // [n, n_ff]
+    {
+      const kernels::WeightView* ws[2] = {&L.w_gate, &L.w_up};
+      float* ys[2] = {gate, up};  // [n, n_ff] each
+      kernels::matmul_multi(ws, ys, 2, xn, n, pool);
+    }
     kernels::swiglu(gate, up, gate, static_cast<int64_t>(n) * hp_.n_ff);
     kernels::matmul(L.w_down, gate, n, tmp, pool);  // [n, E]
     for (int64_t i = 0; i < n * E; ++i) x[i] += tmp[i];

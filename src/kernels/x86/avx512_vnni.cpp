@@ -54,7 +54,11 @@ void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, 
   const int64_t nb = n / 32;
   const int64_t rb = w.row_bytes();
   const auto* base = static_cast<const uint8_t*>(w.data);
-  float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 16));  // [M, 16]
+  float* __restrict facc = impl::thread_scratch(1, static_cast<size_t>(M * 16));  // [M, 16]
+  // Locals, so the compiler need not reload them after every store to facc.
+  const int8_t* __restrict xqq = xq->q;
+  const float* __restrict xqd = xq->d;
+  const int32_t* __restrict xqs = xq->s;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   // Q4_0: shift the high copy of each row's 16 bytes right by 4 (128-bit lanes 1 and 3).
@@ -97,9 +101,9 @@ void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, 
       const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(draw));
       const int32_t corr_mul = kQ4 ? -8 : -128;
       for (int64_t m = 0; m < M; ++m) {
-        const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + b * 32);
+        const auto* xb = reinterpret_cast<const int32_t*>(xqq + m * n + b * 32);
         const int64_t ib = m * nb + b;
-        __m512i acc0 = _mm512_set1_epi32(corr_mul * xq->s[ib]);
+        __m512i acc0 = _mm512_set1_epi32(corr_mul * xqs[ib]);
         __m512i acc1 = _mm512_setzero_si512();
         acc0 = _mm512_dpbusd_epi32(acc0, W[0], _mm512_set1_epi32(xb[0]));
         acc1 = _mm512_dpbusd_epi32(acc1, W[1], _mm512_set1_epi32(xb[1]));
@@ -110,7 +114,7 @@ void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, 
         acc0 = _mm512_dpbusd_epi32(acc0, W[6], _mm512_set1_epi32(xb[6]));
         acc1 = _mm512_dpbusd_epi32(acc1, W[7], _mm512_set1_epi32(xb[7]));
         const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(acc0, acc1));
-        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xq->d[ib]));
+        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xqd[ib]));
         _mm512_storeu_ps(facc + m * 16, _mm512_fmadd_ps(dot, sc, _mm512_loadu_ps(facc + m * 16)));
       }
     }

@@ -206,6 +206,32 @@ TEST(Isa, EveryTypeHasAKernelAtEveryLevel) {
   EXPECT_FALSE(kernels::dtype_supported(DType::iq4_xs));
 }
 
+TEST(MatmulMulti, EqualsSeparateCallsOnEveryIsa) {
+  // q/k/v-style: three matrices of different types and heights sharing x.
+  const Weights a = make_weights(DType::q8_0, 160, 70, 1), b = make_weights(DType::f16, 160, 33, 2),
+                c = make_weights(DType::q4_0, 160, 16, 3);
+  core::ThreadPool pool(2);
+  IsaGuard guard;
+  for (auto isa : kIsas) {
+    if (!kernels::isa_supported(isa)) continue;
+    kernels::set_active_isa(isa);
+    for (int64_t M : {1, 5, 64}) {
+      const auto x = random_x(M * 160, 9);
+      std::vector<float> ya(static_cast<size_t>(M * 70)), yb(static_cast<size_t>(M * 33)), yc(static_cast<size_t>(M * 16));
+      std::vector<float> ra(ya.size()), rb(yb.size()), rc(yc.size());
+      const kernels::WeightView* ws[3] = {&a.view, &b.view, &c.view};
+      float* ys[3] = {ya.data(), yb.data(), yc.data()};
+      kernels::matmul_multi(ws, ys, 3, x.data(), M, &pool);
+      kernels::matmul(a.view, x.data(), M, ra.data(), nullptr);
+      kernels::matmul(b.view, x.data(), M, rb.data(), nullptr);
+      kernels::matmul(c.view, x.data(), M, rc.data(), nullptr);
+      EXPECT_EQ(ya, ra) << kernels::isa_name(isa) << " M=" << M;
+      EXPECT_EQ(yb, rb) << kernels::isa_name(isa) << " M=" << M;
+      EXPECT_EQ(yc, rc) << kernels::isa_name(isa) << " M=" << M;
+    }
+  }
+}
+
 TEST(QuantizeAct, SimdMatchesReferenceBitForBit) {
   const auto x = random_x(32 * 20, 5);
   std::vector<int8_t> q1(x.size()), q2(x.size());
