@@ -170,17 +170,19 @@ void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const fl
     buf.q.resize(static_cast<size_t>(M * n_in));
     buf.d.resize(static_cast<size_t>(M * nb));
     buf.s.resize(static_cast<size_t>(M * nb));
+    // Plain pointers: inside the lambda `buf` would name the *worker's* thread_local.
+    int8_t* q = buf.q.data();
+    float* d = buf.d.data();
+    int32_t* s = buf.s.data();
     auto quant = [&](int64_t b, int64_t e, int) {
-      for (int64_t m = b; m < e; ++m) {
-        t.quantize_act(x + m * n_in, n_in, buf.q.data() + m * n_in, buf.d.data() + m * nb, buf.s.data() + m * nb);
-      }
+      for (int64_t m = b; m < e; ++m) t.quantize_act(x + m * n_in, n_in, q + m * n_in, d + m * nb, s + m * nb);
     };
     if (n_threads > 1 && M * n_in >= 32768) {
       pool->parallel_for(M, 1, quant);
     } else {
       quant(0, M, 0);
     }
-    act = {buf.q.data(), buf.d.data(), buf.s.data()};
+    act = {q, d, s};
     xq = &act;
   }
   // Tiles [b, e) of the concatenated tile list -> row ranges of each matrix. Ranges are

@@ -215,7 +215,7 @@ TEST(MatmulMulti, EqualsSeparateCallsOnEveryIsa) {
   for (auto isa : kIsas) {
     if (!kernels::isa_supported(isa)) continue;
     kernels::set_active_isa(isa);
-    for (int64_t M : {1, 5, 64}) {
+    for (int64_t M : {1, 5, 64, 256}) {  // 256 x 160: activations quantised by the pool too
       const auto x = random_x(M * 160, 9);
       std::vector<float> ya(static_cast<size_t>(M * 70)), yb(static_cast<size_t>(M * 33)), yc(static_cast<size_t>(M * 16));
       std::vector<float> ra(ya.size()), rb(yb.size()), rc(yc.size());
