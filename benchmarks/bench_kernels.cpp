@@ -4,6 +4,7 @@
 //   BM_Matmul/<type>/<isa>/M/threads   weights of about 96 MB (well beyond the 32 MB L3),
 //                                      so M = 1 measures DRAM streaming and M = 16 / 64
 //                                      shows what extra tree rows cost.
+//   BM_MatmulL2/<type>/<isa>/M/1      ~0.5 MB of weights (in L2): compute rate alone.
 //   BM_Attention/<tree>/threads        8 KV heads x group 2, head_dim 128, 1024 committed
 //                                      cells, a random tree of 1 / 16 / 64 rows.
 //   BM_ReadBandwidth/threads           kernels::measure_read_bandwidth (1 GiB).
@@ -34,14 +35,15 @@ struct BenchWeights {
   kernels::WeightView view;
 };
 
-// One weight matrix per type, built on first use (quantising ~100M values takes a while).
-const BenchWeights& weights(DType t) {
-  static std::map<DType, std::unique_ptr<BenchWeights>> cache;
-  auto& w = cache[t];
+// One weight matrix per type and size, built on first use (quantising ~100M values
+// takes a while). small: ~0.5 MB, stays in L2 (compute-bound view of the kernel).
+const BenchWeights& weights(DType t, bool small = false) {
+  static std::map<std::pair<DType, bool>, std::unique_ptr<BenchWeights>> cache;
+  auto& w = cache[{t, small}];
   if (!w) {
     w = std::make_unique<BenchWeights>();
     const int64_t rb = tensor::row_bytes(t, kNIn);
-    const int64_t n_out = kWeightBytes / rb / 16 * 16;
+    const int64_t n_out = small ? 128 : kWeightBytes / rb / 16 * 16;
     w->bytes.resize(static_cast<size_t>(rb * n_out));
     core::Rng rng(1);
     std::vector<float> row(static_cast<size_t>(kNIn));
@@ -61,14 +63,14 @@ core::ThreadPool& pool(int n) {
   return *p;
 }
 
-void BM_Matmul(benchmark::State& st, DType t, kernels::Isa isa) {
+void BM_Matmul(benchmark::State& st, DType t, kernels::Isa isa, bool small) {
   if (!kernels::isa_supported(isa)) {
     st.SkipWithError((std::string("CPU lacks ") + kernels::isa_name(isa)).c_str());
     return;
   }
   const int64_t M = st.range(0);
   const int n_threads = static_cast<int>(st.range(1));
-  const auto& w = weights(t);
+  const auto& w = weights(t, small);
   core::Rng rng(2);
   std::vector<float> x(static_cast<size_t>(M * kNIn)), y(static_cast<size_t>(M * w.view.n_out));
   for (auto& v : x) v = static_cast<float>(rng.normal());
@@ -164,12 +166,16 @@ int register_all() {
   for (DType t : types) {
     for (kernels::Isa isa : isas) {
       const std::string name = std::string("BM_Matmul/") + tensor::dtype_name(t) + "/" + kernels::isa_name(isa);
-      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, isa)->ArgNames({"M", "threads"})->UseRealTime();
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, isa, false)->ArgNames({"M", "threads"})->UseRealTime();
       for (int64_t M : {1, 16, 64}) {
         if (isa == kernels::Isa::scalar && M > 1) continue;  // minutes per call
         b->Args({M, 1});
         if (n > 1) b->Args({M, n});
       }
+      // In-cache weights, one thread: the kernel's compute rate without DRAM.
+      const std::string name2 = std::string("BM_MatmulL2/") + tensor::dtype_name(t) + "/" + kernels::isa_name(isa);
+      auto* c = benchmark::RegisterBenchmark(name2.c_str(), BM_Matmul, t, isa, true)->ArgNames({"M", "threads"});
+      for (int64_t M : {1, 16, 64}) c->Args({M, 1});
     }
   }
   auto* a = benchmark::RegisterBenchmark("BM_Attention", BM_Attention)->ArgNames({"tree", "threads"})->UseRealTime();

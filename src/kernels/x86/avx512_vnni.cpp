@@ -1,7 +1,7 @@
 // AVX-512 VNNI kernels: Q8_0 and Q4_0 weights times activations quantised per block of
 // 32 to int8 (impl::ActQ8), with VPDPBUSD integer dot products.
 //
-// Tile layout. A tile is 16 consecutive weight rows. For each block of 32 inputs the
+// Tile layout. A tile is 16 consecutive weight rows (two tiles are processed per pass). For each block of 32 inputs the
 // 16 rows' 32 bytes are transposed in registers into 8 vectors W[k] whose lane r holds
 // bytes 4k..4k+3 of row r; one VPDPBUSD of W[k] with the broadcast bytes 4k..4k+3 of an
 // activation block then advances 16 outputs at once, and after 8 of them lane r holds
@@ -46,80 +46,108 @@ inline void transpose_16x8(const __m512i a[8], __m512i w[8]) {
   }
 }
 
+// Loads block b of 16 rows (rows[0..15]) and transposes it into W[8] (unsigned bytes).
+template <bool kQ4>
+inline void load_tile_block(const uint8_t* const* rows, int64_t ob, __m512i W[8]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // Q4_0: shift the high copy of each row's 16 bytes right by 4 (128-bit lanes 1 and 3).
+  const __m512i nib_shift = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL)),
+      _mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL), 1);
+  __m512i a[8];
+  for (int i = 0; i < 8; ++i) {
+    if constexpr (kQ4) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + ob + 2));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i + 8] + ob + 2));
+      const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(lo)),
+                                           _mm256_broadcastsi128_si256(hi), 1);
+      a[i] = _mm512_and_si512(_mm512_srlv_epi16(z, nib_shift), m4);
+    } else {
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + ob + 2));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i + 8] + ob + 2));
+      a[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
+  }
+  transpose_16x8(a, W);
+  if constexpr (!kQ4) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(W[k], flip);
+  }
+}
+
+// kT tiles of 16 rows (kT = 2: 32 rows) per pass: each broadcast activation dword feeds
+// kT VPDPBUSDs, which halves the broadcasts per multiply-add.
+template <bool kQ4, int kT>
+void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __restrict xqq,
+                const float* __restrict xqd, const int32_t* __restrict corr, int64_t M, int64_t n, float* y,
+                int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  constexpr int64_t kBlockBytes = kQ4 ? 18 : 34;
+  const uint8_t* tile = base + t0 * rb;
+  const uint8_t* rows[kT][16];
+  __m512i gidx[kT];
+  for (int t = 0; t < kT; ++t) {
+    alignas(64) int32_t offs[16];
+    for (int i = 0; i < 16; ++i) {
+      const int ri = imin(16 * t + i, nr - 1);  // rows past the end repeat the last one; dropped
+      rows[t][i] = tile + ri * rb;
+      offs[i] = static_cast<int32_t>(ri * rb);
+    }
+    gidx[t] = _mm512_load_si512(offs);
+  }
+  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t ob = b * kBlockBytes;
+    __m512i W[kT][8];
+    __m512 dw[kT];
+    for (int t = 0; t < kT; ++t) {
+      load_tile_block<kQ4>(rows[t], ob, W[t]);
+      dw[t] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(gidx[t], tile + ob, 1)));
+    }
+    for (int64_t m = 0; m < M; ++m) {
+      const auto* xb = reinterpret_cast<const int32_t*>(xqq + m * n + b * 32);
+      const int64_t ib = m * nb + b;
+      const __m512i c = _mm512_set1_epi32(corr[ib]);
+      __m512i acc0[kT];
+      for (int t = 0; t < kT; ++t) acc0[t] = c;
+      for (int k = 0; k < 8; ++k) {
+        const __m512i x0 = _mm512_set1_epi32(xb[k]);
+        for (int t = 0; t < kT; ++t) acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
+      }
+      const __m512 dx = _mm512_set1_ps(xqd[ib]);
+      for (int t = 0; t < kT; ++t) {
+        float* f = facc + (m * kT + t) * 16;
+        const __m512 dot = _mm512_cvtepi32_ps(acc0[t]);
+        _mm512_storeu_ps(f, _mm512_fmadd_ps(dot, _mm512_mul_ps(dw[t], dx), _mm512_loadu_ps(f)));
+      }
+    }
+  }
+  for (int t = 0; t < kT; ++t) {
+    const int rows_here = imin(16, nr - 16 * t);
+    if (rows_here <= 0) break;
+    const auto keep = static_cast<__mmask16>((1u << rows_here) - 1);
+    for (int64_t m = 0; m < M; ++m) {
+      _mm512_mask_storeu_ps(y + m * ldy + t0 + 16 * t, keep, _mm512_loadu_ps(facc + (m * kT + t) * 16));
+    }
+  }
+}
+
 template <bool kQ4>
 void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
                       int64_t r0, int64_t r1) {
-  constexpr int64_t kBlockBytes = kQ4 ? 18 : 34;
   const int64_t n = w.n_in;
   const int64_t nb = n / 32;
   const int64_t rb = w.row_bytes();
   const auto* base = static_cast<const uint8_t*>(w.data);
-  float* __restrict facc = impl::thread_scratch(1, static_cast<size_t>(M * 16));  // [M, 16]
-  // Locals, so the compiler need not reload them after every store to facc.
-  const int8_t* __restrict xqq = xq->q;
-  const float* __restrict xqd = xq->d;
-  const int32_t* __restrict xqs = xq->s;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  // Q4_0: shift the high copy of each row's 16 bytes right by 4 (128-bit lanes 1 and 3).
-  const __m512i nib_shift = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL)),
-                                               _mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL), 1);
-  for (int64_t t0 = r0; t0 < r1; t0 += 16) {
-    const int nr = static_cast<int>(imin<int64_t>(16, r1 - t0));
-    const __mmask16 keep = static_cast<__mmask16>((1u << nr) - 1);
-    const uint8_t* tile = base + t0 * rb;
-    const uint8_t* rows[16];
-    alignas(64) int32_t offs[16];
-    for (int i = 0; i < 16; ++i) {
-      const int ri = imin(i, nr - 1);
-      rows[i] = tile + ri * rb;
-      offs[i] = static_cast<int32_t>(ri * rb);
-    }
-    const __m512i gidx = _mm512_load_si512(offs);
-    for (int64_t m = 0; m < M; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t ob = b * kBlockBytes;
-      __m512i a[8], W[8];
-      for (int i = 0; i < 8; ++i) {
-        if constexpr (kQ4) {
-          const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + ob + 2));
-          const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i + 8] + ob + 2));
-          const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(lo)),
-                                               _mm256_broadcastsi128_si256(hi), 1);
-          a[i] = _mm512_and_si512(_mm512_srlv_epi16(z, nib_shift), m4);
-        } else {
-          const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + ob + 2));
-          const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i + 8] + ob + 2));
-          a[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-        }
-      }
-      transpose_16x8(a, W);
-      if constexpr (!kQ4) {
-        for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(W[k], flip);
-      }
-      const __m512i draw = _mm512_i32gather_epi32(gidx, tile + ob, 1);
-      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(draw));
-      const int32_t corr_mul = kQ4 ? -8 : -128;
-      for (int64_t m = 0; m < M; ++m) {
-        const auto* xb = reinterpret_cast<const int32_t*>(xqq + m * n + b * 32);
-        const int64_t ib = m * nb + b;
-        __m512i acc0 = _mm512_set1_epi32(corr_mul * xqs[ib]);
-        __m512i acc1 = _mm512_setzero_si512();
-        acc0 = _mm512_dpbusd_epi32(acc0, W[0], _mm512_set1_epi32(xb[0]));
-        acc1 = _mm512_dpbusd_epi32(acc1, W[1], _mm512_set1_epi32(xb[1]));
-        acc0 = _mm512_dpbusd_epi32(acc0, W[2], _mm512_set1_epi32(xb[2]));
-        acc1 = _mm512_dpbusd_epi32(acc1, W[3], _mm512_set1_epi32(xb[3]));
-        acc0 = _mm512_dpbusd_epi32(acc0, W[4], _mm512_set1_epi32(xb[4]));
-        acc1 = _mm512_dpbusd_epi32(acc1, W[5], _mm512_set1_epi32(xb[5]));
-        acc0 = _mm512_dpbusd_epi32(acc0, W[6], _mm512_set1_epi32(xb[6]));
-        acc1 = _mm512_dpbusd_epi32(acc1, W[7], _mm512_set1_epi32(xb[7]));
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(acc0, acc1));
-        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xqd[ib]));
-        _mm512_storeu_ps(facc + m * 16, _mm512_fmadd_ps(dot, sc, _mm512_loadu_ps(facc + m * 16)));
-      }
-    }
-    for (int64_t m = 0; m < M; ++m) _mm512_mask_storeu_ps(y + m * ldy + t0, keep, _mm512_loadu_ps(facc + m * 16));
+  float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 32));  // [M, 32]
+  // Integer offset correction per (row, block), precomputed so the inner loop only
+  // broadcasts it from memory: -128 * sum(x_q) (Q8_0, weights + 128) or -8 * sum(x_q) (Q4_0).
+  auto* corr = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb)));
+  for (int64_t i = 0; i < M * nb; ++i) corr[i] = (kQ4 ? -8 : -128) * xq->s[i];
+  int64_t t0 = r0;
+  for (; t0 + 16 < r1; t0 += 32) {
+    vnni_tiles<kQ4, 2>(base, rb, nb, xq->q, xq->d, corr, M, n, y, ldy, t0, static_cast<int>(imin<int64_t>(32, r1 - t0)), facc);
   }
+  if (t0 < r1) vnni_tiles<kQ4, 1>(base, rb, nb, xq->q, xq->d, corr, M, n, y, ldy, t0, static_cast<int>(r1 - t0), facc);
 }
 
 // Same numbers as impl::ref_quantize_act, bit for bit (same expressions, round to
