@@ -263,9 +263,32 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t group = hp_.n_head / hp_.n_head_kv;
 
+  // Row-wise work (norms, RoPE, residual adds, SwiGLU) is cheap next to the matmuls but
+  // not for 64 tree rows of a wide model: split it over the pool when there is enough.
+  auto rows_parallel = [&](int64_t n_items, int64_t item_cost, auto&& fn) {
+    if (n_items > 1 && n_items * item_cost >= (int64_t{1} << 15) && ctx.n_threads() > 1) {
+      pool->parallel_for(n_items, 1, [&](int64_t b, int64_t e, int) { fn(b, e); });
+    } else {
+      fn(int64_t{0}, n_items);
+    }
+  };
+  auto residual_norm = [&](const float* add, const std::vector<float>& gain) {  // x += add; xn = norm(x)
+    rows_parallel(n, E, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        float* xr = x + r * E;
+        if (add) {
+          const float* ar = add + r * E;
+          for (int64_t i = 0; i < E; ++i) xr[i] += ar[i];
+        }
+        if (!gain.empty()) kernels::rmsnorm(xr, gain.data(), xn + r * E, E, hp_.rms_eps);
+      }
+    });
+  };
+  static const std::vector<float> kNoGain;
+
   for (int32_t il = l0; il < l1; ++il) {
     const LayerWeights& L = layers_[static_cast<size_t>(il)];
-    for (int32_t r = 0; r < n; ++r) kernels::rmsnorm(x + r * E, L.attn_norm.data(), xn + r * E, E, hp_.rms_eps);
+    residual_norm(nullptr, L.attn_norm);
     {
       // q [n, nq], k [n, nkv], v [n, nkv] in one pass over the three matrices
       const kernels::WeightView* ws[3] = {&L.wq, &L.wk, &L.wv};
@@ -279,11 +302,13 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
         for (int64_t i = 0; i < nkv; ++i) v[r * nkv + i] += L.bv[static_cast<size_t>(i)];
       }
     }
-    for (int32_t r = 0; r < n; ++r) {
-      const int32_t p = batch.pos[static_cast<size_t>(r)];
-      kernels::rope(q + r * nq, hp_.n_head, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
-      kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
-    }
+    rows_parallel(n, nq + nkv, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int32_t p = batch.pos[static_cast<size_t>(r)];
+        kernels::rope(q + r * nq, hp_.n_head, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
+        kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
+      }
+    });
     // Write this layer's K/V into the rows' cells.
     for (const auto& s : batch.segs) {
       float* kc = kv.k(il, s.seq);
@@ -339,17 +364,17 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
       }
     }
     kernels::matmul(L.wo, att, n, tmp, pool);  // [n, E]
-    for (int64_t i = 0; i < n * E; ++i) x[i] += tmp[i];
-
-    for (int32_t r = 0; r < n; ++r) kernels::rmsnorm(x + r * E, L.ffn_norm.data(), xn + r * E, E, hp_.rms_eps);
+    residual_norm(tmp, L.ffn_norm);
     {
       const kernels::WeightView* ws[2] = {&L.w_gate, &L.w_up};
       float* ys[2] = {gate, up};  // [n, n_ff] each
       kernels::matmul_multi(ws, ys, 2, xn, n, pool);
     }
-    kernels::swiglu(gate, up, gate, static_cast<int64_t>(n) * hp_.n_ff);
+    rows_parallel(n, hp_.n_ff, [&](int64_t b, int64_t e) {
+      kernels::swiglu(gate + b * hp_.n_ff, up + b * hp_.n_ff, gate + b * hp_.n_ff, (e - b) * hp_.n_ff);
+    });
     kernels::matmul(L.w_down, gate, n, tmp, pool);  // [n, E]
-    for (int64_t i = 0; i < n * E; ++i) x[i] += tmp[i];
+    residual_norm(tmp, kNoGain);
   }
   return {};
 }
