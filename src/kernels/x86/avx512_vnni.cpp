@@ -107,12 +107,21 @@ void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __res
       const auto* xb = reinterpret_cast<const int32_t*>(xqq + m * n + b * 32);
       const int64_t ib = m * nb + b;
       const __m512i c = _mm512_set1_epi32(corr[ib]);
-      __m512i acc0[kT];
-      for (int t = 0; t < kT; ++t) acc0[t] = c;
-      for (int k = 0; k < 8; ++k) {
-        const __m512i x0 = _mm512_set1_epi32(xb[k]);
-        for (int t = 0; t < kT; ++t) acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
+      // Two short chains per tile (integer sums are exact in any order).
+      __m512i acc0[kT], acc1[kT];
+      for (int t = 0; t < kT; ++t) {
+        acc0[t] = c;
+        acc1[t] = _mm512_setzero_si512();
       }
+      for (int k = 0; k < 8; k += 2) {
+        const __m512i x0 = _mm512_set1_epi32(xb[k]);
+        const __m512i x1 = _mm512_set1_epi32(xb[k + 1]);
+        for (int t = 0; t < kT; ++t) {
+          acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
+          acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
+        }
+      }
+      for (int t = 0; t < kT; ++t) acc0[t] = _mm512_add_epi32(acc0[t], acc1[t]);
       const __m512 dx = _mm512_set1_ps(xqd[ib]);
       for (int t = 0; t < kT; ++t) {
         float* f = facc + (m * kT + t) * 16;
