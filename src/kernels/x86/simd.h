@@ -340,29 +340,76 @@ void softmax_t(float* x, int64_t n) {
 }
 
 // ---- attention ----------------------------------------------------------------------
-// 8-wide (AVX) dot/axpy for every head_dim that is a multiple of 8 (stories260K has 8),
-// scalar otherwise; four fixed accumulators so long heads are not latency bound.
+// head_dim a multiple of 8 (every real model; stories260K has 8): scores for 8 cells at
+// a time, one 8-wide accumulator chain per cell over the head dims, then one horizontal
+// add tree for the 8 cells; the value sum keeps the output in registers with two chains
+// (even / odd cells). Every query's arithmetic is fixed by head_dim alone, never by how
+// many rows or heads share the call (batch invariance). Other head dims: scalar loops.
 
-inline float dot_hd(const float* a, const float* b, int64_t n) {
-  if (n % 8 != 0) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-    return s;
-  }
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t i = 0; i < n; i += 8) {
-    acc[(i >> 3) & 3] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[(i >> 3) & 3]);
-  }
-  return Avx2::hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+// r[j] = sum of the 8 lanes of a[j] (fixed order).
+inline __m256 reduce8(const __m256 a[8]) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-inline void axpy_hd(float a, const float* x, float* y, int64_t n) {
-  if (n % 8 != 0) {
-    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-    return;
+// out[j] = scale * dot(q, k8[j]) for 8 key rows.
+inline void scores8(const float* q, const float* const* k8, int64_t hd, float scale, float* out) {
+  __m256 acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < hd; i += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + i);
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k8[j] + i), acc[j]);
   }
-  const __m256 va = _mm256_set1_ps(a);
-  for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  _mm256_storeu_ps(out, _mm256_mul_ps(reduce8(acc), _mm256_set1_ps(scale)));
+}
+
+// Scores of cells cell(0..n-1), 8 at a time (a short last group repeats its last cell;
+// the extra results are dropped, so every cell gets the same operations).
+template <typename CellFn>
+inline void scores_list(const float* q, const float* k, int64_t hd, float scale, int64_t n, CellFn cell, float* s) {
+  alignas(32) float tmp[8];
+  for (int64_t t0 = 0; t0 < n; t0 += 8) {
+    const float* k8[8];
+    for (int j = 0; j < 8; ++j) k8[j] = k + cell(imin<int64_t>(t0 + j, n - 1)) * hd;
+    if (t0 + 8 <= n) {
+      scores8(q, k8, hd, scale, s + t0);
+    } else {
+      scores8(q, k8, hd, scale, tmp);
+      for (int64_t j = 0; j < n - t0; ++j) s[t0 + j] = tmp[j];
+    }
+  }
+}
+
+// o[0..hd) += sum_t w[t] * v[cell(t)], for dims in blocks of 64 kept in registers: two
+// accumulator chains (even / odd t), added at the end of each call.
+template <typename CellFn>
+inline void values_list(const float* w, const float* v, int64_t hd, int64_t n, CellFn cell, float* o) {
+  for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+    const int nv = static_cast<int>(imin<int64_t>(64, hd - d0) / 8);
+    __m256 e[8], f[8];
+    for (int i = 0; i < nv; ++i) {
+      e[i] = _mm256_loadu_ps(o + d0 + 8 * i);
+      f[i] = _mm256_setzero_ps();
+    }
+    int64_t t = 0;
+    for (; t + 2 <= n; t += 2) {
+      const float* v0 = v + cell(t) * hd + d0;
+      const float* v1 = v + cell(t + 1) * hd + d0;
+      const __m256 w0 = _mm256_set1_ps(w[t]), w1 = _mm256_set1_ps(w[t + 1]);
+      for (int i = 0; i < nv; ++i) {
+        e[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(v0 + 8 * i), e[i]);
+        f[i] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(v1 + 8 * i), f[i]);
+      }
+    }
+    if (t < n) {
+      const float* v0 = v + cell(t) * hd + d0;
+      const __m256 w0 = _mm256_set1_ps(w[t]);
+      for (int i = 0; i < nv; ++i) e[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(v0 + 8 * i), e[i]);
+    }
+    for (int i = 0; i < nv; ++i) _mm256_storeu_ps(o + d0 + 8 * i, _mm256_add_ps(e[i], f[i]));
+  }
 }
 
 template <class T>
@@ -374,22 +421,41 @@ void attention_rows_t(const AttentionRows& a) {
   const int64_t stride = a.n_committed + max_extra;
   auto qptr = [&](int64_t iq) { return a.q + (iq / a.n_head) * a.ldq + (iq % a.n_head) * hd; };
   auto optr = [&](int64_t iq) { return a.out + (iq / a.n_head) * a.ldo + (iq % a.n_head) * hd; };
-  constexpr int64_t kChunk = 64;  // committed cells per pass: K/V chunk stays in L1 for all queries
-  // Scores over the committed prefix, then each row's own tree cells.
+  const bool vec = hd % 8 == 0;
+  // Committed cells in chunks: a chunk's K/V rows stay in L1/L2 while every query uses them.
+  constexpr int64_t kChunk = 128;
   for (int64_t c0 = 0; c0 < a.n_committed; c0 += kChunk) {
     const int64_t c1 = imin(a.n_committed, c0 + kChunk);
     for (int64_t iq = 0; iq < nq; ++iq) {
-      const float* q = qptr(iq);
       float* s = a.scratch + iq * stride;
-      for (int64_t t = c0; t < c1; ++t) s[t] = dot_hd(q, a.k + t * hd, hd) * a.scale;
+      if (vec) {
+        scores_list(qptr(iq), a.k, hd, a.scale, c1 - c0, [&](int64_t t) { return c0 + t; }, s + c0);
+      } else {
+        const float* q = qptr(iq);
+        for (int64_t t = c0; t < c1; ++t) {
+          float d = 0.0f;
+          for (int64_t i = 0; i < hd; ++i) d += q[i] * a.k[t * hd + i];
+          s[t] = d * a.scale;
+        }
+      }
     }
   }
   for (int64_t iq = 0; iq < nq; ++iq) {
     const int64_t i = iq / a.n_head;
-    const float* q = qptr(iq);
-    float* s = a.scratch + iq * stride + a.n_committed;
-    for (int32_t e = 0; e < a.n_extra[i]; ++e) s[e] = dot_hd(q, a.k + static_cast<int64_t>(a.extra[i][e]) * hd, hd) * a.scale;
-    softmax_t<T>(a.scratch + iq * stride, a.n_committed + a.n_extra[i]);
+    const int32_t* ex = a.extra[i];
+    float* s = a.scratch + iq * stride;
+    if (vec) {
+      scores_list(qptr(iq), a.k, hd, a.scale, a.n_extra[i], [&](int64_t t) { return static_cast<int64_t>(ex[t]); },
+                  s + a.n_committed);
+    } else {
+      const float* q = qptr(iq);
+      for (int32_t e = 0; e < a.n_extra[i]; ++e) {
+        float d = 0.0f;
+        for (int64_t j = 0; j < hd; ++j) d += q[j] * a.k[static_cast<int64_t>(ex[e]) * hd + j];
+        s[a.n_committed + e] = d * a.scale;
+      }
+    }
+    softmax_t<T>(s, a.n_committed + a.n_extra[i]);
     float* o = optr(iq);
     for (int64_t j = 0; j < hd; ++j) o[j] = 0.0f;
   }
@@ -398,14 +464,25 @@ void attention_rows_t(const AttentionRows& a) {
     for (int64_t iq = 0; iq < nq; ++iq) {
       const float* s = a.scratch + iq * stride;
       float* o = optr(iq);
-      for (int64_t t = c0; t < c1; ++t) axpy_hd(s[t], a.v + t * hd, o, hd);
+      if (vec) {
+        values_list(s + c0, a.v, hd, c1 - c0, [&](int64_t t) { return c0 + t; }, o);
+      } else {
+        for (int64_t t = c0; t < c1; ++t)
+          for (int64_t j = 0; j < hd; ++j) o[j] += s[t] * a.v[t * hd + j];
+      }
     }
   }
   for (int64_t iq = 0; iq < nq; ++iq) {
     const int64_t i = iq / a.n_head;
+    const int32_t* ex = a.extra[i];
     const float* s = a.scratch + iq * stride + a.n_committed;
     float* o = optr(iq);
-    for (int32_t e = 0; e < a.n_extra[i]; ++e) axpy_hd(s[e], a.v + static_cast<int64_t>(a.extra[i][e]) * hd, o, hd);
+    if (vec) {
+      values_list(s, a.v, hd, a.n_extra[i], [&](int64_t t) { return static_cast<int64_t>(ex[t]); }, o);
+    } else {
+      for (int32_t e = 0; e < a.n_extra[i]; ++e)
+        for (int64_t j = 0; j < hd; ++j) o[j] += s[e] * a.v[static_cast<int64_t>(ex[e]) * hd + j];
+    }
   }
 }
 
