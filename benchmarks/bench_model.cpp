@@ -6,13 +6,17 @@
 //   norm, lm_head for every row) of a token tree with that many rows on top of a
 //   128-token committed context; rows = 1 is a plain decode step. Counters: bytes_per_second
 //   = weight bytes a plain step must read (Model::weight_bytes) per step.
+//   BM_StepRatio/rows:{16,64}/threads: 20 interleaved pairs of a 1-row and an R-row step;
+//   medians (ms_1row, ms_rows), their ratio, and the 1-row step's weight GB/s.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <vector>
 
 #include "core/rng.h"
+#include "core/timer.h"
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -73,12 +77,76 @@ void BM_Step(benchmark::State& st) {
   st.counters["steps_per_s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
 }
 
+// Alternates a 1-row step and an R-row step, 20 pairs, and reports the median of each
+// and their ratio: on a shared machine whose load drifts, interleaving keeps the two
+// measurements comparable.
+void BM_StepRatio(benchmark::State& st) {
+  const model::Model* m = bench_model();
+  if (!m) {
+    st.SkipWithError("set TREESPEC_BENCH_MODEL to a GGUF model");
+    return;
+  }
+  const int32_t rows = static_cast<int32_t>(st.range(0));
+  const int32_t n_threads = static_cast<int32_t>(st.range(1));
+  const int32_t n_ctx = 128;
+  model::ForwardContext ctx(*m, n_threads);
+  kv::KvCache kv(m->kv_shape(1, n_ctx + rows + 1));
+  const int32_t V = m->hparams().n_vocab;
+  core::Rng rng(1);
+  std::vector<int32_t> toks(static_cast<size_t>(n_ctx));
+  for (auto& t : toks) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
+  {
+    model::Batch b;
+    b.add_chain(0, 0, toks);
+    std::vector<float> logits(static_cast<size_t>(V));
+    const int32_t last = n_ctx - 1;
+    if (!m->forward(ctx, b, kv, {&last, 1}, logits.data()).ok()) st.SkipWithError("prefill failed");
+    std::vector<int32_t> path(static_cast<size_t>(n_ctx));
+    for (int32_t i = 0; i < n_ctx; ++i) path[static_cast<size_t>(i)] = i;
+    if (!kv.commit(0, path).ok()) st.SkipWithError("commit failed");
+  }
+  tree::TokenTree one(toks[0]);
+  tree::TokenTree tree(toks[1]);
+  while (tree.size() < rows) {
+    tree.add(static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V))),
+             static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(tree.size()))));
+  }
+  model::Batch b1, bt;
+  b1.add_tree(0, n_ctx, one);
+  bt.add_tree(0, n_ctx, tree);
+  std::vector<float> logits(static_cast<size_t>(rows) * static_cast<size_t>(V));
+  std::vector<double> t1, tr;
+  for (auto _ : st) {
+    for (int rep = 0; rep < 20; ++rep) {
+      double a = core::now_s();
+      if (!m->forward(ctx, b1, kv, {}, logits.data()).ok()) st.SkipWithError("forward failed");
+      double b = core::now_s();
+      if (!m->forward(ctx, bt, kv, {}, logits.data()).ok()) st.SkipWithError("forward failed");
+      double c = core::now_s();
+      t1.push_back(b - a);
+      tr.push_back(c - b);
+    }
+  }
+  std::sort(t1.begin(), t1.end());
+  std::sort(tr.begin(), tr.end());
+  const double m1 = t1[t1.size() / 2], mr = tr[tr.size() / 2];
+  st.counters["ms_1row"] = m1 * 1e3;
+  st.counters["ms_rows"] = mr * 1e3;
+  st.counters["ratio"] = mr / m1;
+  st.counters["GBps_1row"] = static_cast<double>(m->weight_bytes()) / m1 / 1e9;
+}
+
 int register_all() {
   const int n = core::hardware_threads();
   auto* b = benchmark::RegisterBenchmark("BM_Step", BM_Step)->ArgNames({"rows", "threads"})->UseRealTime();
   for (int64_t rows : {1, 16, 64}) {
     b->Args({rows, 1});
     if (n > 1) b->Args({rows, n});
+  }
+  auto* r = benchmark::RegisterBenchmark("BM_StepRatio", BM_StepRatio)->ArgNames({"rows", "threads"})->Iterations(1)->UseRealTime();
+  for (int64_t rows : {16, 64}) {
+    r->Args({rows, 1});
+    if (n > 1) r->Args({rows, n});
   }
   return 0;
 }
