@@ -159,6 +159,221 @@ void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, 
   if (t0 < r1) vnni_tiles<kQ4, 1>(base, rb, nb, xq->q, xq->d, corr, M, n, y, ldy, t0, static_cast<int>(r1 - t0), facc);
 }
 
+// ---- K-quants ---------------------------------------------------------------------
+// Same tile scheme; the activation blocks of 32 line up with Q4_K's sub-blocks of 32 and
+// with pairs of Q6_K's sub-blocks of 16. Per super-block of 256 the 16 rows' sub-block
+// scales are unpacked into lane vectors once and shared by all M activation rows.
+
+// Transposes 16 rows of 32 prepared bytes: a[i] = [row i | row i+8] (32 bytes each).
+inline void transpose_prepared(__m512i a[8], __m512i W[8]) { transpose_16x8(a, W); }
+
+// Q4_K: value = d*sc*q - dmin*m, q in 0..15. Per (row, activation block j):
+// acc += float(sum q*x_q) * (d*sc_j*dx) - (dmin*m_j) * (dx * sum x_q).
+template <int kT>
+void q4k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* xq, int64_t M, int64_t n, float* y,
+               int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  const uint8_t* tile = base + t0 * rb;
+  const tensor::BlockQ4_K* rows[kT][16];
+  for (int t = 0; t < kT; ++t)
+    for (int i = 0; i < 16; ++i)
+      rows[t][i] = reinterpret_cast<const tensor::BlockQ4_K*>(tile + imin(16 * t + i, nr - 1) * rb);
+  const int64_t nb = n / 32;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    alignas(64) float dsc[kT][8][16], dmn[kT][8][16];
+    for (int t = 0; t < kT; ++t) {
+      for (int i = 0; i < 16; ++i) {
+        const tensor::BlockQ4_K& blk = rows[t][i][sb];
+        const float d = h2f(blk.d), dmin = h2f(blk.dmin);
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, mn;
+          q4k_scale_min(j, blk.scales, &sc, &mn);
+          dsc[t][j][i] = d * static_cast<float>(sc);
+          dmn[t][j][i] = dmin * static_cast<float>(mn);
+        }
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      __m512i W[kT][8];
+      for (int t = 0; t < kT; ++t) {
+        __m512i a[8];
+        for (int i = 0; i < 8; ++i) {
+          const uint8_t* lo = rows[t][i][sb].qs + 32 * (j / 2);
+          const uint8_t* hi = rows[t][i + 8][sb].qs + 32 * (j / 2);
+          __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+          if (j & 1) z = _mm512_srli_epi16(z, 4);
+          a[i] = _mm512_and_si512(z, m4);
+        }
+        transpose_prepared(a, W[t]);
+      }
+      const int64_t jb = sb * 8 + j;  // activation block
+      __m512 vsc[kT], vmn[kT];
+      for (int t = 0; t < kT; ++t) {
+        vsc[t] = _mm512_load_ps(dsc[t][j]);
+        vmn[t] = _mm512_load_ps(dmn[t][j]);
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
+        const float dx = xq->d[m * nb + jb];
+        const __m512 vdx = _mm512_set1_ps(dx);
+        const __m512 vms = _mm512_set1_ps(dx * static_cast<float>(xq->s[m * nb + jb]));
+        __m512i acc0[kT], acc1[kT];
+        for (int t = 0; t < kT; ++t) acc0[t] = acc1[t] = _mm512_setzero_si512();
+        for (int k = 0; k < 8; k += 2) {
+          const __m512i x0 = _mm512_set1_epi32(xb[k]), x1 = _mm512_set1_epi32(xb[k + 1]);
+          for (int t = 0; t < kT; ++t) {
+            acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
+            acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
+          }
+        }
+        for (int t = 0; t < kT; ++t) {
+          float* f = facc + (m * kT + t) * 16;
+          const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(acc0[t], acc1[t]));
+          __m512 r = _mm512_fmadd_ps(dot, _mm512_mul_ps(vsc[t], vdx), _mm512_loadu_ps(f));
+          _mm512_storeu_ps(f, _mm512_fnmadd_ps(vmn[t], vms, r));
+        }
+      }
+    }
+  }
+  for (int t = 0; t < kT; ++t) {
+    const int rows_here = imin(16, nr - 16 * t);
+    if (rows_here <= 0) break;
+    const auto keep = static_cast<__mmask16>((1u << rows_here) - 1);
+    for (int64_t m = 0; m < M; ++m) _mm512_mask_storeu_ps(y + m * ldy + t0 + 16 * t, keep, _mm512_loadu_ps(facc + (m * kT + t) * 16));
+  }
+}
+
+// Q6_K: value = d*sc_s*(q - 32), q in 0..63, sub-blocks s of 16. Activation block j
+// (32 values) covers sub-blocks 2j and 2j+1; their integer dots start at -32 * (sum of
+// the x_q of that half) and each gets its own scale:
+// acc += float(dot_a) * (d*sc_2j*dx) + float(dot_b) * (d*sc_2j+1*dx).
+template <int kT>
+void q6k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* xq, const int32_t* half_corr, int64_t M,
+               int64_t n, float* y, int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  const uint8_t* tile = base + t0 * rb;
+  const tensor::BlockQ6_K* rows[kT][16];
+  for (int t = 0; t < kT; ++t)
+    for (int i = 0; i < 16; ++i)
+      rows[t][i] = reinterpret_cast<const tensor::BlockQ6_K*>(tile + imin(16 * t + i, nr - 1) * rb);
+  const int64_t nb = n / 32;
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    alignas(64) float dsc[kT][16][16];
+    for (int t = 0; t < kT; ++t) {
+      for (int i = 0; i < 16; ++i) {
+        const tensor::BlockQ6_K& blk = rows[t][i][sb];
+        const float d = h2f(blk.d);
+        for (int s = 0; s < 16; ++s) dsc[t][s][i] = d * static_cast<float>(blk.scales[s]);
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      const int h = j / 4, k = j % 4;  // half of the super-block, quarter within it
+      __m512i W[kT][8];
+      for (int t = 0; t < kT; ++t) {
+        __m512i a[8];
+        for (int i = 0; i < 8; ++i) {
+          auto ld2 = [&](const uint8_t* p0, const uint8_t* p1) {
+            return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
+                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
+          };
+          const auto& b0 = rows[t][i][sb];
+          const auto& b1 = rows[t][i + 8][sb];
+          __m512i ql = ld2(b0.ql + 64 * h + 32 * (k & 1), b1.ql + 64 * h + 32 * (k & 1));
+          __m512i qh = ld2(b0.qh + 32 * h, b1.qh + 32 * h);
+          if (k >> 1) ql = _mm512_srli_epi16(ql, 4);
+          ql = _mm512_and_si512(ql, m4);
+          qh = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), m3);
+          a[i] = _mm512_or_si512(ql, _mm512_slli_epi16(qh, 4));
+        }
+        transpose_prepared(a, W[t]);
+      }
+      const int64_t jb = sb * 8 + j;
+      __m512 vsa[kT], vsb[kT];
+      for (int t = 0; t < kT; ++t) {
+        vsa[t] = _mm512_load_ps(dsc[t][2 * j]);
+        vsb[t] = _mm512_load_ps(dsc[t][2 * j + 1]);
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
+        const __m512 vdx = _mm512_set1_ps(xq->d[m * nb + jb]);
+        const __m512i ca = _mm512_set1_epi32(half_corr[2 * (m * nb + jb)]);
+        const __m512i cb = _mm512_set1_epi32(half_corr[2 * (m * nb + jb) + 1]);
+        __m512i acc_a[kT], acc_b[kT];
+        for (int t = 0; t < kT; ++t) {
+          acc_a[t] = ca;
+          acc_b[t] = cb;
+        }
+        for (int kk = 0; kk < 4; ++kk) {
+          const __m512i x0 = _mm512_set1_epi32(xb[kk]), x1 = _mm512_set1_epi32(xb[kk + 4]);
+          for (int t = 0; t < kT; ++t) {
+            acc_a[t] = _mm512_dpbusd_epi32(acc_a[t], W[t][kk], x0);
+            acc_b[t] = _mm512_dpbusd_epi32(acc_b[t], W[t][kk + 4], x1);
+          }
+        }
+        for (int t = 0; t < kT; ++t) {
+          float* f = facc + (m * kT + t) * 16;
+          __m512 r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc_a[t]), _mm512_mul_ps(vsa[t], vdx), _mm512_loadu_ps(f));
+          _mm512_storeu_ps(f, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc_b[t]), _mm512_mul_ps(vsb[t], vdx), r));
+        }
+      }
+    }
+  }
+  for (int t = 0; t < kT; ++t) {
+    const int rows_here = imin(16, nr - 16 * t);
+    if (rows_here <= 0) break;
+    const auto keep = static_cast<__mmask16>((1u << rows_here) - 1);
+    for (int64_t m = 0; m < M; ++m) _mm512_mask_storeu_ps(y + m * ldy + t0 + 16 * t, keep, _mm512_loadu_ps(facc + (m * kT + t) * 16));
+  }
+}
+
+template <bool kQ6>
+void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
+                        int64_t r0, int64_t r1) {
+  const int64_t n = w.n_in;
+  const int64_t nsb = n / 256;
+  const int64_t rb = w.row_bytes();
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 32));
+  const int32_t* half_corr = nullptr;
+  if constexpr (kQ6) {
+    // -32 * sum of x_q over each half (16 values) of every activation block.
+    const int64_t nb = n / 32;
+    auto* hc = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb * 2)));
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* q = xq->q + m * n + b * 32;
+        int32_t s0 = 0, s1 = 0;
+        for (int j = 0; j < 16; ++j) {
+          s0 += q[j];
+          s1 += q[16 + j];
+        }
+        hc[2 * (m * nb + b)] = -32 * s0;
+        hc[2 * (m * nb + b) + 1] = -32 * s1;
+      }
+    }
+    half_corr = hc;
+  }
+  int64_t t0 = r0;
+  for (; t0 + 16 < r1; t0 += 32) {
+    const int nr = static_cast<int>(imin<int64_t>(32, r1 - t0));
+    if constexpr (kQ6) {
+      q6k_tiles<2>(base, rb, nsb, xq, half_corr, M, n, y, ldy, t0, nr, facc);
+    } else {
+      q4k_tiles<2>(base, rb, nsb, xq, M, n, y, ldy, t0, nr, facc);
+    }
+  }
+  if (t0 < r1) {
+    if constexpr (kQ6) {
+      q6k_tiles<1>(base, rb, nsb, xq, half_corr, M, n, y, ldy, t0, static_cast<int>(r1 - t0), facc);
+    } else {
+      q4k_tiles<1>(base, rb, nsb, xq, M, n, y, ldy, t0, static_cast<int>(r1 - t0), facc);
+    }
+  }
+}
+
 // Same numbers as impl::ref_quantize_act, bit for bit (same expressions, round to
 // nearest even in both).
 void quantize_act_avx512(const float* x, int64_t n, int8_t* q, float* d, int32_t* s) {
@@ -185,12 +400,16 @@ void quantize_act_avx512(const float* x, int64_t n, int8_t* q, float* d, int32_t
 void impl::register_avx512_vnni(KernelTable& t) {
   using tensor::DType;
   t.quantize_act = quantize_act_avx512;
-  for (DType d : {DType::q8_0, DType::q4_0}) {
+  auto set = [&](DType d, MatmulRowsFn fn) {
     const int id = static_cast<int>(d);
-    t.matmul_rows[id] = d == DType::q8_0 ? matmul_rows_vnni<false> : matmul_rows_vnni<true>;
+    t.matmul_rows[id] = fn;
     t.act[id] = ActFormat::q8;
     t.row_grain[id] = 16;
-  }
+  };
+  set(DType::q8_0, matmul_rows_vnni<false>);
+  set(DType::q4_0, matmul_rows_vnni<true>);
+  set(DType::q4_k, matmul_rows_kquant<false>);
+  set(DType::q6_k, matmul_rows_kquant<true>);
 }
 
 }  // namespace treespec::kernels

@@ -32,6 +32,16 @@ inline A imin(A a, A b) { return a < b ? a : b; }
 template <typename A>
 inline A imax(A a, A b) { return a < b ? b : a; }
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+// Local copy of tensor::q4_k_scale_min (see the linkage note above).
+inline void q4k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
 inline float bf2f(uint16_t h) {
   const uint32_t b = static_cast<uint32_t>(h) << 16;
   float f;
@@ -187,8 +197,53 @@ void dequant_row(const void* src, float* dst, int64_t n) {
       const auto d = T::set1(h2f(b[ib].d));
       for (int j = 0; j < 32; j += W) T::store(dst + ib * 32 + j, T::mul(d, T::from_i8(q + j)));
     }
+  } else if constexpr (D == DType::q4_k) {
+    // Same expression as the reference (d*sc*q - dmin*m, each product rounded), so exact.
+    const auto* b = static_cast<const tensor::BlockQ4_K*>(src);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    alignas(16) int8_t q[32];
+    for (int64_t ib = 0; ib < n / 256; ++ib) {
+      const float d = h2f(b[ib].d), dmin = h2f(b[ib].dmin);
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, mn;
+        q4k_scale_min(j, b[ib].scales, &sc, &mn);
+        const auto vd = T::set1(d * static_cast<float>(sc)), vm = T::set1(dmin * static_cast<float>(mn));
+        const uint8_t* qs = b[ib].qs + 32 * (j / 2);
+        for (int h = 0; h < 2; ++h) {
+          __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * h));
+          if (j & 1) raw = _mm_srli_epi16(raw, 4);
+          _mm_store_si128(reinterpret_cast<__m128i*>(q + 16 * h), _mm_and_si128(raw, m4));
+        }
+        float* out = dst + ib * 256 + 32 * j;
+        for (int l = 0; l < 32; l += W) T::store(out + l, T::sub(T::mul(vd, T::from_i8(q + l)), vm));
+      }
+    }
+  } else if constexpr (D == DType::q6_k) {
+    const auto* b = static_cast<const tensor::BlockQ6_K*>(src);
+    const __m128i m4 = _mm_set1_epi8(0x0F), m3 = _mm_set1_epi8(0x03), c32 = _mm_set1_epi8(32);
+    alignas(16) int8_t q[32];
+    for (int64_t ib = 0; ib < n / 256; ++ib) {
+      const float d = h2f(b[ib].d);
+      for (int j = 0; j < 8; ++j) {  // 32 values: half h, quarter k
+        const int h = j / 4, k = j % 4;
+        for (int p = 0; p < 2; ++p) {
+          __m128i ql = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[ib].ql + 64 * h + 32 * (k & 1) + 16 * p));
+          __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[ib].qh + 32 * h + 16 * p));
+          if (k >> 1) ql = _mm_srli_epi16(ql, 4);
+          qh = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), m3);
+          const __m128i v = _mm_or_si128(_mm_and_si128(ql, m4), _mm_slli_epi16(qh, 4));
+          _mm_store_si128(reinterpret_cast<__m128i*>(q + 16 * p), _mm_sub_epi8(v, c32));
+        }
+        float* out = dst + ib * 256 + 32 * j;
+        for (int l = 0; l < 32; l += W) {
+          // Reference: d * sc * q, i.e. (d * sc) * q with one rounding each.
+          const auto vd = T::set1(d * static_cast<float>(b[ib].scales[2 * j + l / 16]));
+          T::store(out + l, T::mul(vd, T::from_i8(q + l)));
+        }
+      }
+    }
   } else {
-    tensor::dequantize_row(D, src, dst, n);  // K-quants: scalar reference (exact)
+    tensor::dequantize_row(D, src, dst, n);
   }
 }
 

@@ -190,6 +190,8 @@ TEST(Isa, IsaTablesAreLinked) {
   const auto& v = table_for(kernels::Isa::avx512_vnni);
   EXPECT_EQ(v.act[static_cast<int>(DType::q8_0)], kernels::impl::ActFormat::q8);
   EXPECT_EQ(v.act[static_cast<int>(DType::q4_0)], kernels::impl::ActFormat::q8);
+  EXPECT_EQ(v.act[static_cast<int>(DType::q4_k)], kernels::impl::ActFormat::q8);
+  EXPECT_EQ(v.act[static_cast<int>(DType::q6_k)], kernels::impl::ActFormat::q8);
   EXPECT_NE(v.quantize_act, ref.quantize_act);
   EXPECT_NE(v.matmul_rows[static_cast<int>(DType::q8_0)], table_for(kernels::Isa::avx512).matmul_rows[static_cast<int>(DType::q8_0)]);
 }
