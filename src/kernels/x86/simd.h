@@ -82,6 +82,12 @@ struct Avx2 {
     const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
   }
+  // out[r] = hsum(a[r]) for the RT = 4 accumulators of a tile, in one add tree.
+  static void hsum_rows(const V* a, float* out) {
+    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 u = _mm256_hadd_ps(t0, t1);  // [a0 a1 a2 a3 | a0 a1 a2 a3] partial sums
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
+  }
   static V from_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static V from_bf16(const uint16_t* p) {
     const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -135,6 +141,16 @@ struct Avx512 {
   static float hmax(V v) {
     const __m256 h = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
     return Avx2::hmax(h);
+  }
+  // out[r] = hsum(a[r]) for the RT = 8 accumulators of a tile: fold the 256-bit halves,
+  // then one add tree for all eight.
+  static void hsum_rows(const V* a, float* out) {
+    __m256 h[8];
+    for (int r = 0; r < 8; ++r) h[r] = _mm256_add_ps(_mm512_castps512_ps256(a[r]), _mm512_extractf32x8_ps(a[r], 1));
+    const __m256 t0 = _mm256_hadd_ps(h[0], h[1]), t1 = _mm256_hadd_ps(h[2], h[3]);
+    const __m256 t2 = _mm256_hadd_ps(h[4], h[5]), t3 = _mm256_hadd_ps(h[6], h[7]);
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31)));
   }
   static V from_f16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -274,8 +290,7 @@ inline void micro_f32(const float* const* wr, const float* x, int64_t n, float (
       for (int m = 0; m < MBk; ++m) acc[m][r] = T::fma(wv, xv[m], acc[m][r]);
     }
   }
-  for (int m = 0; m < MBk; ++m)
-    for (int r = 0; r < RT; ++r) out[m][r] = T::hsum(acc[m][r]);
+  for (int m = 0; m < MBk; ++m) T::hsum_rows(acc[m], out[m]);
 }
 
 template <class T, tensor::DType D>
