@@ -265,8 +265,9 @@ void dequant_row(const void* src, float* dst, int64_t n) {
 
 // ---- float matmul: RT weight rows x MB activation rows per register block ----------
 
+// out[m] receives the RT sums of activation row m (RT consecutive floats).
 template <class T, int MBk>
-inline void micro_f32(const float* const* wr, const float* x, int64_t n, float (*out)[T::RT]) {
+inline void micro_f32(const float* const* wr, const float* x, int64_t n, float* const* out) {
   using V = typename T::V;
   constexpr int RT = T::RT, W = T::W;
   V acc[MBk][RT];
@@ -314,16 +315,24 @@ void matmul_rows_float(const WeightView& w, const float* x, const impl::ActQ8*, 
         wr[r] = scratch + rr * n;
       }
     }
-    float out[MB][RT];
+    // Full tiles write their sums straight into y; a partial tile goes through tmp.
+    alignas(64) float tmp[MB][RT];
+    float* out[MB];
     int64_t m = 0;
     for (; m + MB <= M; m += MB) {
+      for (int mm = 0; mm < MB; ++mm) out[mm] = rt == RT ? y + (m + mm) * ldy + t0 : tmp[mm];
       micro_f32<T, MB>(wr, x + m * n, n, out);
-      for (int mm = 0; mm < MB; ++mm)
-        for (int r = 0; r < rt; ++r) y[(m + mm) * ldy + t0 + r] = out[mm][r];
+      if (rt < RT) {
+        for (int mm = 0; mm < MB; ++mm)
+          for (int r = 0; r < rt; ++r) y[(m + mm) * ldy + t0 + r] = tmp[mm][r];
+      }
     }
     for (; m < M; ++m) {
+      out[0] = rt == RT ? y + m * ldy + t0 : tmp[0];
       micro_f32<T, 1>(wr, x + m * n, n, out);
-      for (int r = 0; r < rt; ++r) y[m * ldy + t0 + r] = out[0][r];
+      if (rt < RT) {
+        for (int r = 0; r < rt; ++r) y[m * ldy + t0 + r] = tmp[0][r];
+      }
     }
   }
 }
