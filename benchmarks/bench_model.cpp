@@ -6,6 +6,8 @@
 //   norm, lm_head for every row) of a token tree with that many rows on top of a
 //   128-token committed context; rows = 1 is a plain decode step. Counters: bytes_per_second
 //   = weight bytes a plain step must read (Model::weight_bytes) per step.
+//   BM_StepCpu/rows/threads:1: the same, rates per CPU-second of the (only) thread: the
+//   rate while the step actually ran, for a machine shared with other jobs.
 //   BM_StepRatio/rows:{16,64}/threads: 20 interleaved pairs of a 1-row and an R-row step;
 //   medians (ms_1row, ms_rows), their ratio, and the 1-row step's weight GB/s.
 #include <benchmark/benchmark.h>
@@ -139,6 +141,9 @@ void BM_StepRatio(benchmark::State& st) {
 int register_all() {
   const int n = core::hardware_threads();
   auto* b = benchmark::RegisterBenchmark("BM_Step", BM_Step)->ArgNames({"rows", "threads"})->UseRealTime();
+  // Same with rates per CPU-second (Google Benchmark counters use CPU time unless UseRealTime).
+  auto* c = benchmark::RegisterBenchmark("BM_StepCpu", BM_Step)->ArgNames({"rows", "threads"});
+  for (int64_t rows : {1, 16, 64}) c->Args({rows, 1});
   for (int64_t rows : {1, 16, 64}) {
     b->Args({rows, 1});
     if (n > 1) b->Args({rows, n});

@@ -101,7 +101,11 @@ void attention_rows(const AttentionRows& a);
 // Streams `bytes` of memory (a buffer allocated and touched here, so it lives in DRAM
 // when bytes >> last-level cache) with every thread of `pool` (null: one thread) and
 // returns the best of `reps` read bandwidths in GB/s (1e9 bytes per second).
-double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps = 5);
+// If per_cpu_s is given it receives bytes / (process CPU seconds) of the best repetition
+// divided by the thread count: the rate while the threads actually ran, which is what
+// to compare with on a machine shared with other jobs (wall-clock there includes time
+// the threads spent descheduled).
+double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps = 5, double* per_cpu_s = nullptr);
 
 // One attention row: out[n_head, head_dim] for query q[n_head, head_dim] against the
 // keys/values of one sequence. K and V are [n_head_kv, n_cells, head_dim] (per layer,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <ctime>
 
 #include "core/aligned_buffer.h"
 #include "core/timer.h"
@@ -33,14 +34,21 @@ uint64_t read_slice(const uint8_t* p, size_t bytes) {
 }
 }  // namespace
 
-double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps) {
+double process_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps, double* per_cpu_s) {
   const int n_threads = pool ? pool->n_threads() : 1;
   bytes = std::max<size_t>(bytes, size_t{64} * 1024 * static_cast<size_t>(n_threads));
   const size_t slice = bytes / static_cast<size_t>(n_threads) / 64 * 64;
   core::AlignedBuffer<uint8_t> buf(slice * static_cast<size_t>(n_threads), "bandwidth probe buffer");
   std::memset(buf.data(), 1, buf.size());  // touch every page so reads hit real memory
-  double best = 0.0;
+  double best = 0.0, best_cpu = 0.0;
   for (int r = 0; r < std::max(1, reps); ++r) {
+    const double c0 = process_cpu_s();
     const double t0 = core::now_s();
     if (pool && n_threads > 1) {
       pool->run(n_threads, [&](int task, int) {
@@ -50,8 +58,12 @@ double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps) {
       g_sink.fetch_add(read_slice(buf.data(), slice), std::memory_order_relaxed);
     }
     const double dt = core::now_s() - t0;
-    if (dt > 0) best = std::max(best, static_cast<double>(slice) * n_threads / dt / 1e9);
+    const double dc = process_cpu_s() - c0;
+    const double total = static_cast<double>(slice) * n_threads;
+    if (dt > 0) best = std::max(best, total / dt / 1e9);
+    if (dc > 0) best_cpu = std::max(best_cpu, total / (dc / n_threads) / 1e9);
   }
+  if (per_cpu_s) *per_cpu_s = best_cpu;
   return best;
 }
 

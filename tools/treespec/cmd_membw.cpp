@@ -19,11 +19,15 @@ std::function<int()> setup_membw(CLI::App& sub) {
     using namespace treespec;
     const int n = *threads > 0 ? *threads : core::hardware_threads();
     const size_t bytes = static_cast<size_t>(*mib) << 20;
-    const double one = kernels::measure_read_bandwidth(nullptr, bytes, *reps);
+    double one_cpu = 0, all_cpu = 0;
+    const double one = kernels::measure_read_bandwidth(nullptr, bytes, *reps, &one_cpu);
     core::ThreadPool pool(n);
-    const double all = kernels::measure_read_bandwidth(&pool, bytes, *reps);
+    const double all = kernels::measure_read_bandwidth(&pool, bytes, *reps, &all_cpu);
     std::printf("read bandwidth (%d MiB buffer, best of %d): 1 thread %.2f GB/s, %d threads %.2f GB/s\n", *mib, *reps,
                 one, n, all);
+    std::printf("per CPU-second of each thread (rate while running; differs from the above when the machine is busy): "
+                "1 thread %.2f GB/s, %d threads %.2f GB/s per thread\n",
+                one_cpu, n, all_cpu);
     std::printf("kernels: active ISA %s; AMX %s\n", kernels::isa_name(kernels::active_isa()),
                 kernels::cpu_has_amx() ? "present (no AMX kernels yet)" : "not present on this CPU");
     return 0;
