@@ -46,6 +46,8 @@ inline void transpose_16x8(const __m512i a[8], __m512i w[8]) {
   }
 }
 
+constexpr int64_t kPrefetch = 256;  // bytes ahead in each weight row
+
 // Loads block b of 16 rows (rows[0..15]) and transposes it into W[8] (unsigned bytes).
 template <bool kQ4>
 inline void load_tile_block(const uint8_t* const* rows, int64_t ob, __m512i W[8]) {
@@ -99,6 +101,12 @@ void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __res
     const int64_t ob = b * kBlockBytes;
     __m512i W[kT][8];
     __m512 dw[kT];
+    // 32 row streams are more than the hardware prefetchers follow: prefetch each row
+    // kPrefetch bytes ahead (one line per row every other block is enough).
+    if ((b & 1) == 0) {
+      for (int t = 0; t < kT; ++t)
+        for (int i = 0; i < 16; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[t][i] + ob + kPrefetch), _MM_HINT_T0);
+    }
     for (int t = 0; t < kT; ++t) {
       load_tile_block<kQ4>(rows[t], ob, W[t]);
       dw[t] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(gidx[t], tile + ob, 1)));
@@ -174,24 +182,52 @@ void q4k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
                int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
   const uint8_t* tile = base + t0 * rb;
   const tensor::BlockQ4_K* rows[kT][16];
-  for (int t = 0; t < kT; ++t)
-    for (int i = 0; i < 16; ++i)
-      rows[t][i] = reinterpret_cast<const tensor::BlockQ4_K*>(tile + imin(16 * t + i, nr - 1) * rb);
+  __m512i gidx[kT];  // byte offset of each lane's row from `tile`, for gathering scales
+  for (int t = 0; t < kT; ++t) {
+    alignas(64) int32_t offs[16];
+    for (int i = 0; i < 16; ++i) {
+      const int ri = imin(16 * t + i, nr - 1);
+      rows[t][i] = reinterpret_cast<const tensor::BlockQ4_K*>(tile + ri * rb);
+      offs[i] = static_cast<int32_t>(ri * rb);
+    }
+    gidx[t] = _mm512_load_si512(offs);
+  }
   const int64_t nb = n / 32;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
+    if (sb + 2 < nsb) {  // as in the Q8_0 kernel: 32 row streams need software prefetch
+      for (int t = 0; t < kT; ++t)
+        for (int i = 0; i < 16; ++i)
+          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockQ4_K)); l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
+    }
+    // Sub-block scales of the 16 rows, one lane per row: gather d/dmin and the 12 scale
+    // bytes as dwords and unpack the 6-bit fields (q4k_scale_min) in vectors.
     alignas(64) float dsc[kT][8][16], dmn[kT][8][16];
     for (int t = 0; t < kT; ++t) {
-      for (int i = 0; i < 16; ++i) {
-        const tensor::BlockQ4_K& blk = rows[t][i][sb];
-        const float d = h2f(blk.d), dmin = h2f(blk.dmin);
-        for (int j = 0; j < 8; ++j) {
-          uint8_t sc, mn;
-          q4k_scale_min(j, blk.scales, &sc, &mn);
-          dsc[t][j][i] = d * static_cast<float>(sc);
-          dmn[t][j][i] = dmin * static_cast<float>(mn);
-        }
+      const uint8_t* bp = tile + sb * static_cast<int64_t>(sizeof(tensor::BlockQ4_K));
+      const __m512i g0 = _mm512_i32gather_epi32(gidx[t], bp, 1);
+      const __m512i s0 = _mm512_i32gather_epi32(gidx[t], bp + 4, 1);
+      const __m512i s1 = _mm512_i32gather_epi32(gidx[t], bp + 8, 1);
+      const __m512i s2 = _mm512_i32gather_epi32(gidx[t], bp + 12, 1);
+      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+      const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+      const __m512i c63 = _mm512_set1_epi32(63), c15 = _mm512_set1_epi32(15), c3 = _mm512_set1_epi32(3);
+      for (int j = 0; j < 4; ++j) {
+        const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), c63);
+        const __m512i mn = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), c63);
+        _mm512_store_ps(dsc[t][j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
+        _mm512_store_ps(dmn[t][j], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
+      }
+      for (int k = 0; k < 4; ++k) {
+        const __m512i b2 = _mm512_srli_epi32(s2, 8 * k);
+        const __m512i hs = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 6), c3), 4);
+        const __m512i hm = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 6), c3), 4);
+        const __m512i sc = _mm512_or_si512(_mm512_and_si512(b2, c15), hs);
+        const __m512i mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), c15), hm);
+        _mm512_store_ps(dsc[t][4 + k], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
+        _mm512_store_ps(dmn[t][4 + k], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
       }
     }
     for (int j = 0; j < 8; ++j) {
@@ -254,19 +290,38 @@ void q6k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
                int64_t n, float* y, int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
   const uint8_t* tile = base + t0 * rb;
   const tensor::BlockQ6_K* rows[kT][16];
-  for (int t = 0; t < kT; ++t)
-    for (int i = 0; i < 16; ++i)
-      rows[t][i] = reinterpret_cast<const tensor::BlockQ6_K*>(tile + imin(16 * t + i, nr - 1) * rb);
+  __m512i gidx[kT];
+  for (int t = 0; t < kT; ++t) {
+    alignas(64) int32_t offs[16];
+    for (int i = 0; i < 16; ++i) {
+      const int ri = imin(16 * t + i, nr - 1);
+      rows[t][i] = reinterpret_cast<const tensor::BlockQ6_K*>(tile + ri * rb);
+      offs[i] = static_cast<int32_t>(ri * rb);
+    }
+    gidx[t] = _mm512_load_si512(offs);
+  }
   const int64_t nb = n / 32;
   const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
+    if (sb + 2 < nsb) {
+      for (int t = 0; t < kT; ++t)
+        for (int i = 0; i < 16; ++i)
+          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockQ6_K)); l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
+    }
+    // int8 scales (bytes 192..207) and d (208..209) of the 16 rows, gathered as dwords;
+    // d is read from the dword at 206 so no gather touches a byte past the block.
     alignas(64) float dsc[kT][16][16];
     for (int t = 0; t < kT; ++t) {
-      for (int i = 0; i < 16; ++i) {
-        const tensor::BlockQ6_K& blk = rows[t][i][sb];
-        const float d = h2f(blk.d);
-        for (int s = 0; s < 16; ++s) dsc[t][s][i] = d * static_cast<float>(blk.scales[s]);
+      const uint8_t* bp = tile + sb * static_cast<int64_t>(sizeof(tensor::BlockQ6_K));
+      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(gidx[t], bp + 206, 1), 16)));
+      for (int q = 0; q < 4; ++q) {
+        const __m512i v = _mm512_i32gather_epi32(gidx[t], bp + 192 + 4 * q, 1);
+        for (int b = 0; b < 4; ++b) {
+          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);  // sign-extended byte b
+          _mm512_store_ps(dsc[t][4 * q + b], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
+        }
       }
     }
     for (int j = 0; j < 8; ++j) {
