@@ -47,6 +47,7 @@ inline void transpose_16x8(const __m512i a[8], __m512i w[8]) {
 }
 
 constexpr int64_t kPrefetch = 256;  // bytes ahead in each weight row
+constexpr int64_t kPrefetchEvery = 0;  // mask: prefetch when (block & mask) == 0
 
 // Loads block b of 16 rows (rows[0..15]) and transposes it into W[8] (unsigned bytes).
 template <bool kQ4>
@@ -102,8 +103,8 @@ void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __res
     __m512i W[kT][8];
     __m512 dw[kT];
     // 32 row streams are more than the hardware prefetchers follow: prefetch each row
-    // kPrefetch bytes ahead (one line per row every other block is enough).
-    if ((b & 1) == 0) {
+    // kPrefetch bytes ahead, every block (measured: 256 B, every block, best of 128..2048 B).
+    if ((b & kPrefetchEvery) == 0) {
       for (int t = 0; t < kT; ++t)
         for (int i = 0; i < 16; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[t][i] + ob + kPrefetch), _MM_HINT_T0);
     }
