@@ -106,7 +106,9 @@ ExpandSummary expand_gguf(const std::string& in, const std::string& out, const E
   const auto model = Model::load(in);
   const Hparams& hp = model->hparams();
   const gguf::GgufFile& f = model->gguf();
-  if (hp.arch != "llama") throw Unsupported(fmt::format("{}: expand supports the llama architecture, not '{}'", in, hp.arch));
+  if (hp.arch != "llama" && hp.arch != "qwen2") {
+    throw Unsupported(fmt::format("{}: expand supports the llama and qwen2 architectures, not '{}'", in, hp.arch));
+  }
 
   const int64_t E0 = hp.n_embd, F0 = hp.n_ff, L0 = hp.n_layer, H0 = hp.n_head, KV0 = hp.n_head_kv, hd0 = hp.head_dim;
   const int64_t E = o.n_embd, F = o.n_ff, L = o.n_layer;
@@ -176,7 +178,7 @@ ExpandSummary expand_gguf(const std::string& in, const std::string& out, const E
   for (const auto& [k, v] : f.metadata()) {
     if (k != "general.alignment") w.set(k, v);
   }
-  const std::string a = "llama.";
+  const std::string a = hp.arch + ".";
   w.set("general.name", gguf::Value::string(hp.name.empty() ? "expanded" : hp.name + "-expanded"));
   w.set(a + "embedding_length", gguf::Value::u32(static_cast<uint32_t>(E)));
   w.set(a + "feed_forward_length", gguf::Value::u32(static_cast<uint32_t>(F)));

@@ -1,6 +1,7 @@
-// Function-preserving expansion of a Llama-family GGUF model (`treespec expand`): wider
-// residual stream, more attention heads (optionally a larger head_dim), a wider FFN and
-// more layers, such that the expanded model computes the same function as the source.
+// Function-preserving expansion of a Llama-family GGUF model (llama, qwen2; `treespec
+// expand`): wider residual stream, more attention heads (optionally a larger head_dim),
+// a wider FFN and more layers, such that the expanded model computes the same function
+// as the source.
 // Used to benchmark in the memory-bound regime with the predictions of a real model.
 // Construction and exactness argument: docs/expand.md.
 //

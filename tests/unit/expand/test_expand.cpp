@@ -11,6 +11,7 @@
 
 #include "common/golden.h"
 #include "common/test_util.h"
+#include "common/tiny_model.h"
 #include "drafters/factory.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
@@ -179,6 +180,51 @@ TEST(Expand, StructureAsDocumented) {
   EXPECT_EQ(zeros, 0);
   // RMS epsilon compensates the wider mean.
   EXPECT_FLOAT_EQ(static_cast<float>(f->get_float("llama.attention.layer_norm_rms_epsilon")), 1e-5f * 64.0f / 128.0f);
+}
+
+TEST(Expand, Qwen2TinyModelWithBiasesAndNeoxRope) {
+  // qwen2: QKV biases and NeoX (half-split) RoPE; width ratio 4 and kept head_dim give
+  // bit-identical logits, a new head_dim (NeoX pair mapping) logits within tolerance.
+  const std::string dir = test::temp_dir();
+  test::TinyModelConfig cfg;
+  cfg.arch = "qwen2";
+  cfg.qkv_bias = true;
+  cfg.n_embd = 32;
+  cfg.n_head = 4;
+  cfg.n_head_kv = 2;
+  cfg.n_ff = 40;
+  cfg.n_layer = 2;
+  test::write_tiny_model(dir + "/q.gguf", cfg);
+  const auto src = model::Model::load(dir + "/q.gguf");
+  ASSERT_TRUE(src->hparams().rope_neox);
+  const std::vector<int32_t> toks = {1, 5, 9, 33, 2, 60, 17, 8};
+  const auto a = prefill_logits(*src, toks);
+  {
+    model::ExpandOptions o;
+    o.n_embd = 128;
+    o.n_ff = 96;
+    o.n_layer = 5;
+    model::expand_gguf(dir + "/q.gguf", dir + "/e.gguf", o);
+    const auto big = model::Model::load(dir + "/e.gguf");
+    EXPECT_EQ(big->hparams().arch, "qwen2");
+    EXPECT_EQ(big->hparams().n_head, 16);
+    const auto b = prefill_logits(*big, toks);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
+  }
+  {
+    model::ExpandOptions o;
+    o.n_embd = 128;
+    o.n_ff = 64;
+    o.n_layer = 3;
+    o.head_dim = 32;
+    model::expand_gguf(dir + "/q.gguf", dir + "/e2.gguf", o);
+    const auto big = model::Model::load(dir + "/e2.gguf");
+    EXPECT_EQ(big->hparams().head_dim, 32);
+    const auto b = prefill_logits(*big, toks);
+    float scale = 0;
+    for (float v : a) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f * scale) << "logit " << i;
+  }
 }
 
 TEST(Expand, RejectsBadShapes) {
