@@ -9,6 +9,7 @@
 
 #include "drafters/drafter.h"
 #include "drafters/lookup/lookup_drafter.h"
+#include "drafters/ptd/ptd_drafter.h"
 
 namespace treespec::model {
 class Model;
@@ -19,12 +20,13 @@ namespace treespec::drafters {
 struct SpecConfig {
   std::string method = "none";
   LookupParams lookup;
+  PtdParams ptd;
 };
 
 // What a drafter may need from its surroundings.
 struct DrafterEnv {
   const model::Model* model = nullptr;
-  std::vector<int32_t> eog_ids;
+  std::vector<int32_t> eog_ids;  // empty: drafters that need them read the model's GGUF
   uint64_t seed = 0;
 };
 
