@@ -237,22 +237,25 @@ int32_t DraftTree::prune_eos(std::span<const int32_t> eog, int32_t climb) {
 }
 
 int32_t DraftTree::trim_to(int32_t max_nodes) {
-  if (n_alive_ <= max_nodes) return 0;
-  std::vector<int32_t> order;
-  for (int32_t id = 0; id < static_cast<int32_t>(nodes_.size()); ++id) {
-    if (alive(id)) order.push_back(id);
-  }
-  // Non-spine nodes newest first, then spine nodes newest first.
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    const bool sa = node(a).parent < 0, sb = node(b).parent < 0;
-    if (sa != sb) return !sa;
-    return node(a).born > node(b).born;
-  });
   int32_t removed = 0;
-  for (int32_t id : order) {
-    if (n_alive_ <= max_nodes) break;
-    if (!alive(id)) continue;
-    removed += remove_subtree(id);
+  while (n_alive_ > max_nodes) {
+    // 1. The newest branch: a non-spine node that is not its parent's first child (the
+    //    chains of first children are what grows into long pool paths).
+    int32_t victim = -1;
+    for (int32_t id = 0; id < static_cast<int32_t>(nodes_.size()); ++id) {
+      const DraftNode& n = nodes_[static_cast<size_t>(id)];
+      if (!n.alive || n.parent < 0 || node(n.parent).kids.front() == id) continue;
+      if (victim < 0 || n.born > node(victim).born) victim = id;
+    }
+    // 2. The oldest spine subtree (as the spine overflow rule does).
+    if (victim < 0 && spine_.size() > 1) victim = spine_.front();
+    // 3. A single chain: its newest node (the leaf).
+    if (victim < 0) {
+      for (int32_t id = 0; id < static_cast<int32_t>(nodes_.size()); ++id) {
+        if (alive(id) && (victim < 0 || node(id).born > node(victim).born)) victim = id;
+      }
+    }
+    removed += remove_subtree(victim);
   }
   return removed;
 }

@@ -11,7 +11,7 @@
 //
 // Invariants: node ids are stable while a node is alive (freed ids are reused); a node's
 // children are alive and list it as parent; spine nodes have parent -1; a child is always
-// created after its parent (so the newest non-spine node is a leaf).
+// created after its parent.
 #pragma once
 
 #include <cstdint>
@@ -97,9 +97,12 @@ class DraftTree {
   // the spine) and deletes that ancestor's subtree. Returns the number of subtrees cut.
   int32_t prune_eos(std::span<const int32_t> eog, int32_t climb);
 
-  // Hard row budget: while more than max_nodes nodes are alive, removes the newest
-  // non-spine node (always a leaf); spine nodes (newest first) only when nothing else is
-  // left. Returns the number of nodes removed.
+  // Hard row budget: while more than max_nodes nodes are alive, removes the newest branch
+  // (a non-spine node that is not its parent's first child, with its subtree); when there
+  // is none, the oldest spine subtree; with a single chain left, its newest node. Chains
+  // of first children keep growing into the long paths pool insertion needs (removing the
+  // newest nodes instead starves the pool under small budgets: docs/ptd.md). Returns the
+  // number of nodes removed.
   int32_t trim_to(int32_t max_nodes);
 
  private:

@@ -201,25 +201,29 @@ TEST(PtdDraftTree, EosPruningClimbsButNotPastTheSpine) {
   EXPECT_EQ(spine_toks(d), (std::vector<int32_t>{10}));
 }
 
-TEST(PtdDraftTree, TrimRemovesNewestNonSpineNodesFirst) {
+TEST(PtdDraftTree, TrimRemovesNewestBranchesThenOldestSpineSubtrees) {
   DraftTree d;
   const int32_t s0 = d.add(1, -1);
-  const int32_t x = d.add(2, s0);
+  const int32_t a = d.add(2, s0);
   const int32_t s1 = d.add(3, -1);
-  const int32_t y = d.add(4, x);
-  const int32_t z = d.add(5, s1);
+  d.add(4, a);
+  const int32_t c = d.add(5, s1);
+  const int32_t br1 = d.add(6, s0);  // a branch (not s0's first child)
+  const int32_t br2 = d.add(7, s1);  // the newest branch
+  d.add(8, br1);
+  ASSERT_EQ(d.size(), 8);
   EXPECT_EQ(d.trim_to(10), 0);
-  EXPECT_EQ(d.trim_to(3), 2);  // z then y (newest non-spine first)
-  EXPECT_FALSE(d.alive(z));
-  EXPECT_FALSE(d.alive(y));
-  EXPECT_TRUE(d.alive(x));
-  EXPECT_EQ(d.trim_to(2), 1);  // x
-  EXPECT_EQ(spine_toks(d), (std::vector<int32_t>{1, 3}));
-  EXPECT_EQ(d.trim_to(1), 1);  // spine nodes only when nothing else is left, newest first
-  EXPECT_EQ(spine_toks(d), (std::vector<int32_t>{1}));
+  EXPECT_EQ(d.trim_to(7), 1);  // br2
+  EXPECT_FALSE(d.alive(br2));
+  EXPECT_EQ(d.trim_to(6), 2);  // br1 with its child
+  EXPECT_FALSE(d.alive(br1));
+  EXPECT_EQ(d.size(), 5);
+  EXPECT_EQ(d.trim_to(3), 3);  // no branches left: the oldest spine subtree 1-2-4
+  EXPECT_EQ(spine_toks(d), (std::vector<int32_t>{3}));
+  EXPECT_EQ(d.trim_to(1), 1);  // a single chain 3-5: its newest node
+  EXPECT_FALSE(d.alive(c));
   EXPECT_EQ(d.trim_to(0), 1);
   EXPECT_TRUE(d.empty());
-  (void)s1;
 }
 
 TEST(PtdDraftTree, SeedingDrawsFromThePromptReproducibly) {

@@ -22,7 +22,11 @@ std::string dump(const Trie& t, int32_t id = 0) {
     if (!first) s += ' ';
     first = false;
     s += std::to_string(t.tok(c));
-    if (!t.node(c).kids.empty()) s += "(" + dump(t, c) + ")";
+    if (!t.node(c).kids.empty()) {
+      s += '(';
+      s += dump(t, c);
+      s += ')';
+    }
   }
   return s;
 }
