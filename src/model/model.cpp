@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <unordered_set>
 
 #include "core/assert.h"
 #include "gguf/gguf.h"
@@ -15,8 +16,18 @@ namespace {
 
 using tensor::DType;
 
-// Architectures whose tensor layout matches the Llama forward below.
-bool arch_supported(const std::string& arch) { return arch == "llama"; }
+// Architectures whose tensor layout matches the Llama forward below (docs/models.md).
+// llama: Llama 1-3, Mistral, TinyLlama, SmolLM (adjacent-pair RoPE: the converter
+// permuted Q/K for it). qwen2: QKV biases, NeoX RoPE (halves), as llama.cpp's qwen2.
+constexpr const char* kSupportedArchs = "llama, qwen2";
+bool arch_supported(const std::string& arch) { return arch == "llama" || arch == "qwen2"; }
+
+// Tensors outside the layer namespace that a model may carry without the forward
+// reading them (e.g. a drafter's heads); anything else unread is an unsupported variant.
+bool unread_tensor_is_unsupported(const std::string& name) {
+  return name.rfind("blk.", 0) == 0 || name == "output.bias" || name == "output_norm.bias" ||
+         name == "token_embd_norm.weight" || name == "token_embd_norm.bias";
+}
 
 int32_t positive_int(const gguf::GgufFile& f, const std::string& key, int64_t max = int64_t{1} << 24) {
   const int64_t v = f.get_int(key);
@@ -46,8 +57,10 @@ void Model::bind() {
   const std::string& path = f.path();
   hp_.arch = f.get_string("general.architecture");
   if (!arch_supported(hp_.arch)) {
-    throw Unsupported(fmt::format("{}: architecture '{}' is not supported (supported: llama)", path, hp_.arch));
+    throw Unsupported(
+        fmt::format("{}: architecture '{}' is not supported (supported: {})", path, hp_.arch, kSupportedArchs));
   }
+  hp_.rope_neox = hp_.arch == "qwen2";
   hp_.name = f.get_string("general.name", "");
   const std::string a = hp_.arch + ".";
   hp_.n_embd = positive_int(f, a + "embedding_length");
@@ -56,10 +69,22 @@ void Model::bind() {
   hp_.n_head_kv = f.has(a + "attention.head_count_kv") ? positive_int(f, a + "attention.head_count_kv", 4096) : hp_.n_head;
   hp_.n_ff = positive_int(f, a + "feed_forward_length");
   hp_.n_ctx_train = f.has(a + "context_length") ? positive_int(f, a + "context_length", int64_t{1} << 30) : 2048;
+  if (f.has(a + "expert_count") && f.get_int(a + "expert_count") > 0) {
+    throw Unsupported(fmt::format("{}: {}expert_count = {}: mixture-of-experts models are not supported", path, a,
+                                  f.get_int(a + "expert_count")));
+  }
   if (hp_.n_embd % hp_.n_head != 0 && !f.has(a + "attention.key_length")) {
     throw FormatError(fmt::format("{}: {}embedding_length {} is not a multiple of head_count {}", path, a, hp_.n_embd, hp_.n_head));
   }
   hp_.head_dim = f.has(a + "attention.key_length") ? positive_int(f, a + "attention.key_length", 4096) : hp_.n_embd / hp_.n_head;
+  // The KV cache and attention use one head size for K and V.
+  if (f.has(a + "attention.value_length")) {
+    const int32_t v_len = positive_int(f, a + "attention.value_length", 4096);
+    if (v_len != hp_.head_dim) {
+      throw Unsupported(fmt::format("{}: {}attention.value_length {} differs from the key head size {}", path, a, v_len,
+                                    hp_.head_dim));
+    }
+  }
   if (hp_.n_head % hp_.n_head_kv != 0) {
     throw FormatError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", path, hp_.n_head, hp_.n_head_kv));
   }
@@ -78,19 +103,23 @@ void Model::bind() {
     if (!(factor > 0.0)) throw FormatError(fmt::format("{}: {}rope.scaling.factor must be positive", path, a));
     hp_.rope_freq_scale = static_cast<float>(1.0 / factor);
   } else if (scaling != "none" && scaling != "") {
-    throw Unsupported(fmt::format("{}: rope scaling type '{}' is not supported", path, scaling));
+    // Llama 3's scaling arrives as the rope_freqs.weight tensor (below), not as a type.
+    throw Unsupported(fmt::format("{}: {}rope.scaling.type '{}' is not supported (supported: none, linear)", path, a,
+                                  scaling));
   } else if (f.has(a + "rope.scale_linear")) {
     const double factor = f.get_float(a + "rope.scale_linear");
     if (!(factor > 0.0)) throw FormatError(fmt::format("{}: {}rope.scale_linear must be positive", path, a));
     hp_.rope_freq_scale = static_cast<float>(1.0 / factor);
   }
 
+  std::unordered_set<std::string> read;  // names of the tensors bound below
   auto tensor = [&](const std::string& name, std::vector<int64_t> ne, bool required = true) -> const gguf::TensorInfo* {
     const gguf::TensorInfo* t = f.find_tensor(name);
     if (!t) {
       if (required) throw FormatError(fmt::format("{}: tensor '{}' is missing", path, name));
       return nullptr;
     }
+    read.insert(name);
     if (t->ne != ne) {
       auto dims = [](const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
       throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected {}", path, name, dims(t->ne), dims(ne)));
@@ -122,6 +151,10 @@ void Model::bind() {
     throw FormatError(fmt::format("{}: tensor 'token_embd.weight' must be [{}, n_vocab]", path, hp_.n_embd));
   }
   hp_.n_vocab = static_cast<int32_t>(emb->ne[1]);
+  if (f.has(a + "vocab_size") && f.get_int(a + "vocab_size") != hp_.n_vocab) {
+    throw FormatError(fmt::format("{}: {}vocab_size = {} but tensor 'token_embd.weight' has {} rows", path, a,
+                                  f.get_int(a + "vocab_size"), hp_.n_vocab));
+  }
   tok_embd_ = matrix("token_embd.weight", hp_.n_embd, hp_.n_vocab);
   output_norm_ = vector("output_norm.weight", hp_.n_embd);
   if (f.find_tensor("output.weight")) {
@@ -142,11 +175,19 @@ void Model::bind() {
     L.wk = matrix(p + "attn_k.weight", hp_.n_embd, n_kv);
     L.wv = matrix(p + "attn_v.weight", hp_.n_embd, n_kv);
     L.wo = matrix(p + "attn_output.weight", n_q, hp_.n_embd);
-    if (f.find_tensor(p + "attn_q.bias")) {
+    // QKV biases: required by qwen2, optional for llama, and then in every layer (the
+    // forward adds them to all layers or none).
+    const bool bias = hp_.arch == "qwen2" || f.find_tensor(p + "attn_q.bias") || f.find_tensor(p + "attn_k.bias") ||
+                      f.find_tensor(p + "attn_v.bias");
+    if (il == 0) hp_.has_qkv_bias = bias;
+    if (bias != hp_.has_qkv_bias) {
+      throw FormatError(fmt::format("{}: layer {} {} QKV bias tensors but layer 0 {}", path, il,
+                                    bias ? "has" : "lacks", hp_.has_qkv_bias ? "has them" : "does not"));
+    }
+    if (bias) {
       L.bq = vector(p + "attn_q.bias", n_q);
       L.bk = vector(p + "attn_k.bias", n_kv);
       L.bv = vector(p + "attn_v.bias", n_kv);
-      hp_.has_qkv_bias = true;
     }
     L.ffn_norm = vector(p + "ffn_norm.weight", hp_.n_embd);
     L.w_gate = matrix(p + "ffn_gate.weight", hp_.n_embd, hp_.n_ff);
@@ -170,6 +211,15 @@ void Model::bind() {
       inv_freq_[static_cast<size_t>(i)] /= factors[static_cast<size_t>(i)];
     }
     (void)rf;
+  }
+
+  // A tensor in the layer namespace that the forward does not read (an output
+  // projection bias, MoE experts, QK norms, ...) means a variant we would compute wrongly.
+  for (const auto& t : f.tensors()) {
+    if (unread_tensor_is_unsupported(t.name) && read.count(t.name) == 0) {
+      throw Unsupported(fmt::format("{}: tensor '{}' is not part of the supported {} layout (an unsupported variant of "
+                                    "the architecture)", path, t.name, hp_.arch));
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 // Tokenizer base: vocabulary lookups, special-token partitioning, decoding, EOG, and the
-// streaming decoder. The encoding algorithms live in their own files (spm.cpp).
+// streaming decoder. The encoding algorithms live in their own files (spm.cpp, bpe.cpp).
 #include "tokenizer/tokenizer.h"
 
 #include <fmt/format.h>
@@ -8,6 +8,7 @@
 #include <cctype>
 
 #include "gguf/gguf.h"
+#include "tokenizer/bpe.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/utf8.h"
 #include "treespec/status.h"
@@ -48,17 +49,22 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
 
 std::unique_ptr<Tokenizer> Tokenizer::create(Vocab vocab) {
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
-  throw Unsupported(fmt::format("tokenizer model '{}' is not supported (supported: 'llama' SentencePiece)",
-                                vocab.model));
+  if (vocab.model == "gpt2") return std::make_unique<BpeTokenizer>(std::move(vocab));
+  throw Unsupported(fmt::format(
+      "tokenizer model '{}' is not supported (supported: 'llama' SentencePiece, 'gpt2' byte-level BPE)", vocab.model));
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {
   Vocab v = load_vocab(file);
-  if (v.model != "llama") {
-    throw Unsupported(fmt::format("{}: tokenizer model '{}' is not supported (supported: 'llama' SentencePiece)",
-                                  file.path(), v.model));
+  // Name the file in errors about the vocabulary as a whole (unsupported model or
+  // pre-tokenizer, malformed merges).
+  try {
+    return create(std::move(v));
+  } catch (const Unsupported& e) {
+    throw Unsupported(fmt::format("{}: {}", file.path(), e.what()));
+  } catch (const FormatError& e) {
+    throw FormatError(fmt::format("{}: {}", file.path(), e.what()));
   }
-  return create(std::move(v));
 }
 
 int32_t Tokenizer::token_id(std::string_view piece) const {
@@ -138,7 +144,9 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_speci
   int32_t prev = -1;
   for (int32_t id : ids) {
     std::string piece = token_to_piece(id, render_special);
-    if (prev >= 0 && prev == vocab_.bos_id && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+    if (vocab_.add_space_prefix && prev >= 0 && prev == vocab_.bos_id && !piece.empty() && piece[0] == ' ') {
+      piece.erase(0, 1);
+    }
     out += piece;
     prev = id;
   }
@@ -147,7 +155,9 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_speci
 
 std::string StreamDecoder::push(int32_t id) {
   std::string piece = tok_.token_to_piece(id, render_special_);
-  if (prev_ >= 0 && prev_ == tok_.bos_id() && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+  if (tok_.vocab().add_space_prefix && prev_ >= 0 && prev_ == tok_.bos_id() && !piece.empty() && piece[0] == ' ') {
+    piece.erase(0, 1);
+  }
   prev_ = id;
   pending_ += piece;
   // Emit every complete character; replace invalid bytes; keep an unfinished tail.

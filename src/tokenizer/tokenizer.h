@@ -2,7 +2,8 @@
 //
 // Tokenizer::from_gguf picks the algorithm from tokenizer.ggml.model: "llama" is
 // SentencePiece-style BPE (merge the adjacent pair with the highest score, leading-space
-// dummy prefix, byte fallback <0xNN>); other models raise Unsupported naming the model.
+// dummy prefix, byte fallback <0xNN>; spm.h); "gpt2" is byte-level BPE (ranked merges
+// after a regex pre-tokenizer; bpe.h); other models raise Unsupported naming the model.
 #pragma once
 
 #include <array>
@@ -62,10 +63,11 @@ struct Vocab {
 // (e.g. token ids out of range, scores/types of the wrong length).
 //
 // Defaults for model "llama" (as llama.cpp): bos 1, eos 2, unk 0, add_bos true,
-// add_eos false, add_space_prefix true. When tokenizer.ggml.eot_token_id /
-// eom_token_id are absent, a token spelled like a known end-of-turn marker
-// ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", ...; "<|eom_id|>") is taken,
-// as llama.cpp does. See docs/tokenizer.md.
+// add_eos false, add_space_prefix true. For "gpt2": no default ids, add_space_prefix
+// false, add_bos true only for the Llama 3 pre-tokenizer (llama-bpe). When
+// tokenizer.ggml.eot_token_id / eom_token_id are absent, a token spelled like a known
+// end-of-turn marker ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", ...;
+// "<|eom_id|>") is taken, as llama.cpp does. See docs/tokenizer.md.
 Vocab load_vocab(const gguf::GgufFile& file);
 
 class Tokenizer {
@@ -85,8 +87,9 @@ class Tokenizer {
   // tokens become "" unless render_special.
   virtual std::string token_to_piece(int32_t id, bool render_special = false) const = 0;
 
-  // Whole-sequence decode: concatenates pieces; drops the leading space of the first
-  // piece after BOS (SentencePiece convention). May contain invalid UTF-8 if the ids do.
+  // Whole-sequence decode: concatenates pieces; for vocabs with the dummy-prefix space
+  // (add_space_prefix) drops the leading space of the first piece after BOS
+  // (SentencePiece convention). May contain invalid UTF-8 if the ids do.
   std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
 
   const Vocab& vocab() const { return vocab_; }
@@ -128,8 +131,8 @@ class Tokenizer {
 // partial multi-byte sequence until its remaining bytes arrive; flush() returns the rest
 // (invalid bytes replaced by U+FFFD).
 //
-// Applies the same rule as Tokenizer::decode: the piece right after BOS loses its
-// leading space. When streaming only generated tokens, prime() with the prompt's last
+// Applies the same rule as Tokenizer::decode: with add_space_prefix, the piece right
+// after BOS loses its leading space. When streaming only generated tokens, prime() with the prompt's last
 // token so that rule sees it.
 class StreamDecoder {
  public:

@@ -97,7 +97,9 @@ Vocab load_vocab(const gguf::GgufFile& file) {
     }
   }
 
-  v.add_bos = file.get_bool("tokenizer.ggml.add_bos_token", spm);
+  // llama.cpp adds BOS by default for SPM and for Llama 3's BPE; the key overrides.
+  const bool llama3_bpe = v.model == "gpt2" && (v.pre == "llama-bpe" || v.pre == "llama3" || v.pre == "llama-v3");
+  v.add_bos = file.get_bool("tokenizer.ggml.add_bos_token", spm || llama3_bpe);
   v.add_eos = file.get_bool("tokenizer.ggml.add_eos_token", false);
   v.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix", spm);
   if (v.add_bos && v.bos_id < 0) {

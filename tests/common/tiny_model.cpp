@@ -4,11 +4,16 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "core/rng.h"
 #include "gguf/gguf.h"
 #include "tensor/fp16.h"
+#include "tokenizer/bpe_pretok.h"
+#include "tokenizer/unicode.h"
 
 namespace treespec::test {
 
@@ -46,24 +51,9 @@ std::vector<uint8_t> encode(const std::vector<float>& v, tensor::DType t) {
   return out;
 }
 
-}  // namespace
-
-void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
+// Minimal SPM vocabulary: <unk>, <s>, </s>, then placeholder pieces.
+void write_spm_vocab(gguf::GgufWriter& w, const TinyModelConfig& c) {
   using gguf::Value;
-  core::Rng rng(c.seed);
-  gguf::GgufWriter w;
-  const std::string a = c.arch + ".";
-  w.set("general.architecture", Value::string(c.arch));
-  w.set("general.name", Value::string("tiny-random"));
-  w.set(a + "context_length", Value::u32(static_cast<uint32_t>(c.n_ctx)));
-  w.set(a + "embedding_length", Value::u32(static_cast<uint32_t>(c.n_embd)));
-  w.set(a + "block_count", Value::u32(static_cast<uint32_t>(c.n_layer)));
-  w.set(a + "feed_forward_length", Value::u32(static_cast<uint32_t>(c.n_ff)));
-  w.set(a + "attention.head_count", Value::u32(static_cast<uint32_t>(c.n_head)));
-  w.set(a + "attention.head_count_kv", Value::u32(static_cast<uint32_t>(c.n_head_kv)));
-  w.set(a + "rope.freq_base", Value::f32(c.rope_theta));
-  w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(1e-5f));
-  // Minimal vocabulary: <unk>, <s>, </s>, then single letters/pieces.
   std::vector<std::string> tokens;
   std::vector<float> scores;
   std::vector<int32_t> types;
@@ -80,6 +70,137 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
   w.set("tokenizer.ggml.token_type", Value::i32_array(types));
   w.set("tokenizer.ggml.bos_token_id", Value::u32(1));
   w.set("tokenizer.ggml.eos_token_id", Value::u32(static_cast<uint32_t>(c.eos_id)));
+}
+
+constexpr const char* kBpeCorpus =
+    "Once upon a time there was a little girl named Lily. She liked to play in the park with her friends. "
+    "One day the sun was shining and the birds were singing in the trees. Hello world! How are you today? "
+    "I'm fine, thank you. The quick brown fox jumps over the lazy dog. There were three little cats and "
+    "they wanted to go to the store. In 2024 the numbers 1234 and 5678 were written on the wall.\n";
+
+// Byte-level BPE vocabulary: 256 byte characters, 3 specials, learned merges.
+void write_bpe_vocab(gguf::GgufWriter& w, const TinyModelConfig& c) {
+  using gguf::Value;
+  const bool llama3 = c.bpe_pre == "llama-bpe";
+  if (c.n_vocab < 300) throw std::runtime_error("tiny_model: a BPE vocabulary needs n_vocab >= 300");
+  std::vector<std::string> tokens(tokenizer::unicode::byte_to_unicode().begin(),
+                                  tokenizer::unicode::byte_to_unicode().end());
+  std::vector<int32_t> types(256, 1);
+  const int32_t first_special = 256;
+  const std::vector<std::string> specials =
+      llama3 ? std::vector<std::string>{"<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"}
+             : std::vector<std::string>{"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  for (const std::string& sp : specials) {
+    tokens.push_back(sp);
+    types.push_back(3);
+  }
+  // Learn merges: words of the corpus as symbol lists; repeatedly merge the most frequent
+  // adjacent pair (ties: smallest pair text), as BPE training does.
+  std::vector<std::string_view> raw;
+  tokenizer::pre_tokenize(tokenizer::pre_tokenizer_from_name(c.bpe_pre), kBpeCorpus, raw);
+  std::vector<std::vector<std::string>> words;
+  for (std::string_view wd : raw) {
+    std::vector<std::string> syms;
+    for (char ch : wd) syms.push_back(tokenizer::unicode::byte_to_unicode()[static_cast<uint8_t>(ch)]);
+    words.push_back(std::move(syms));
+  }
+  std::vector<std::string> merges;
+  std::set<std::string> have(tokens.begin(), tokens.end());
+  while (static_cast<int32_t>(tokens.size()) < c.n_vocab) {
+    std::map<std::pair<std::string, std::string>, int> counts;
+    for (const auto& syms : words) {
+      for (size_t i = 1; i < syms.size(); ++i) ++counts[{syms[i - 1], syms[i]}];
+    }
+    const std::pair<std::string, std::string>* best = nullptr;
+    int best_n = 0;
+    for (const auto& [pair, n] : counts) {
+      if (n > best_n && have.count(pair.first + pair.second) == 0) best = &pair, best_n = n;
+    }
+    if (!best) {  // corpus exhausted: fill with unused control tokens
+      tokens.push_back(fmt::format("<|reserved_{}|>", tokens.size()));
+      types.push_back(3);
+      continue;
+    }
+    const auto [a, b] = *best;
+    merges.push_back(a + " " + b);
+    tokens.push_back(a + b);
+    types.push_back(1);
+    have.insert(a + b);
+    for (auto& syms : words) {
+      std::vector<std::string> out;
+      for (size_t i = 0; i < syms.size(); ++i) {
+        if (i + 1 < syms.size() && syms[i] == a && syms[i + 1] == b) {
+          out.push_back(a + b);
+          ++i;
+        } else {
+          out.push_back(syms[i]);
+        }
+      }
+      syms = std::move(out);
+    }
+  }
+  w.set("tokenizer.ggml.model", Value::string("gpt2"));
+  w.set("tokenizer.ggml.pre", Value::string(c.bpe_pre));
+  w.set("tokenizer.ggml.tokens", Value::string_array(tokens));
+  w.set("tokenizer.ggml.token_type", Value::i32_array(types));
+  w.set("tokenizer.ggml.merges", Value::string_array(merges));
+  w.set("tokenizer.ggml.bos_token_id", Value::u32(first_special));
+  w.set("tokenizer.ggml.eos_token_id", Value::u32(llama3 ? first_special + 1 : first_special));
+  w.set("tokenizer.ggml.add_bos_token", Value::boolean(llama3));
+}
+
+}  // namespace
+
+std::vector<float> llama3_rope_factors(int32_t n_rot, float theta, float factor, float low_freq_factor,
+                                       float high_freq_factor, float original_context) {
+  const double low_wavelen = original_context / low_freq_factor;
+  const double high_wavelen = original_context / high_freq_factor;
+  std::vector<float> out;
+  for (int32_t i = 0; i < n_rot; i += 2) {
+    const double freq = 1.0 / std::pow(static_cast<double>(theta), static_cast<double>(i) / n_rot);
+    const double wavelen = 2.0 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(factor);
+    } else {
+      const double smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      out.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth)));
+    }
+  }
+  return out;
+}
+
+void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
+  using gguf::Value;
+  core::Rng rng(c.seed);
+  gguf::GgufWriter w;
+  const std::string a = c.arch + ".";
+  w.set("general.architecture", Value::string(c.arch));
+  w.set("general.name", Value::string("tiny-random"));
+  w.set(a + "context_length", Value::u32(static_cast<uint32_t>(c.n_ctx)));
+  w.set(a + "embedding_length", Value::u32(static_cast<uint32_t>(c.n_embd)));
+  w.set(a + "block_count", Value::u32(static_cast<uint32_t>(c.n_layer)));
+  w.set(a + "feed_forward_length", Value::u32(static_cast<uint32_t>(c.n_ff)));
+  w.set(a + "attention.head_count", Value::u32(static_cast<uint32_t>(c.n_head)));
+  w.set(a + "attention.head_count_kv", Value::u32(static_cast<uint32_t>(c.n_head_kv)));
+  w.set(a + "rope.freq_base", Value::f32(c.rope_theta));
+  w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(c.rms_eps));
+  if (c.head_dim > 0) {
+    w.set(a + "attention.key_length", Value::u32(static_cast<uint32_t>(c.head_dim)));
+    w.set(a + "attention.value_length", Value::u32(static_cast<uint32_t>(c.head_dim)));
+  }
+  if (c.n_rot > 0) w.set(a + "rope.dimension_count", Value::u32(static_cast<uint32_t>(c.n_rot)));
+  if (c.rope_scale_linear > 0.0f) {
+    w.set(a + "rope.scaling.type", Value::string("linear"));
+    w.set(a + "rope.scaling.factor", Value::f32(c.rope_scale_linear));
+  }
+  if (c.write_vocab_size) w.set(a + "vocab_size", Value::u32(static_cast<uint32_t>(c.n_vocab)));
+  if (c.tokenizer == "gpt2") {
+    write_bpe_vocab(w, c);
+  } else {
+    write_spm_vocab(w, c);
+  }
 
   auto randn = [&](size_t n, float stddev) {
     std::vector<float> v(n);
@@ -100,7 +221,7 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
     const auto v = randn(static_cast<size_t>(n), 0.1f);
     w.add_tensor(name, tensor::DType::f32, {n}, v.data(), v.size() * 4);
   };
-  const int64_t hd = c.n_embd / c.n_head;
+  const int64_t hd = c.head_dim > 0 ? c.head_dim : c.n_embd / c.n_head;
   {
     const auto v = randn(static_cast<size_t>(c.n_embd) * c.n_vocab, 1.0f);
     const auto bytes = encode(v, c.wtype);
@@ -125,6 +246,11 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
   }
   norm("output_norm.weight", c.n_embd);
   if (!c.tied) matrix("output.weight", c.n_embd, c.n_vocab);
+  if (!c.rope_freqs.empty()) {
+    w.add_tensor("rope_freqs.weight", tensor::DType::f32, {static_cast<int64_t>(c.rope_freqs.size())},
+                 c.rope_freqs.data(), c.rope_freqs.size() * 4);
+  }
+  if (c.customize) c.customize(w);
   w.write(path);
 }
 

@@ -1,11 +1,18 @@
-// Tiny random-weight Llama models written with our GGUF writer: fixtures for model,
-// kernel, tree and engine tests (nothing downloads).
+// Tiny random-weight Llama-family models written with our GGUF writer: fixtures for
+// model, kernel, tree and engine tests (nothing downloads). Architectures "llama" and
+// "qwen2" (and any other name, for error tests); SPM or byte-level BPE vocabularies.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "tensor/dtype.h"
+
+namespace treespec::gguf {
+class GgufWriter;
+}
 
 namespace treespec::test {
 
@@ -24,10 +31,36 @@ struct TinyModelConfig {
   tensor::DType wtype = tensor::DType::f32;  // 2-D weights; norms stay f32
   uint64_t seed = 1;
   float weight_scale = 0.3f;                 // stddev relative to 1/sqrt(fan_in)
-  int32_t eos_id = 2;
+  int32_t eos_id = 2;                        // SPM vocab only
+
+  // Optional metadata / tensors of real families (defaults write none of them).
+  int32_t head_dim = 0;            // > 0: <arch>.attention.key_length/value_length (may differ from n_embd/n_head)
+  int32_t n_rot = 0;               // > 0: <arch>.rope.dimension_count
+  float rms_eps = 1e-5f;
+  float rope_scale_linear = 0.0f;  // > 0: rope.scaling.type "linear" with this factor
+  std::vector<float> rope_freqs;   // non-empty: tensor rope_freqs.weight [n_rot/2] (Llama 3 style)
+  bool write_vocab_size = false;   // <arch>.vocab_size
+
+  // "llama": SPM vocab of placeholder pieces. "gpt2": byte-level BPE: the 256 byte
+  // characters, three special tokens, then merges learned on a small built-in English
+  // text until n_vocab (>= 300) tokens; specials and flags follow `bpe_pre`:
+  // "llama-bpe": <|begin_of_text|> (BOS, added), <|end_of_text|> (EOS), <|eot_id|>;
+  // otherwise (Qwen2 style): <|endoftext|> (BOS = EOS, not added), <|im_start|>, <|im_end|>.
+  std::string tokenizer = "llama";
+  std::string bpe_pre = "qwen2";
+
+  // Last-moment edits (extra or replaced keys and tensors) for error tests.
+  std::function<void(gguf::GgufWriter&)> customize;
 };
 
-// Writes the model to `path` (with a minimal SPM-style vocabulary of n_vocab tokens).
+// Writes the model to `path`.
 void write_tiny_model(const std::string& path, const TinyModelConfig& cfg);
+
+// Llama 3.1's per-pair RoPE factors (Meta's reference and llama.cpp's converter, which
+// stores them as rope_freqs.weight): 1 for short wavelengths, `factor` for long ones,
+// smoothly interpolated between original_context / high_freq_factor and
+// original_context / low_freq_factor.
+std::vector<float> llama3_rope_factors(int32_t n_rot, float theta, float factor, float low_freq_factor,
+                                       float high_freq_factor, float original_context);
 
 }  // namespace treespec::test

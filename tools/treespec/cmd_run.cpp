@@ -81,7 +81,7 @@ int run(const RunArgs& a) {
     std::string shown = tok->decode(ids);
     std::fputs(shown.c_str(), stdout);
     std::fflush(stdout);
-    stream.prime(ids.back());
+    if (!ids.empty()) stream.prime(ids.back());  // empty: generate() reports it
     seq.on_tokens = [&](std::span<const int32_t> toks) {
       std::string s;
       for (int32_t t : toks) s += stream.push(t);

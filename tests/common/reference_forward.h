@@ -1,0 +1,231 @@
+// An independent float64 reference forward for Llama-family GGUFs ("llama", "qwen2"),
+// the oracle for the architecture tests. It shares no code with src/kernels or
+// src/model: it reads the metadata keys and tensors itself (through the GGUF reader
+// only), and has its own RMSNorm, RoPE (both conventions), GQA attention under an
+// explicit visibility mask, SwiGLU and output head, written plainly in double.
+//
+// What it encodes, from llama.cpp's llama / qwen2 graphs and convert_hf_to_gguf.py:
+//   head size = <arch>.attention.key_length, else n_embd / n_head;
+//   rotated dims = <arch>.rope.dimension_count, else the head size;
+//   pair i rotates by pos * freq_scale * theta^(-2i/n_rot) / rope_freqs[i]
+//     (freq_scale = 1 / rope.scaling.factor for linear scaling; rope_freqs.weight = 1s if absent);
+//   llama rotates (x[2i], x[2i+1]) (its Q/K were permuted by the converter), qwen2 rotates
+//     (x[i], x[i + n_rot/2]) (GGML NeoX mode);
+//   qwen2 adds Q/K/V biases; the output head is token_embd.weight when output.weight is absent.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "tensor/fp16.h"
+
+namespace treespec::test {
+
+// Deliberately wrong variants, so tests can show they would notice a wrong convention.
+struct ReferenceOptions {
+  bool flip_rope_convention = false;
+  bool ignore_rope_freqs = false;
+};
+
+class ReferenceModel {
+ public:
+  using Vec = std::vector<double>;
+  using Options = ReferenceOptions;
+
+  explicit ReferenceModel(const gguf::GgufFile& f, Options opt = Options()) : opt_(opt) {
+    arch_ = f.get_string("general.architecture");
+    const std::string a = arch_ + ".";
+    n_embd_ = static_cast<int>(f.get_int(a + "embedding_length"));
+    n_layer_ = static_cast<int>(f.get_int(a + "block_count"));
+    n_head_ = static_cast<int>(f.get_int(a + "attention.head_count"));
+    n_head_kv_ = static_cast<int>(f.get_int(a + "attention.head_count_kv", n_head_));
+    n_ff_ = static_cast<int>(f.get_int(a + "feed_forward_length"));
+    head_dim_ = static_cast<int>(f.get_int(a + "attention.key_length", n_embd_ / n_head_));
+    n_rot_ = static_cast<int>(f.get_int(a + "rope.dimension_count", head_dim_));
+    eps_ = f.get_float(a + "attention.layer_norm_rms_epsilon");
+    theta_ = f.get_float(a + "rope.freq_base", 10000.0);
+    if (f.get_string(a + "rope.scaling.type", "none") == "linear") freq_scale_ = 1.0 / f.get_float(a + "rope.scaling.factor");
+    neox_ = (arch_ == "qwen2") != opt_.flip_rope_convention;
+
+    const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
+    n_vocab_ = static_cast<int>(emb->ne[1]);
+    tok_embd_ = read(f, "token_embd.weight");
+    output_ = f.find_tensor("output.weight") ? read(f, "output.weight") : tok_embd_;
+    output_norm_ = read(f, "output_norm.weight");
+    rope_factor_.assign(static_cast<size_t>(n_rot_ / 2), 1.0);
+    if (f.find_tensor("rope_freqs.weight") && !opt_.ignore_rope_freqs) rope_factor_ = read(f, "rope_freqs.weight");
+    for (int il = 0; il < n_layer_; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      Layer L;
+      L.attn_norm = read(f, p + "attn_norm.weight");
+      L.wq = read(f, p + "attn_q.weight");
+      L.wk = read(f, p + "attn_k.weight");
+      L.wv = read(f, p + "attn_v.weight");
+      if (f.find_tensor(p + "attn_q.bias")) {
+        L.bq = read(f, p + "attn_q.bias");
+        L.bk = read(f, p + "attn_k.bias");
+        L.bv = read(f, p + "attn_v.bias");
+      }
+      L.wo = read(f, p + "attn_output.weight");
+      L.ffn_norm = read(f, p + "ffn_norm.weight");
+      L.gate = read(f, p + "ffn_gate.weight");
+      L.up = read(f, p + "ffn_up.weight");
+      L.down = read(f, p + "ffn_down.weight");
+      layers_.push_back(std::move(L));
+    }
+  }
+
+  int n_vocab() const { return n_vocab_; }
+
+  // Logits [n][n_vocab] of rows (token, position) where row i attends to the rows j
+  // with visible[i][j] (its causal prefix or tree ancestors, itself included).
+  std::vector<Vec> forward(const std::vector<int>& tokens, const std::vector<int>& pos,
+                           const std::vector<std::vector<bool>>& visible) const {
+    const size_t n = tokens.size();
+    const int nq = n_head_ * head_dim_, nkv = n_head_kv_ * head_dim_;
+    std::vector<Vec> x(n);
+    for (size_t i = 0; i < n; ++i) {
+      x[i].assign(tok_embd_.begin() + static_cast<long>(tokens[i]) * n_embd_,
+                  tok_embd_.begin() + static_cast<long>(tokens[i] + 1) * n_embd_);
+    }
+    for (const Layer& L : layers_) {
+      std::vector<Vec> q(n), k(n), v(n);
+      for (size_t i = 0; i < n; ++i) {
+        const Vec h = rmsnorm(x[i], L.attn_norm);
+        q[i] = matvec(L.wq, h, nq, L.bq);
+        k[i] = matvec(L.wk, h, nkv, L.bk);
+        v[i] = matvec(L.wv, h, nkv, L.bv);
+        rope(q[i], n_head_, pos[i]);
+        rope(k[i], n_head_kv_, pos[i]);
+      }
+      const int group = n_head_ / n_head_kv_;
+      for (size_t i = 0; i < n; ++i) {
+        Vec att(static_cast<size_t>(nq), 0.0);
+        for (int h = 0; h < n_head_; ++h) {
+          const int g = h / group;
+          std::vector<double> s;
+          std::vector<size_t> js;
+          double mx = -1e300;
+          for (size_t j = 0; j < n; ++j) {
+            if (!visible[i][j]) continue;
+            double d = 0;
+            for (int e = 0; e < head_dim_; ++e) d += q[i][h * head_dim_ + e] * k[j][g * head_dim_ + e];
+            d /= std::sqrt(static_cast<double>(head_dim_));
+            s.push_back(d);
+            js.push_back(j);
+            mx = std::max(mx, d);
+          }
+          double z = 0;
+          for (double& d : s) z += (d = std::exp(d - mx));
+          for (size_t t = 0; t < js.size(); ++t) {
+            for (int e = 0; e < head_dim_; ++e) att[h * head_dim_ + e] += s[t] / z * v[js[t]][g * head_dim_ + e];
+          }
+        }
+        const Vec o = matvec(L.wo, att, n_embd_, {});
+        for (int e = 0; e < n_embd_; ++e) x[i][e] += o[e];
+      }
+      for (size_t i = 0; i < n; ++i) {
+        const Vec h = rmsnorm(x[i], L.ffn_norm);
+        const Vec g = matvec(L.gate, h, n_ff_, {});
+        const Vec u = matvec(L.up, h, n_ff_, {});
+        Vec a(static_cast<size_t>(n_ff_));
+        for (int e = 0; e < n_ff_; ++e) a[e] = g[e] / (1.0 + std::exp(-g[e])) * u[e];
+        const Vec d = matvec(L.down, a, n_embd_, {});
+        for (int e = 0; e < n_embd_; ++e) x[i][e] += d[e];
+      }
+    }
+    std::vector<Vec> logits(n);
+    for (size_t i = 0; i < n; ++i) logits[i] = matvec(output_, rmsnorm(x[i], output_norm_), n_vocab_, {});
+    return logits;
+  }
+
+  // Plain causal run of tokens at positions 0..n-1.
+  std::vector<Vec> causal(const std::vector<int>& tokens) const {
+    const size_t n = tokens.size();
+    std::vector<int> pos(n);
+    std::vector<std::vector<bool>> vis(n, std::vector<bool>(n, false));
+    for (size_t i = 0; i < n; ++i) {
+      pos[i] = static_cast<int>(i);
+      for (size_t j = 0; j <= i; ++j) vis[i][j] = true;
+    }
+    return forward(tokens, pos, vis);
+  }
+
+ private:
+  struct Layer {
+    Vec attn_norm, ffn_norm, bq, bk, bv;
+    Vec wq, wk, wv, wo, gate, up, down;  // [n_out][n_in], row-major
+  };
+
+  // Any f32 / f16 / bf16 tensor as doubles in GGUF order (ne[0] contiguous).
+  static Vec read(const gguf::GgufFile& f, const std::string& name) {
+    const gguf::TensorInfo* t = f.find_tensor(name);
+    if (!t) throw std::runtime_error("reference: missing tensor " + name);
+    const auto n = static_cast<size_t>(t->n_elements());
+    Vec out(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (t->type == tensor::DType::f32) {
+        float v;
+        std::memcpy(&v, t->data + 4 * i, 4);
+        out[i] = v;
+      } else if (t->type == tensor::DType::f16 || t->type == tensor::DType::bf16) {
+        uint16_t h;
+        std::memcpy(&h, t->data + 2 * i, 2);
+        out[i] = t->type == tensor::DType::f16 ? tensor::fp16_to_fp32(h) : tensor::bf16_to_fp32(h);
+      } else {
+        throw std::runtime_error("reference: tensor " + name + " is not f32/f16/bf16");
+      }
+    }
+    return out;
+  }
+
+  Vec rmsnorm(const Vec& x, const Vec& w) const {
+    double ss = 0;
+    for (double e : x) ss += e * e;
+    const double r = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + eps_);
+    Vec y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * r * w[i];
+    return y;
+  }
+
+  static Vec matvec(const Vec& w, const Vec& x, int n_out, const Vec& bias) {
+    const size_t n_in = x.size();
+    Vec y(static_cast<size_t>(n_out));
+    for (int o = 0; o < n_out; ++o) {
+      double s = bias.empty() ? 0.0 : bias[static_cast<size_t>(o)];
+      for (size_t i = 0; i < n_in; ++i) s += w[static_cast<size_t>(o) * n_in + i] * x[i];
+      y[static_cast<size_t>(o)] = s;
+    }
+    return y;
+  }
+
+  void rope(Vec& x, int n_heads, int p) const {
+    const int half = n_rot_ / 2;
+    for (int h = 0; h < n_heads; ++h) {
+      double* v = x.data() + static_cast<size_t>(h) * head_dim_;
+      for (int i = 0; i < half; ++i) {
+        const double freq = freq_scale_ * std::pow(theta_, -2.0 * i / n_rot_) / rope_factor_[static_cast<size_t>(i)];
+        const double c = std::cos(p * freq), s = std::sin(p * freq);
+        const int a = neox_ ? i : 2 * i;
+        const int b = neox_ ? i + half : 2 * i + 1;
+        const double x0 = v[a], x1 = v[b];
+        v[a] = x0 * c - x1 * s;
+        v[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+
+  Options opt_;
+  std::string arch_;
+  int n_vocab_ = 0, n_embd_ = 0, n_layer_ = 0, n_head_ = 0, n_head_kv_ = 0, n_ff_ = 0, head_dim_ = 0, n_rot_ = 0;
+  double eps_ = 1e-5, theta_ = 10000.0, freq_scale_ = 1.0;
+  bool neox_ = false;
+  Vec tok_embd_, output_, output_norm_, rope_factor_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace treespec::test

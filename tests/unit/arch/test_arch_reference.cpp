@@ -1,0 +1,236 @@
+// Each supported architecture family, as a tiny random-weight GGUF written by our
+// writer, against the independent float64 reference forward (common/reference_forward.h):
+// prefill logits, and tree-verification logits of every node of random trees.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "common/reference_forward.h"
+#include "common/test_util.h"
+#include "common/tiny_model.h"
+#include "core/rng.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "tree/token_tree.h"
+
+using namespace treespec;
+
+namespace {
+
+struct Family {
+  const char* name;
+  test::TinyModelConfig cfg;
+  float tol;  // max |ours - reference| / max(1, max |reference|)
+};
+
+std::vector<Family> families() {
+  std::vector<Family> out;
+  {  // TinyLlama / Llama 2 shape: SPM vocab, GQA, untied output, default theta.
+    test::TinyModelConfig c;
+    c.n_embd = 64, c.n_head = 8, c.n_head_kv = 2, c.n_ff = 96, c.seed = 11;
+    out.push_back({"tinyllama_gqa_untied", c, 1e-4f});
+  }
+  {  // Mistral: MQA-like GQA, theta 1e6, f16 weights.
+    test::TinyModelConfig c;
+    c.n_head = 4, c.n_head_kv = 1, c.rope_theta = 1e6f, c.wtype = tensor::DType::f16, c.seed = 12;
+    out.push_back({"mistral_f16", c, 1e-3f});
+  }
+  {  // SmolLM: tied embeddings, GQA 6/2, BPE vocab with the smollm pre-tokenizer.
+    test::TinyModelConfig c;
+    c.n_embd = 48, c.n_head = 6, c.n_head_kv = 2, c.n_ff = 64, c.tied = true, c.n_vocab = 320;
+    c.tokenizer = "gpt2", c.bpe_pre = "smollm", c.seed = 13;
+    out.push_back({"smollm_tied", c, 1e-4f});
+  }
+  {  // Llama 3: rope_freqs.weight, theta 5e5, head size from key_length (16 != 32/4), BPE.
+    test::TinyModelConfig c;
+    c.n_embd = 32, c.n_head = 4, c.n_head_kv = 2, c.head_dim = 16, c.n_vocab = 320, c.rope_theta = 500000.0f;
+    c.rope_freqs = test::llama3_rope_factors(16, 500000.0f, 8.0f, 1.0f, 4.0f, 64.0f);
+    c.tokenizer = "gpt2", c.bpe_pre = "llama-bpe", c.write_vocab_size = true, c.seed = 14;
+    out.push_back({"llama3_rope_freqs", c, 1e-4f});
+  }
+  {  // Linear RoPE scaling (rope.scaling.type = linear, factor 4).
+    test::TinyModelConfig c;
+    c.rope_scale_linear = 4.0f, c.seed = 15;
+    out.push_back({"llama_linear_scaling", c, 1e-4f});
+  }
+  {  // Qwen2.5 small: QKV bias, NeoX RoPE, theta 1e6, eps 1e-6, tied, GQA, BPE.
+    test::TinyModelConfig c;
+    c.arch = "qwen2", c.qkv_bias = true, c.tied = true, c.rope_theta = 1e6f, c.rms_eps = 1e-6f;
+    c.n_vocab = 320, c.tokenizer = "gpt2", c.bpe_pre = "qwen2", c.seed = 16;
+    out.push_back({"qwen2_tied", c, 1e-4f});
+  }
+  {  // Qwen2 larger-style: untied output, f16 weights, MHA.
+    test::TinyModelConfig c;
+    c.arch = "qwen2", c.qkv_bias = true, c.n_head_kv = 4, c.rope_theta = 1e6f, c.wtype = tensor::DType::f16;
+    c.seed = 17;
+    out.push_back({"qwen2_untied_f16", c, 1e-3f});
+  }
+  return out;
+}
+
+// Readable parameter names in gtest output instead of a byte dump.
+void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
+
+double rel_err(const float* ours, const std::vector<double>& ref) {
+  double scale = 1.0, err = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::fabs(ref[i]));
+    err = std::max(err, std::fabs(static_cast<double>(ours[i]) - ref[i]));
+  }
+  return err / scale;
+}
+
+double rel_err(const std::vector<double>& a, const std::vector<double>& ref) {
+  double scale = 1.0, err = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::fabs(ref[i]));
+    err = std::max(err, std::fabs(a[i] - ref[i]));
+  }
+  return err / scale;
+}
+
+struct Loaded {
+  std::shared_ptr<const gguf::GgufFile> file;
+  std::unique_ptr<model::Model> model;
+};
+
+Loaded load(const Family& fam) {
+  const std::string path = test::temp_dir() + "/" + fam.name + ".gguf";
+  test::write_tiny_model(path, fam.cfg);
+  Loaded l;
+  l.file = gguf::GgufFile::open(path);
+  l.model = model::Model::from_gguf(l.file);
+  return l;
+}
+
+tree::TokenTree random_tree(core::Rng& rng, int32_t n_nodes, int32_t max_depth, int32_t V) {
+  tree::TokenTree t(static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V))));
+  while (t.size() < n_nodes) {
+    int32_t parent = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(t.size())));
+    if (t.depth(parent) >= max_depth) continue;
+    t.add(static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V))), parent);
+  }
+  return t;
+}
+
+}  // namespace
+
+class ArchReference : public ::testing::TestWithParam<Family> {};
+
+TEST_P(ArchReference, PrefillMatches) {
+  const Family& fam = GetParam();
+  Loaded l = load(fam);
+  const test::ReferenceModel ref(*l.file);
+  const int32_t V = l.model->hparams().n_vocab;
+  ASSERT_EQ(V, ref.n_vocab());
+  core::Rng rng(fam.cfg.seed * 31);
+  std::vector<int32_t> toks(13);
+  for (auto& t : toks) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
+
+  model::ForwardContext ctx(*l.model, 2);
+  kv::KvCache kv(l.model->kv_shape(1, 64));
+  model::Batch b;
+  b.add_chain(0, 0, toks);
+  std::vector<float> logits(toks.size() * static_cast<size_t>(V));
+  ASSERT_TRUE(l.model->forward(ctx, b, kv, {}, logits.data()).ok());
+  const auto want = ref.causal(std::vector<int>(toks.begin(), toks.end()));
+  double worst = 0;
+  for (size_t i = 0; i < toks.size(); ++i) worst = std::max(worst, rel_err(logits.data() + i * V, want[i]));
+  EXPECT_LT(worst, fam.tol) << fam.name;
+  RecordProperty("max_rel_err", fmt::format("{:.3g}", worst));
+}
+
+// A random tree after a committed prefix: every node's logits equal the reference run
+// with the tree mask, and (for a sample of nodes) the reference run on the node's path.
+TEST_P(ArchReference, TreeVerificationMatches) {
+  const Family& fam = GetParam();
+  Loaded l = load(fam);
+  const test::ReferenceModel ref(*l.file);
+  const int32_t V = l.model->hparams().n_vocab;
+  core::Rng rng(fam.cfg.seed * 77);
+  std::vector<int32_t> prefix(9);
+  for (auto& t : prefix) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
+
+  model::ForwardContext ctx(*l.model, 2);
+  kv::KvCache kv(l.model->kv_shape(1, 64));
+  {
+    model::Batch b;
+    b.add_chain(0, 0, prefix);
+    std::vector<float> logits(prefix.size() * static_cast<size_t>(V));
+    ASSERT_TRUE(l.model->forward(ctx, b, kv, {}, logits.data()).ok());
+    std::vector<int32_t> path(prefix.size());
+    for (size_t i = 0; i < path.size(); ++i) path[i] = static_cast<int32_t>(i);
+    ASSERT_TRUE(kv.commit(0, path).ok());
+  }
+  const tree::TokenTree t = random_tree(rng, 24, 5, V);
+  model::Batch b;
+  b.add_tree(0, kv.n_past(0), t);
+  std::vector<float> logits(static_cast<size_t>(t.size()) * V);
+  ASSERT_TRUE(l.model->forward(ctx, b, kv, {}, logits.data()).ok());
+
+  // Reference rows: the prefix (causal), then the tree nodes (prefix + ancestors-or-self).
+  const size_t np = prefix.size(), n = np + static_cast<size_t>(t.size());
+  std::vector<int> toks(prefix.begin(), prefix.end()), pos(np);
+  std::vector<std::vector<bool>> vis(n, std::vector<bool>(n, false));
+  for (size_t i = 0; i < np; ++i) {
+    pos[i] = static_cast<int>(i);
+    for (size_t j = 0; j <= i; ++j) vis[i][j] = true;
+  }
+  for (int32_t node = 0; node < t.size(); ++node) {
+    toks.push_back(t.token(node));
+    pos.push_back(static_cast<int>(np) + t.depth(node));
+    auto& row = vis[np + static_cast<size_t>(node)];
+    for (size_t j = 0; j < np; ++j) row[j] = true;
+    for (int32_t a : t.path_to(node)) row[np + static_cast<size_t>(a)] = true;
+  }
+  const auto want = ref.forward(toks, pos, vis);
+  double worst = 0;
+  for (int32_t node = 0; node < t.size(); ++node) {
+    const double e = rel_err(logits.data() + static_cast<size_t>(node) * V, want[np + static_cast<size_t>(node)]);
+    EXPECT_LT(e, fam.tol) << fam.name << " node " << node << " depth " << t.depth(node);
+    worst = std::max(worst, e);
+  }
+  RecordProperty("max_rel_err", fmt::format("{:.3g}", worst));
+  // The masked reference itself agrees with plain causal runs of the paths.
+  for (int32_t node = 0; node < t.size(); node += 5) {
+    std::vector<int> path_toks(prefix.begin(), prefix.end());
+    for (int32_t a : t.path_to(node)) path_toks.push_back(t.token(a));
+    const auto causal = ref.causal(path_toks);
+    EXPECT_LT(rel_err(causal.back(), want[np + static_cast<size_t>(node)]), 1e-9) << "node " << node;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ArchReference, ::testing::ValuesIn(families()),
+                         [](const ::testing::TestParamInfo<Family>& info) { return std::string(info.param.name); });
+
+// The comparison can fail: the reference with the other RoPE convention, or without
+// Llama 3's factors, is far from our logits (so matching above is not an accident of
+// short contexts or small angles).
+TEST(ArchReferenceSensitivity, WrongConventionsAreDetected) {
+  for (const Family& fam : families()) {
+    const std::string name = fam.name;
+    if (name != "qwen2_tied" && name != "tinyllama_gqa_untied" && name != "llama3_rope_freqs") continue;
+    Loaded l = load(fam);
+    const int32_t V = l.model->hparams().n_vocab;
+    core::Rng rng(5);
+    std::vector<int32_t> toks(24);
+    for (auto& t : toks) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
+    model::ForwardContext ctx(*l.model, 1);
+    kv::KvCache kv(l.model->kv_shape(1, 64));
+    model::Batch b;
+    b.add_chain(0, 0, toks);
+    std::vector<float> logits(toks.size() * static_cast<size_t>(V));
+    ASSERT_TRUE(l.model->forward(ctx, b, kv, {}, logits.data()).ok());
+    test::ReferenceModel::Options wrong;
+    if (name == "llama3_rope_freqs") wrong.ignore_rope_freqs = true;
+    else wrong.flip_rope_convention = true;
+    const test::ReferenceModel ref(*l.file, wrong);
+    const auto want = ref.causal(std::vector<int>(toks.begin(), toks.end()));
+    double worst = 0;
+    for (size_t i = 0; i < toks.size(); ++i) worst = std::max(worst, rel_err(logits.data() + i * V, want[i]));
+    EXPECT_GT(worst, 100 * fam.tol) << name;
+    RecordProperty(name + "_wrong_rel_err", fmt::format("{:.3g}", worst));
+  }
+}
