@@ -8,6 +8,7 @@ packages=(
   build-essential cmake pkg-config python3
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev libutf8proc-dev
+  zlib1g-dev
   "$@"
 )
 

@@ -10,7 +10,7 @@
 
 namespace treespec::drafters {
 
-std::vector<std::string> spec_methods() { return {"none", "lookup", "ptd"}; }
+std::vector<std::string> spec_methods() { return {"none", "lookup", "lookahead", "medusa", "ptd"}; }
 
 namespace {
 // The model's end-of-generation ids: the caller's, else the GGUF's eos/eot/eom ids.
@@ -29,6 +29,11 @@ std::vector<int32_t> eog_ids_of(const DrafterEnv& env) {
 std::unique_ptr<Drafter> make_drafter(const SpecConfig& cfg, const DrafterEnv& env) {
   if (cfg.method == "none") return std::make_unique<NoneDrafter>();
   if (cfg.method == "lookup") return std::make_unique<LookupDrafter>(cfg.lookup);
+  if (cfg.method == "lookahead") return std::make_unique<LookaheadDrafter>(cfg.lookahead, env.seed);
+  if (cfg.method == "medusa") {
+    if (env.model == nullptr) throw InvalidArgument("--spec medusa needs the model (its heads are checked against it)");
+    return make_medusa_drafter(cfg.medusa, *env.model, env.pool);
+  }
   if (cfg.method == "ptd") {
     return std::make_unique<PtdDrafter>(cfg.ptd, eog_ids_of(env), env.seed, env.model ? env.model->hparams().n_vocab : 0);
   }

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "drafters/drafter.h"
+#include "drafters/lookahead/lookahead_drafter.h"
 #include "drafters/lookup/lookup_drafter.h"
+#include "drafters/medusa/medusa_drafter.h"
 #include "drafters/ptd/ptd_drafter.h"
 
 namespace treespec::model {
@@ -20,6 +22,8 @@ namespace treespec::drafters {
 struct SpecConfig {
   std::string method = "none";
   LookupParams lookup;
+  LookaheadParams lookahead;
+  MedusaParams medusa;
   PtdParams ptd;
 };
 
@@ -28,6 +32,7 @@ struct DrafterEnv {
   const model::Model* model = nullptr;
   std::vector<int32_t> eog_ids;  // empty: drafters that need them read the model's GGUF
   uint64_t seed = 0;
+  core::ThreadPool* pool = nullptr;  // the engine's pool, for drafters that run matmuls (Medusa heads); may be null
 };
 
 // Known method names, for help texts and validation.

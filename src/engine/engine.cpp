@@ -164,7 +164,11 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
 
   // Draft.
   std::vector<int32_t> budgets(seqs.size());
-  for (size_t i = 0; i < seqs.size(); ++i) budgets[i] = std::max(1, seqs[i]->drafter_->max_nodes());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    // max_nodes() == 0 means "no limit": the free context bounds it (clamped below).
+    const int32_t mx = seqs[i]->drafter_->max_nodes();
+    budgets[i] = mx > 0 ? mx : kv_.n_free(seqs[i]->slot_);
+  }
   if (budget_policy_) budget_policy_->plan(seqs, budgets);
   std::vector<tree::TokenTree> trees(seqs.size());
   std::vector<double> t_draft(seqs.size());

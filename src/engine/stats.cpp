@@ -11,6 +11,10 @@ double SpecStats::mean_accepted_length() const {
   return n_steps ? static_cast<double>(n_accepted + n_steps) / static_cast<double>(n_steps) : 0.0;
 }
 
+double SpecStats::mean_acceptance_length() const {
+  return n_drafts ? 1.0 + static_cast<double>(n_accepted) / static_cast<double>(n_drafts) : 1.0;
+}
+
 double SpecStats::acceptance_rate() const {
   return n_draft_tokens ? static_cast<double>(n_accepted) / static_cast<double>(n_draft_tokens) : 0.0;
 }
@@ -74,14 +78,19 @@ nlohmann::json SpecStats::to_json() const {
   j["num_accepted_tokens"] = n_accepted;
   j["acceptance_rate"] = acceptance_rate();
   j["mean_accepted_length"] = mean_accepted_length();
+  j["mean_acceptance_length"] = mean_acceptance_length();
   j["rows_per_step"] = rows_per_step();
+  j["rows_fed"] = n_rows;
   j["accepted_per_pos"] = accepted_per_pos;
-  std::vector<double> by_depth;
+  j["drafted_per_pos"] = drafted_per_pos;
+  std::vector<double> by_depth, per_pos;
   for (size_t d = 0; d < accepted_per_pos.size(); ++d) {
     const int64_t drafted = d < drafted_per_pos.size() ? drafted_per_pos[d] : 0;
     by_depth.push_back(drafted ? static_cast<double>(accepted_per_pos[d]) / static_cast<double>(drafted) : 0.0);
+    per_pos.push_back(n_drafts ? static_cast<double>(accepted_per_pos[d]) / static_cast<double>(n_drafts) : 0.0);
   }
   j["acceptance_by_depth"] = by_depth;
+  j["per_pos_acceptance_rate"] = per_pos;
   j["time_s"] = {{"draft", t_draft}, {"forward", t_forward}, {"verify", t_verify}, {"commit", t_commit}};
   return j;
 }
@@ -89,9 +98,10 @@ nlohmann::json SpecStats::to_json() const {
 std::string SpecStats::summary() const {
   return fmt::format(
       "prompt {} tok in {:.3f} s | generated {} tok in {:.3f} s, {:.1f} tok/s | {} steps, {:.2f} tok/step, "
-      "{:.1f} rows/step, acceptance {:.1f}% | time draft {:.0f}% forward {:.0f}% verify {:.0f}% commit {:.0f}%",
+      "{:.1f} rows/step | {} drafts, {} drafted, {} accepted ({:.1f}%) | time draft {:.0f}% forward {:.0f}% "
+      "verify {:.0f}% commit {:.0f}%",
       n_prompt, t_prompt, n_generated, t_decode(), tokens_per_s(), n_steps, mean_accepted_length(), rows_per_step(),
-      100.0 * acceptance_rate(), t_decode() > 0 ? 100.0 * t_draft / t_decode() : 0.0,
+      n_drafts, n_draft_tokens, n_accepted, 100.0 * acceptance_rate(), t_decode() > 0 ? 100.0 * t_draft / t_decode() : 0.0,
       t_decode() > 0 ? 100.0 * t_forward / t_decode() : 0.0, t_decode() > 0 ? 100.0 * t_verify / t_decode() : 0.0,
       t_decode() > 0 ? 100.0 * t_commit / t_decode() : 0.0);
 }

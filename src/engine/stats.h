@@ -4,8 +4,15 @@
 //   num_accepted_tokens drafted tokens accepted
 //   accepted_per_pos[d] accepted tokens at draft position d (depth d + 1)
 //   acceptance rate     = num_accepted_tokens / num_draft_tokens
-//   mean accepted length (per step, incl. the bonus token) = tokens emitted / steps
-// plus rows fed per step and the time split draft / forward / verify / commit.
+//   mean acceptance length (vLLM) = 1 + num_accepted_tokens / num_drafts
+//   per-position acceptance rate (vLLM) = accepted_per_pos[d] / num_drafts
+// and ours, over every step (steps that drafted nothing count too, so this is the
+// number that decides speed):
+//   mean accepted length = (num_accepted_tokens + steps) / steps = tokens per step incl.
+//                          the bonus token (before EOG / -n truncation)
+//   acceptance by depth[d] = accepted_per_pos[d] / steps that drafted depth d + 1
+// plus rows fed per step (aux rows included) and the time split
+// draft / forward / verify / commit.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -34,7 +41,8 @@ struct SpecStats {
   double t_commit = 0.0;         // KV commit + drafter observe + bookkeeping
 
   double t_decode() const { return t_draft + t_forward + t_verify + t_commit; }
-  double mean_accepted_length() const;  // tokens per decode step incl. bonus
+  double mean_accepted_length() const;  // tokens per decode step incl. bonus (all steps)
+  double mean_acceptance_length() const;  // vLLM: 1 + accepted / num_drafts
   double acceptance_rate() const;
   double rows_per_step() const;
   double tokens_per_s() const;          // generated / decode time

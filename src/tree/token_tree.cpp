@@ -9,15 +9,23 @@
 namespace treespec::tree {
 
 TokenTree TokenTree::from_arrays(std::span<const int32_t> tokens, std::span<const int32_t> parents,
-                                 std::span<const float> probs) {
+                                 std::span<const float> probs, std::span<const int32_t> depths) {
   if (tokens.size() != parents.size()) {
     throw InvalidArgument(fmt::format("token tree: {} tokens but {} parents", tokens.size(), parents.size()));
   }
   if (!probs.empty() && probs.size() != tokens.size()) {
     throw InvalidArgument(fmt::format("token tree: {} tokens but {} draft probabilities", tokens.size(), probs.size()));
   }
+  if (!depths.empty() && depths.size() != tokens.size()) {
+    throw InvalidArgument(fmt::format("token tree: {} tokens but {} depths", tokens.size(), depths.size()));
+  }
   TokenTree t;
-  for (size_t i = 0; i < tokens.size(); ++i) t.add(tokens[i], parents[i], probs.empty() ? 1.0f : probs[i]);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t n = t.add(tokens[i], parents[i], probs.empty() ? 1.0f : probs[i]);
+    if (!depths.empty() && depths[i] != t.depth(n)) {
+      throw InvalidArgument(fmt::format("token tree: node {} has depth {}, expected {} (parent {})", i, depths[i], t.depth(n), parents[i]));
+    }
+  }
   return t;
 }
 
@@ -31,10 +39,15 @@ int32_t TokenTree::add(int32_t token, int32_t parent, float prob, NodeKind kind)
   const int32_t i = size();
   if (i == 0) {
     if (parent != -1) throw InvalidArgument(fmt::format("token tree: node 0 must be the root (parent -1), got parent {}", parent));
+  } else if (parent == -1) {
+    throw InvalidArgument(fmt::format("token tree: node {} is a second root (parent -1); only node 0 may be the root", i));
   } else if (parent < 0 || parent >= i) {
-    throw InvalidArgument(fmt::format("token tree: node {} has parent {}, must be in [0, {})", i, parent, i));
+    throw InvalidArgument(fmt::format("token tree: node {} has parent {}, must be an earlier node in [0, {})", i, parent, i));
   }
   if (token < 0) throw InvalidArgument(fmt::format("token tree: node {} has negative token id {}", i, token));
+  if (i > 0 && kind == NodeKind::candidate && kind_[static_cast<size_t>(parent)] != NodeKind::candidate) {
+    throw InvalidArgument(fmt::format("token tree: candidate node {} has aux parent {} (it could never be accepted)", i, parent));
+  }
   token_.push_back(token);
   parent_.push_back(parent);
   depth_.push_back(i == 0 ? 0 : depth_[static_cast<size_t>(parent)] + 1);
@@ -130,8 +143,15 @@ void TokenTree::validate() const {
   for (int32_t i = 0; i < size(); ++i) {
     const int32_t p = parent_[static_cast<size_t>(i)];
     if (i == 0 && p != -1) throw InvalidArgument("token tree: node 0 is not a root");
+    if (i > 0 && p == -1) throw InvalidArgument(fmt::format("token tree: node {} is a second root (parent -1)", i));
     if (i > 0 && (p < 0 || p >= i)) {
-      throw InvalidArgument(fmt::format("token tree: node {} has parent {}, must be in [0, {})", i, p, i));
+      throw InvalidArgument(fmt::format("token tree: node {} has parent {}, must be an earlier node in [0, {})", i, p, i));
+    }
+    if (token_[static_cast<size_t>(i)] < 0) {
+      throw InvalidArgument(fmt::format("token tree: node {} has negative token id {}", i, token_[static_cast<size_t>(i)]));
+    }
+    if (i > 0 && is_candidate(i) && !is_candidate(p)) {
+      throw InvalidArgument(fmt::format("token tree: candidate node {} has aux parent {}", i, p));
     }
     const int32_t want = i == 0 ? 0 : depth_[static_cast<size_t>(p)] + 1;
     if (depth_[static_cast<size_t>(i)] != want) {

@@ -4,7 +4,9 @@
 // n_past + depth[i]; it attends to the committed prefix plus its ancestors and itself.
 //
 // Invariants (checked by validate(), enforced by add()): exactly one root (node 0,
-// parent -1); parent[i] in [0, i); depth[i] = depth[parent[i]] + 1.
+// parent -1); parent[i] in [0, i); depth[i] = depth[parent[i]] + 1; token ids >= 0; a
+// candidate's parent is a candidate (a guess below an aux row could never be reached by
+// the verifier, and would inflate the drafted-token count).
 #pragma once
 
 #include <cstdint>
@@ -23,14 +25,16 @@ class TokenTree {
   TokenTree() = default;
   explicit TokenTree(int32_t root_token) { add(root_token, -1); }
 
-  // Builds and validates; InvalidArgument naming the first bad node.
+  // Builds and validates; InvalidArgument naming the first bad node. `depths`, when
+  // given (trees read from outside: files, requests), must agree with the parents.
   static TokenTree from_arrays(std::span<const int32_t> tokens, std::span<const int32_t> parents,
-                               std::span<const float> probs = {});
+                               std::span<const float> probs = {}, std::span<const int32_t> depths = {});
   // root -> t0 -> t1 -> ...
   static TokenTree chain(int32_t root_token, std::span<const int32_t> continuation);
 
   // Appends a node; parent must be an existing node (or -1 for the first node only).
-  // Returns its index. Throws InvalidArgument on a bad parent.
+  // Returns its index. Throws InvalidArgument (naming the node) on a bad parent, a
+  // negative token, or a candidate whose parent is aux.
   int32_t add(int32_t token, int32_t parent, float prob = 1.0f, NodeKind kind = NodeKind::candidate);
 
   int32_t size() const { return static_cast<int32_t>(token_.size()); }

@@ -73,7 +73,7 @@ int run(const RunArgs& a) {
   sp.ignore_eog = a.ignore_eos;
 
   std::vector<int32_t> ids = tok->encode(prompt, true, !a.no_parse_special);
-  drafters::DrafterEnv env{model.get(), tok->eog_ids(), sp.sampling.seed};
+  drafters::DrafterEnv env{model.get(), tok->eog_ids(), sp.sampling.seed, &eng.ctx().pool()};
   engine::Sequence seq(ids, sp, drafters::make_drafter(a.spec, env));
 
   tokenizer::StreamDecoder stream(*tok);

@@ -55,6 +55,16 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--ptd-live-feedback", p.live_feedback,
                  "ptd fix: guesses and feedback on the live trie (0 = reference: snapshot replacement)")
       ->capture_default_str();
+  app.add_option("--lookahead-n", c.lookahead.ngram, "lookahead: n-gram size N (window levels + 1)")->capture_default_str();
+  app.add_option("--lookahead-w", c.lookahead.window, "lookahead: Jacobi window width W")->capture_default_str();
+  app.add_option("--lookahead-g", c.lookahead.guess, "lookahead: n-grams kept per first token and verified per step G")
+      ->capture_default_str();
+  app.add_option("--heads", c.medusa.heads_path, "medusa: heads file (default: heads stored in the model file)");
+  app.add_option("--tree", c.medusa.tree, "medusa: tree shape: auto:N (best-first from the heads' calibration, N nodes incl. root), a name in the tree file (e.g. medusa_mc_sim_7b_63), FILE.json or FILE.json:NAME")
+      ->capture_default_str();
+  app.add_option("--tree-file", c.medusa.tree_file, "medusa: tree choices JSON for --tree NAME (default: $TREESPEC_SHARED/data/tree_choices.json, ../shared/data/tree_choices.json)");
+  app.add_option("--tree-nodes", c.medusa.tree_nodes, "medusa: keep only the first N tree nodes incl. the root (0 = all)")->capture_default_str();
+  app.add_option("--medusa-topk", c.medusa.top_k, "medusa: candidates per head")->capture_default_str();
 }
 
 int32_t resolve_threads(int32_t n_threads) {

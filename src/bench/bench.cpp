@@ -1,0 +1,534 @@
+#include "bench/bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <numeric>
+
+#include "bench/machine.h"
+#include "bench/progress.h"
+#include "core/assert.h"
+#include "core/thread_pool.h"
+#include "core/timer.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "treespec/status.h"
+
+namespace treespec::bench {
+
+namespace {
+
+using nlohmann::json;
+
+// Sets every sequence's tree budget to one fixed value (the --budget sweep).
+class FixedBudget final : public engine::BudgetPolicy {
+ public:
+  explicit FixedBudget(int32_t budget) : budget_(budget) {}
+  void plan(std::span<engine::Sequence* const>, std::span<int32_t> budgets) override {
+    std::fill(budgets.begin(), budgets.end(), budget_);
+  }
+
+ private:
+  int32_t budget_;
+};
+
+struct LoadedModel {
+  std::string path;
+  std::string name;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::vector<std::vector<std::vector<int32_t>>> prompts;  // [set][prompt] token ids
+  std::vector<int64_t> n_truncated;                        // per set
+};
+
+struct RepResult {
+  double wall_s = 0.0;        // decode steps only
+  engine::SpecStats stats;    // engine totals accumulated during the run
+  uint64_t peak_rss = 0;
+};
+
+struct Cell {
+  CellKey key;
+  const MethodSpec* method = nullptr;
+  drafters::SpecConfig spec;
+  std::vector<RepResult> reps;
+  std::vector<json> mismatches;
+};
+
+engine::SpecStats stats_diff(const engine::SpecStats& a, const engine::SpecStats& b) {
+  engine::SpecStats d;
+  d.n_prompt = a.n_prompt - b.n_prompt;
+  d.n_generated = a.n_generated - b.n_generated;
+  d.n_steps = a.n_steps - b.n_steps;
+  d.n_forwards = a.n_forwards - b.n_forwards;
+  d.n_drafts = a.n_drafts - b.n_drafts;
+  d.n_draft_tokens = a.n_draft_tokens - b.n_draft_tokens;
+  d.n_accepted = a.n_accepted - b.n_accepted;
+  d.n_rows = a.n_rows - b.n_rows;
+  auto sub = [](const std::vector<int64_t>& x, const std::vector<int64_t>& y) {
+    std::vector<int64_t> r(x);
+    for (size_t i = 0; i < y.size() && i < r.size(); ++i) r[i] -= y[i];
+    while (!r.empty() && r.back() == 0) r.pop_back();
+    return r;
+  };
+  d.accepted_per_pos = sub(a.accepted_per_pos, b.accepted_per_pos);
+  d.drafted_per_pos = sub(a.drafted_per_pos, b.drafted_per_pos);
+  d.t_prompt = a.t_prompt - b.t_prompt;
+  d.t_draft = a.t_draft - b.t_draft;
+  d.t_forward = a.t_forward - b.t_forward;
+  d.t_verify = a.t_verify - b.t_verify;
+  d.t_commit = a.t_commit - b.t_commit;
+  return d;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+json summary(const std::vector<double>& v, bool with_values) {
+  json j;
+  j["median"] = median(v);
+  j["min"] = v.empty() ? 0.0 : *std::min_element(v.begin(), v.end());
+  j["max"] = v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+  if (with_values) j["values"] = v;
+  return j;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string model_display_name(const model::Model& m, const std::string& path) {
+  if (!m.hparams().name.empty()) return m.hparams().name;
+  std::string s = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  if (s.size() > 5 && s.substr(s.size() - 5) == ".gguf") s.resize(s.size() - 5);
+  return s;
+}
+
+// Runs every prompt of a set through the engine with b concurrent sequences and calls
+// done(prompt index, generated tokens) as each finishes. Returns decode wall seconds.
+double run_prompts(engine::Engine& eng, const std::vector<std::vector<int32_t>>& prompts, int32_t batch,
+                   const engine::SequenceParams& sp, const std::function<std::unique_ptr<drafters::Drafter>()>& make,
+                   const std::function<void(int64_t, std::vector<int32_t>)>& done) {
+  std::vector<std::unique_ptr<engine::Sequence>> live;
+  std::vector<int64_t> live_idx;
+  size_t next = 0;
+  double wall = 0.0;
+  for (;;) {
+    while (live.size() < static_cast<size_t>(batch) && next < prompts.size()) {
+      auto seq = std::make_unique<engine::Sequence>(prompts[next], sp, make());
+      const Status st = eng.add(*seq);
+      if (!st.ok()) throw Error(fmt::format("bench: cannot add prompt {}: {}", next, st.to_string()));
+      if (seq->finished()) {
+        done(static_cast<int64_t>(next), seq->generated());
+      } else {
+        live.push_back(std::move(seq));
+        live_idx.push_back(static_cast<int64_t>(next));
+      }
+      ++next;
+    }
+    if (live.empty()) break;
+    std::vector<engine::Sequence*> ptrs;
+    ptrs.reserve(live.size());
+    for (auto& s : live) ptrs.push_back(s.get());
+    const double t0 = core::now_s();
+    eng.step(ptrs);
+    wall += core::now_s() - t0;
+    for (size_t i = live.size(); i-- > 0;) {
+      if (!live[i]->finished()) continue;
+      done(live_idx[i], live[i]->generated());
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+      live_idx.erase(live_idx.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+  return wall;
+}
+
+json cell_json(const Cell& c, const Cell& none, const LoadedModel& lm, const json& membw, int32_t n_threads,
+               bool rss_per_cell) {
+  json j;
+  j["model"] = c.key.model;
+  j["prompt_set"] = c.key.prompt_set;
+  j["batch"] = c.key.batch;
+  j["method"] = c.key.method;
+  j["method_name"] = c.method->name;
+  json params = json::object();
+  for (const auto& [k, v] : c.method->params) params[k] = v;
+  j["params"] = params;
+  j["budget"] = c.key.budget;
+  j["reps"] = static_cast<int64_t>(c.reps.size());
+
+  std::vector<double> tps, speedup, wgbs, wall, prefill;
+  engine::SpecStats merged;
+  double t_draft = 0, t_forward = 0, t_verify = 0, t_commit = 0;
+  uint64_t rss = 0;
+  const double weight_bytes = static_cast<double>(lm.model->weight_bytes());
+  for (size_t r = 0; r < c.reps.size(); ++r) {
+    const RepResult& rr = c.reps[r];
+    const double t = rr.wall_s > 0 ? static_cast<double>(rr.stats.n_generated) / rr.wall_s : 0.0;
+    tps.push_back(t);
+    const RepResult& nr = none.reps[r];
+    const double tn = nr.wall_s > 0 ? static_cast<double>(nr.stats.n_generated) / nr.wall_s : 0.0;
+    speedup.push_back(tn > 0 ? t / tn : 0.0);
+    wgbs.push_back(rr.wall_s > 0 ? weight_bytes * static_cast<double>(rr.stats.n_forwards) / rr.wall_s / 1e9 : 0.0);
+    wall.push_back(rr.wall_s);
+    prefill.push_back(rr.stats.t_prompt);
+    merged.merge(rr.stats);
+    t_draft += rr.stats.t_draft;
+    t_forward += rr.stats.t_forward;
+    t_verify += rr.stats.t_verify;
+    t_commit += rr.stats.t_commit;
+    rss = std::max(rss, rr.peak_rss);
+  }
+  const double nrep = std::max<double>(1.0, static_cast<double>(c.reps.size()));
+  j["tokens_per_s"] = summary(tps, true);
+  j["speedup"] = summary(speedup, false);
+  j["mean_accepted_length"] = merged.mean_accepted_length();
+  j["acceptance_rate"] = merged.acceptance_rate();
+  std::vector<double> by_depth;
+  for (size_t d = 0; d < merged.accepted_per_pos.size(); ++d) {
+    const int64_t drafted = d < merged.drafted_per_pos.size() ? merged.drafted_per_pos[d] : 0;
+    by_depth.push_back(drafted ? static_cast<double>(merged.accepted_per_pos[d]) / static_cast<double>(drafted) : 0.0);
+  }
+  j["acceptance_by_depth"] = by_depth;
+  j["accepted_per_pos"] = merged.accepted_per_pos;
+  j["drafted_per_pos"] = merged.drafted_per_pos;
+  j["rows_per_step"] = merged.rows_per_step();
+  j["seqs_per_forward"] = merged.n_forwards ? static_cast<double>(merged.n_steps) / static_cast<double>(merged.n_forwards) : 0.0;
+  const engine::SpecStats& first = c.reps.front().stats;
+  j["n_generated"] = first.n_generated;
+  j["n_steps"] = first.n_steps;
+  j["n_forwards"] = first.n_forwards;
+  j["decode_s"] = median(wall);
+  j["prefill_s"] = median(prefill);
+  j["time_s"] = {{"draft", t_draft / nrep}, {"forward", t_forward / nrep}, {"verify", t_verify / nrep}, {"commit", t_commit / nrep}};
+  j["peak_rss_bytes"] = rss;
+  j["peak_rss_scope"] = rss_per_cell ? "cell" : "process";
+  const double w = median(wgbs);
+  j["weight_read_gb_per_s"] = w;
+  j["bandwidth_fraction"] = nullptr;
+  if (membw.is_object()) {
+    for (const auto& s : membw["samples"]) {
+      if (s["n_threads"].get<int32_t>() == n_threads && s["gb_per_s"].get<double>() > 0) {
+        j["bandwidth_fraction"] = w / s["gb_per_s"].get<double>();
+      }
+    }
+  }
+  j["greedy_match"] = c.mismatches.empty();
+  j["mismatches"] = c.mismatches;
+  return j;
+}
+
+}  // namespace
+
+drafters::SpecConfig resolve_spec_without_params(const MethodSpec& spec) {
+  if (!spec.params.empty()) {
+    throw InvalidArgument(fmt::format("method spec '{}': parameters need the CLI's flag table (treespec bench)", spec.label));
+  }
+  drafters::SpecConfig c;
+  c.method = spec.name;
+  return c;
+}
+
+json bandwidth_json(int32_t n_threads, uint64_t bytes, double seconds) {
+  std::vector<int32_t> threads = {1};
+  const int32_t hw = core::hardware_threads();
+  for (int32_t t : {n_threads > 0 ? n_threads : hw, hw}) {
+    if (std::find(threads.begin(), threads.end(), t) == threads.end()) threads.push_back(t);
+  }
+  json j;
+  j["probe"] = kBandwidthProbe;
+  j["bytes"] = bytes;
+  j["samples"] = json::array();
+  for (const auto& s : measure_read_bandwidth(threads, bytes, seconds)) {
+    j["samples"].push_back({{"n_threads", s.n_threads}, {"gb_per_s", s.gb_per_s}});
+  }
+  return j;
+}
+
+json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
+  BenchHooks hooks = hooks_in;
+  if (!hooks.resolve_spec) hooks.resolve_spec = resolve_spec_without_params;
+  if (!hooks.make_drafter) hooks.make_drafter = [](const drafters::SpecConfig& c, const drafters::DrafterEnv& e) {
+    return drafters::make_drafter(c, e);
+  };
+  if (cfg.models.empty()) throw InvalidArgument("bench: no model (-m)");
+  if (cfg.prompt_sources.empty()) throw InvalidArgument("bench: no prompt set (--prompts)");
+  if (cfg.methods.empty() || cfg.methods.front().name != "none") {
+    throw InvalidArgument("bench: the method list must start with 'none' (use normalize_methods)");
+  }
+  if (cfg.n_predict < 1) throw InvalidArgument(fmt::format("bench: -n must be >= 1, got {}", cfg.n_predict));
+  if (cfg.reps < 1) throw InvalidArgument(fmt::format("bench: -r must be >= 1, got {}", cfg.reps));
+  if (cfg.n_threads < 1) throw InvalidArgument(fmt::format("bench: -t must be >= 1, got {}", cfg.n_threads));
+  if (cfg.batches.empty() || cfg.budgets.empty()) throw InvalidArgument("bench: empty --batch or --budget list");
+  if (cfg.max_prompt_tokens == 1) throw InvalidArgument("bench: --max-prompt-tokens must be 0 (off) or >= 2");
+
+  // ---- Validate everything before timing anything. ----
+  std::vector<PromptSet> sets;
+  for (const auto& src : cfg.prompt_sources) {
+    sets.push_back(load_prompts(src, cfg.n_prompts));
+    for (size_t k = 0; k + 1 < sets.size(); ++k) {
+      if (sets[k].name == sets.back().name) {
+        throw InvalidArgument(fmt::format("bench: two prompt sets are named '{}' (add :name=... to one)", sets.back().name));
+      }
+    }
+  }
+  std::vector<MethodSpec> methods = cfg.methods;
+  std::vector<drafters::SpecConfig> specs;
+  for (const auto& m : methods) specs.push_back(hooks.resolve_spec(m));
+  std::vector<bool> dropped(methods.size(), false);
+  json skipped = json::array();
+
+  std::vector<LoadedModel> models;
+  for (const auto& path : cfg.models) {
+    LoadedModel lm;
+    lm.path = path;
+    lm.model = model::Model::load(path);
+    lm.tok = tokenizer::Tokenizer::from_gguf(lm.model->gguf());
+    const auto& hp = lm.model->hparams();
+    if (lm.tok->n_vocab() != hp.n_vocab) {
+      throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", path, lm.tok->n_vocab(), hp.n_vocab));
+    }
+    lm.name = model_display_name(*lm.model, path);
+    for (const auto& other : models) {
+      if (other.name == lm.name) lm.name += fmt::format("#{}", models.size());
+    }
+    const int32_t limit = cfg.n_ctx > 0 ? cfg.n_ctx : std::min(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
+    for (const auto& set : sets) {
+      std::vector<std::vector<int32_t>> toks;
+      int64_t n_trunc = 0;
+      for (size_t i = 0; i < set.prompts.size(); ++i) {
+        std::vector<int32_t> ids = lm.tok->encode(set.prompts[i], true, false);
+        if (ids.empty()) throw InvalidArgument(fmt::format("{}: prompt {} has no tokens", set.path, i));
+        if (cfg.max_prompt_tokens > 0 && static_cast<int32_t>(ids.size()) > cfg.max_prompt_tokens) {
+          std::vector<int32_t> kept = {ids.front()};
+          kept.insert(kept.end(), ids.end() - (cfg.max_prompt_tokens - 1), ids.end());
+          ids = std::move(kept);
+          ++n_trunc;
+        }
+        if (static_cast<int64_t>(ids.size()) + cfg.n_predict > limit) {
+          throw InvalidArgument(fmt::format(
+              "{}: prompt {} of '{}' has {} tokens; with -n {} it needs {} positions but the context limit is {} "
+              "(raise -c, lower -n, or cut prompts with --max-prompt-tokens)",
+              lm.name, i, set.name, ids.size(), cfg.n_predict, ids.size() + static_cast<size_t>(cfg.n_predict), limit));
+        }
+        toks.push_back(std::move(ids));
+      }
+      lm.prompts.push_back(std::move(toks));
+      lm.n_truncated.push_back(n_trunc);
+    }
+    drafters::DrafterEnv env{lm.model.get(), lm.tok->eog_ids(), 1};
+    for (size_t k = 0; k < specs.size(); ++k) {  // bad parameters fail here, before timing
+      try {
+        (void)hooks.make_drafter(specs[k], env);
+      } catch (const Error& e) {
+        if (!methods[k].from_all) throw;
+        // Expanded from "all" and this model cannot run it: drop it, say so.
+        dropped[k] = true;
+        skipped.push_back({{"method", methods[k].label}, {"model", lm.name}, {"reason", e.what()}});
+        if (hooks.progress) std::fprintf(hooks.progress, "bench: skipping %s on %s: %s\n", methods[k].label.c_str(), lm.name.c_str(), e.what());
+      }
+    }
+    models.push_back(std::move(lm));
+  }
+  for (const auto& set : sets) {
+    for (int32_t b : cfg.batches) {
+      if (static_cast<size_t>(b) > set.prompts.size()) {
+        throw InvalidArgument(fmt::format("bench: batch size {} needs at least {} prompts but '{}' has {} "
+                                          "(raise --n-prompts or lower --batch)", b, b, set.name, set.prompts.size()));
+      }
+    }
+  }
+
+  for (size_t k = methods.size(); k-- > 0;) {
+    if (!dropped[k]) continue;
+    methods.erase(methods.begin() + static_cast<std::ptrdiff_t>(k));
+    specs.erase(specs.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+
+  // ---- Report header. ----
+  json report;
+  report["schema"] = "treespec-bench";
+  report["schema_version"] = kSchemaVersion;
+  report["created_utc"] = utc_now();
+  report["command"] = cfg.command;
+  const MachineInfo mi = machine_info();
+  report["machine"] = {{"cpu_model", mi.cpu_model}, {"n_cpus", mi.n_cpus}, {"isa", mi.isa}, {"os", mi.os},
+                       {"compiler", mi.compiler}, {"membw", nullptr}};
+  if (cfg.measure_bandwidth) {
+    report["machine"]["membw"] = bandwidth_json(cfg.n_threads, cfg.bandwidth_bytes, cfg.bandwidth_seconds);
+  }
+  json method_labels = json::array();
+  for (const auto& m : methods) method_labels.push_back(m.label);
+  report["config"] = {{"n_predict", cfg.n_predict}, {"ignore_eos", cfg.ignore_eos}, {"reps", cfg.reps},
+                      {"n_threads", cfg.n_threads}, {"n_ctx", cfg.n_ctx}, {"n_prompts", cfg.n_prompts},
+                      {"max_prompt_tokens", cfg.max_prompt_tokens}, {"batches", cfg.batches},
+                      {"budgets", cfg.budgets}, {"methods", method_labels}, {"warmup", cfg.warmup},
+                      {"sampling", "greedy"}, {"order", "repetition-major, rotated"}};
+  report["models"] = json::array();
+  for (const auto& lm : models) {
+    const auto& hp = lm.model->hparams();
+    report["models"].push_back({{"name", lm.name}, {"path", lm.path}, {"arch", hp.arch},
+                                {"n_params", lm.model->n_params()}, {"weight_bytes", lm.model->weight_bytes()},
+                                {"n_layer", hp.n_layer}, {"n_embd", hp.n_embd}, {"n_vocab", hp.n_vocab},
+                                {"n_ctx_train", hp.n_ctx_train}});
+  }
+  report["prompt_sets"] = json::array();
+  for (size_t s = 0; s < sets.size(); ++s) {
+    json ps = {{"name", sets[s].name}, {"path", sets[s].path}, {"format", sets[s].format}, {"field", sets[s].field},
+               {"turn", sets[s].turn}, {"n_available", sets[s].n_available},
+               {"n_prompts", static_cast<int64_t>(sets[s].prompts.size())}};
+    // Token statistics from the first model's tokenizer.
+    const auto& toks = models.front().prompts[s];
+    size_t sum = 0, mx = 0;
+    for (const auto& t : toks) {
+      sum += t.size();
+      mx = std::max(mx, t.size());
+    }
+    ps["prompt_tokens_mean"] = static_cast<double>(sum) / static_cast<double>(toks.size());
+    ps["prompt_tokens_max"] = mx;
+    ps["n_truncated"] = models.front().n_truncated[s];
+    report["prompt_sets"].push_back(ps);
+  }
+
+  // ---- Sweep. ----
+  const bool rss_per_cell = reset_peak_rss();
+  // Cells per group: none once (budget is meaningless for it), then method x budget.
+  std::vector<std::pair<size_t, int32_t>> cell_plan;  // (method index, budget)
+  cell_plan.emplace_back(0, 0);
+  for (size_t mi2 = 1; mi2 < methods.size(); ++mi2) {
+    for (int32_t b : cfg.budgets) cell_plan.emplace_back(mi2, b);
+  }
+  int64_t total_units = 0;
+  for (const auto& set : sets) {
+    total_units += static_cast<int64_t>(models.size() * cfg.batches.size() * cell_plan.size() * set.prompts.size()) * cfg.reps;
+  }
+  Progress progress(hooks.progress, total_units);
+
+  engine::SequenceParams sp;
+  sp.sampling.temp = 0.0f;
+  sp.sampling.seed = 1;
+  sp.n_predict = cfg.n_predict;
+  sp.ignore_eog = cfg.ignore_eos;
+
+  report["cells"] = json::array();
+  bool greedy_ok = true;
+  for (auto& lm : models) {
+    drafters::DrafterEnv env{lm.model.get(), lm.tok->eog_ids(), sp.sampling.seed};
+    for (size_t s = 0; s < sets.size(); ++s) {
+      const auto& prompts = lm.prompts[s];
+      std::map<int64_t, std::vector<int32_t>> reference;  // prompt -> none's first output
+      size_t max_len = 0;
+      for (const auto& p : prompts) max_len = std::max(max_len, p.size());
+      for (int32_t batch : cfg.batches) {
+        std::vector<Cell> cells;
+        int32_t extra = 1;
+        for (const auto& [m, budget] : cell_plan) {
+          Cell c;
+          c.key = {lm.name, sets[s].name, batch, methods[m].label, budget};
+          c.method = &methods[m];
+          c.spec = specs[m];
+          extra = std::max(extra, budget > 0 ? budget : hooks.make_drafter(c.spec, env)->max_nodes());
+          cells.push_back(std::move(c));
+        }
+        engine::EngineParams ep;
+        ep.n_threads = cfg.n_threads;
+        ep.n_slots = batch;
+        // Room for the longest prompt, n tokens and a full tree past the end, so trees
+        // are never clamped by the context in the timed runs.
+        ep.n_ctx = static_cast<int32_t>(max_len) + cfg.n_predict + extra;
+        engine::Engine eng(*lm.model, ep);
+        eng.set_eog_ids(lm.tok->eog_ids());
+
+        auto run_cell = [&](Cell& c, const std::vector<std::vector<int32_t>>& ps, const engine::SequenceParams& p,
+                            const std::function<void(int64_t, std::vector<int32_t>)>& done) {
+          FixedBudget policy(c.key.budget);
+          eng.set_budget_policy(c.key.budget > 0 ? &policy : nullptr);
+          const engine::SpecStats before = eng.totals();
+          RepResult rr;
+          rr.wall_s = run_prompts(eng, ps, batch, p, [&] { return hooks.make_drafter(c.spec, env); }, done);
+          eng.set_budget_policy(nullptr);
+          rr.stats = stats_diff(eng.totals(), before);
+          return rr;
+        };
+
+        if (cfg.warmup) {  // page in weights, warm caches and code paths; untimed
+          std::vector<std::vector<int32_t>> few(prompts.begin(), prompts.begin() + batch);
+          engine::SequenceParams wp = sp;
+          wp.n_predict = std::min(cfg.n_predict, 16);
+          for (auto& c : cells) run_cell(c, few, wp, [](int64_t, std::vector<int32_t>) {});
+        }
+        for (int32_t rep = 0; rep < cfg.reps; ++rep) {
+          for (size_t k = 0; k < cells.size(); ++k) {
+            Cell& c = cells[(k + static_cast<size_t>(rep)) % cells.size()];
+            if (rss_per_cell) reset_peak_rss();
+            RepResult rr = run_cell(c, prompts, sp, [&](int64_t pi, std::vector<int32_t> out) {
+              if (hooks.on_output) hooks.on_output(c.key, pi, out);
+              progress.advance(1);
+              auto ref = reference.find(pi);
+              if (ref == reference.end()) {
+                // none runs first in repetition 0 of the first batch size (rotation
+                // offset 0), so only it can see a prompt without a reference.
+                TREESPEC_ASSERT(c.method->name == "none", "bench: greedy reference missing");
+                reference.emplace(pi, std::move(out));
+                return;
+              }
+              if (out == ref->second) return;
+              const auto& e = ref->second;
+              size_t pos = 0;
+              while (pos < e.size() && pos < out.size() && e[pos] == out[pos]) ++pos;
+              c.mismatches.push_back({{"prompt", pi}, {"rep", rep}, {"position", pos},
+                                      {"expected", pos < e.size() ? e[pos] : -1},
+                                      {"got", pos < out.size() ? out[pos] : -1},
+                                      {"expected_len", e.size()}, {"got_len", out.size()}});
+            });
+            rr.peak_rss = peak_rss_bytes();
+            c.reps.push_back(std::move(rr));
+          }
+        }
+        for (const auto& c : cells) {
+          json cj = cell_json(c, cells.front(), lm, report["machine"]["membw"], cfg.n_threads, rss_per_cell);
+          greedy_ok = greedy_ok && cj["greedy_match"].get<bool>();
+          report["cells"].push_back(std::move(cj));
+        }
+      }
+    }
+  }
+  progress.finish();
+  report["skipped_methods"] = skipped;
+  report["greedy_ok"] = greedy_ok;
+  return report;
+}
+
+std::string greedy_failure_message(const json& report) {
+  std::string msg;
+  for (const auto& c : report.at("cells")) {
+    if (c.at("greedy_match").get<bool>()) continue;
+    const auto& ms = c.at("mismatches");
+    const auto& m = ms.at(0);
+    msg += fmt::format(
+        "greedy output differs from 'none': model {}, method {}, budget {}, batch {}, prompt set {}, prompt {} "
+        "(rep {}): token {} is {} but none gave {} ({} mismatching outputs in this cell)\n",
+        c.at("model").get<std::string>(), c.at("method").get<std::string>(), budget_label(c.at("budget").get<int32_t>()),
+        c.at("batch").get<int32_t>(), c.at("prompt_set").get<std::string>(), m.at("prompt").get<int64_t>(),
+        m.at("rep").get<int32_t>(), m.at("position").get<int64_t>(), m.at("got").get<int32_t>(),
+        m.at("expected").get<int32_t>(), ms.size());
+  }
+  return msg;
+}
+
+int exit_code(const json& report) { return report.value("greedy_ok", false) ? 0 : kExitGreedyMismatch; }
+
+}  // namespace treespec::bench

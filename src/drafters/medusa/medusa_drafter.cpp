@@ -1,0 +1,275 @@
+#include "drafters/medusa/medusa_drafter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "core/assert.h"
+#include "core/log.h"
+#include "model/model.h"
+#include "treespec/status.h"
+
+namespace treespec::drafters {
+
+void MedusaParams::validate() const {
+  if (top_k < 1 || top_k > 1024) throw InvalidArgument(fmt::format("medusa: candidates per head (--medusa-topk) must be in 1..1024, got {}", top_k));
+  if (tree_nodes < 0 || tree_nodes > 4096) throw InvalidArgument(fmt::format("medusa: --tree-nodes must be in 0..4096, got {}", tree_nodes));
+  if (!(adapt_alpha >= 0.0f && adapt_alpha <= 1.0f)) throw InvalidArgument(fmt::format("medusa: adapt alpha must be in [0, 1], got {}", adapt_alpha));
+  if (tree.empty()) throw InvalidArgument("medusa: --tree is empty (auto:N, a tree name, or a JSON file)");
+}
+
+// ---------------------------------------------------------------------------------------
+
+void top_k_ids(const float* logits, int32_t n, int32_t k, int32_t* out) {
+  // Insertion into a sorted run of at most k entries; ids are scanned in increasing
+  // order, so an equal logit never displaces an earlier (lower) id.
+  std::vector<float> val;
+  val.reserve(static_cast<size_t>(k));
+  int32_t filled = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const float v = logits[i];
+    if (std::isnan(v)) continue;
+    if (filled == k && !(v > val[static_cast<size_t>(k - 1)])) continue;
+    int32_t pos = filled < k ? filled : k - 1;
+    if (filled < k) {
+      val.push_back(v);
+      ++filled;
+    }
+    while (pos > 0 && v > val[static_cast<size_t>(pos - 1)]) {
+      val[static_cast<size_t>(pos)] = val[static_cast<size_t>(pos - 1)];
+      out[pos] = out[pos - 1];
+      --pos;
+    }
+    val[static_cast<size_t>(pos)] = v;
+    out[pos] = i;
+  }
+  for (int32_t j = filled; j < k; ++j) out[j] = j < n ? j : 0;  // fewer than k usable logits (tiny vocab, NaNs)
+}
+
+MedusaCandidates::MedusaCandidates(std::shared_ptr<const MedusaHeads> heads, int32_t top_k, core::ThreadPool* pool)
+    : heads_(std::move(heads)), top_k_(top_k), pool_(pool) {
+  TREESPEC_ASSERT(heads_ != nullptr, "MedusaCandidates: heads required");
+  if (top_k < 1 || top_k > heads_->n_vocab()) {
+    throw InvalidArgument(fmt::format("medusa: {} candidates per head, but the vocabulary has {} tokens", top_k, heads_->n_vocab()));
+  }
+  ids_.assign(static_cast<size_t>(heads_->n_heads()) * static_cast<size_t>(top_k), 0);
+  work_.resize(2 * static_cast<size_t>(heads_->n_embd()));
+  logits_.resize(static_cast<size_t>(heads_->n_vocab()));
+}
+
+void MedusaCandidates::compute(const float* h) {
+  for (int32_t k = 0; k < heads_->n_heads(); ++k) {
+    heads_->forward(k, h, 1, work_.data(), logits_.data(), pool_);
+    top_k_ids(logits_.data(), heads_->n_vocab(), top_k_, ids_.data() + static_cast<size_t>(k) * static_cast<size_t>(top_k_));
+  }
+}
+
+int32_t MedusaCandidates::rank_of(int32_t k, int32_t token) const {
+  const auto t = top(k);
+  const auto it = std::find(t.begin(), t.end(), token);
+  return it == t.end() ? -1 : static_cast<int32_t>(it - t.begin());
+}
+
+tree::TokenTree fill_medusa_tree(int32_t root, const tree::TreeShape& shape, const MedusaCandidates& cand, int32_t budget) {
+  tree::TokenTree t(root);
+  const int32_t n = std::min(shape.size(), std::max(1, budget));
+  for (int32_t i = 1; i < n; ++i) {
+    const int32_t d = shape.depth(i);
+    TREESPEC_ASSERT(d <= cand.n_heads() && shape.rank(i) < cand.top_k(), "fill_medusa_tree: shape does not fit the heads (resolve_medusa_tree checks)");
+    t.add(cand.top(d - 1)[static_cast<size_t>(shape.rank(i))], shape.parent(i));
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------
+
+void HeadAccuracyTracker::add(int64_t root_index, const MedusaCandidates& cand) {
+  Pending p{root_index, 0, {}};
+  for (int32_t k = 0; k < cand.n_heads(); ++k) p.cand.emplace_back(cand.top(k).begin(), cand.top(k).end());
+  pending_.push_back(std::move(p));
+}
+
+void HeadAccuracyTracker::grade(std::span<const int32_t> context, tree::AcceptanceTable& table, float alpha) {
+  const auto n = static_cast<int64_t>(context.size());
+  for (auto& p : pending_) {
+    while (p.graded < static_cast<int32_t>(p.cand.size())) {
+      const int64_t target = p.root_index + p.graded + 1;
+      if (target >= n) break;
+      const auto& c = p.cand[static_cast<size_t>(p.graded)];
+      const int32_t tok = context[static_cast<size_t>(target)];
+      const auto it = std::find(c.begin(), c.end(), tok);
+      table.update(p.graded + 1, it == c.end() ? -1 : static_cast<int32_t>(it - c.begin()), alpha);
+      ++p.graded;
+    }
+  }
+  while (!pending_.empty() && pending_.front().graded == static_cast<int32_t>(pending_.front().cand.size())) pending_.pop_front();
+}
+
+// ---------------------------------------------------------------------------------------
+
+MedusaDrafter::MedusaDrafter(std::shared_ptr<const MedusaHeads> heads, tree::TreeShape shape, const MedusaParams& p,
+                             core::ThreadPool* pool, tree::AcceptanceTable initial)
+    : heads_(heads), shape_(std::move(shape)), p_(p), cand_(heads, p.top_k, pool), live_(std::move(initial)) {
+  p_.validate();
+  if (shape_.max_depth() > heads_->n_heads()) {
+    throw InvalidArgument(fmt::format("medusa: the tree has depth {} but there are only {} heads", shape_.max_depth(), heads_->n_heads()));
+  }
+  if (shape_.max_rank() >= p_.top_k) {
+    throw InvalidArgument(fmt::format("medusa: the tree uses rank {} but each head offers only {} candidates (--medusa-topk)", shape_.max_rank(), p_.top_k));
+  }
+  if (live_.n_depth() != heads_->n_heads() || live_.top_k() != p_.top_k) live_ = tree::AcceptanceTable(heads_->n_heads(), p_.top_k);
+}
+
+void MedusaDrafter::begin(std::span<const int32_t> prompt) {
+  have_cand_ = false;
+  tracker_.clear();
+}
+
+tree::TokenTree MedusaDrafter::propose(const DraftInput& in) {
+  const int32_t root = in.context.back();
+  if (!have_cand_) return tree::TokenTree(root);  // first step: no hidden state yet
+  return fill_medusa_tree(root, shape_, cand_, in.budget);
+}
+
+void MedusaDrafter::observe(const StepFeedback& fb) {
+  const int32_t last = fb.result.path.back();
+  const float* h = static_cast<size_t>(last) < fb.node_hidden.size() ? fb.node_hidden[static_cast<size_t>(last)] : nullptr;
+  if (h == nullptr) {  // no hidden state for the accepted node: next step is plain
+    have_cand_ = false;
+    return;
+  }
+  cand_.compute(h);
+  have_cand_ = true;
+  if (p_.adapt_alpha > 0.0f) {
+    tracker_.grade(fb.context, live_, p_.adapt_alpha);
+    tracker_.add(static_cast<int64_t>(fb.context.size()) - 1, cand_);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, const model::Model& m) {
+  // Cache by (file, size, mtime, model): the server and the tests make one drafter per
+  // sequence; loading and hashing once is enough.
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<const MedusaHeads>> cache;
+  const std::string path = p.heads_path.empty() ? m.gguf().path() : p.heads_path;
+  std::string key = fmt::format("{}|{}|{}", path, m.gguf().path(), static_cast<const void*>(&m));
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec) {
+    const auto mtime = std::filesystem::last_write_time(path, ec);
+    if (!ec) key += fmt::format("|{}|{}", size, mtime.time_since_epoch().count());
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto h = cache[key].lock()) return h;
+  std::shared_ptr<const MedusaHeads> h;
+  if (p.heads_path.empty()) {
+    if (!MedusaHeads::present_in(m.gguf())) {
+      throw InvalidArgument(fmt::format("--spec medusa: model '{}' holds no Medusa heads; pass --heads FILE (train with: treespec train-heads -m {} -o HEADS.gguf)",
+                                        m.gguf().path(), m.gguf().path()));
+    }
+    h = MedusaHeads::from_gguf(m.gguf_shared());
+  } else {
+    h = MedusaHeads::load(p.heads_path);
+  }
+  h->check_fits(m);
+  cache[key] = h;
+  return h;
+}
+
+tree::AcceptanceTable calibration_table(const MedusaHeads& heads, int32_t top_k) {
+  const auto& in = heads.info();
+  if (!in.has_calibration()) {
+    throw InvalidArgument(fmt::format("medusa: heads '{}' carry no calibration table, so --tree auto:N cannot be built; "
+                                      "use a static tree (--tree medusa_mc_sim_7b_63) or retrain with treespec train-heads",
+                                      heads.source()));
+  }
+  const int32_t k = std::min(top_k, in.calib_top_k);
+  std::vector<float> cum;
+  for (int32_t h = 0; h < in.n_heads; ++h) {
+    for (int32_t j = 0; j < k; ++j) cum.push_back(in.calibration[static_cast<size_t>(h * in.calib_top_k + j)]);
+  }
+  tree::AcceptanceTable t = tree::AcceptanceTable::from_cumulative(in.n_heads, k, cum);
+  if (k == top_k) return t;
+  tree::AcceptanceTable wide(in.n_heads, top_k);  // ranks beyond the calibration: unknown, 0
+  for (int32_t d = 1; d <= in.n_heads; ++d) {
+    for (int32_t j = 0; j < k; ++j) wide.set(d, j, t.p(d, j));
+  }
+  return wide;
+}
+
+namespace {
+
+std::vector<std::string> default_tree_files() {
+  std::vector<std::string> out;
+  if (const char* env = std::getenv("TREESPEC_SHARED"); env && *env) out.push_back(std::string(env) + "/data/tree_choices.json");
+  out.push_back("../shared/data/tree_choices.json");
+  return out;
+}
+
+bool is_file(const std::string& p) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(p, ec);
+}
+
+}  // namespace
+
+tree::TreeShape resolve_medusa_tree(const MedusaParams& p, const MedusaHeads& heads) {
+  p.validate();
+  tree::TreeShape shape;
+  const std::string& spec = p.tree;
+  if (spec.rfind("auto:", 0) == 0) {
+    const std::string num = spec.substr(5);
+    char* end = nullptr;
+    const long n = std::strtol(num.c_str(), &end, 10);
+    if (num.empty() || *end != '\0' || n < 1 || n > 4096) {
+      throw InvalidArgument(fmt::format("--tree '{}': expected auto:N with N (nodes incl. the root) in 1..4096", spec));
+    }
+    shape = tree::build_best_first(calibration_table(heads, p.top_k), static_cast<int32_t>(n), heads.n_heads()).shape;
+  } else if (is_file(spec)) {
+    shape = tree::load_tree_choices(spec);
+  } else if (const auto colon = spec.rfind(':'); colon != std::string::npos && is_file(spec.substr(0, colon))) {
+    shape = tree::load_tree_choices(spec.substr(0, colon), spec.substr(colon + 1));
+  } else {
+    std::vector<std::string> files = p.tree_file.empty() ? default_tree_files() : std::vector<std::string>{p.tree_file};
+    std::string found;
+    for (const auto& f : files) {
+      if (is_file(f)) {
+        found = f;
+        break;
+      }
+    }
+    if (found.empty()) {
+      throw InvalidArgument(fmt::format("--tree '{}' is not auto:N or a file, and no tree choices file to look the name up in was found (tried {}); pass --tree-file",
+                                        spec, fmt::join(files, ", ")));
+    }
+    shape = tree::load_tree_choices(found, spec);
+  }
+  if (shape.max_depth() > heads.n_heads()) {
+    const int32_t before = shape.size(), depth = shape.max_depth();
+    shape = shape.limit_depth(heads.n_heads());
+    TS_LOG_WARN("medusa: tree '{}' is {} deep but there are {} heads: dropped its {} deeper nodes", spec, depth,
+                heads.n_heads(), before - shape.size());
+  }
+  if (shape.max_rank() >= p.top_k) {
+    throw InvalidArgument(fmt::format("--tree '{}' uses rank {} but each head offers {} candidates (raise --medusa-topk)", spec, shape.max_rank(), p.top_k));
+  }
+  if (p.tree_nodes > 0) shape = shape.prefix(p.tree_nodes);
+  return shape;
+}
+
+std::unique_ptr<Drafter> make_medusa_drafter(const MedusaParams& p, const model::Model& m, core::ThreadPool* pool) {
+  p.validate();
+  auto heads = load_medusa_heads(p, m);
+  tree::TreeShape shape = resolve_medusa_tree(p, *heads);
+  tree::AcceptanceTable initial = heads->info().has_calibration() ? calibration_table(*heads, p.top_k) : tree::AcceptanceTable(heads->n_heads(), p.top_k);
+  return std::make_unique<MedusaDrafter>(std::move(heads), std::move(shape), p, pool, std::move(initial));
+}
+
+}  // namespace treespec::drafters

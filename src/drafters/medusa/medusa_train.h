@@ -1,0 +1,90 @@
+// Self-distillation training of Medusa heads on the CPU, with no dataset: the base model
+// writes its own training text (sampled with a seed per sample, from given prompts or
+// from BOS), its final normed hidden states are recorded, and each head k learns, with
+// Adam and the base model frozen, to predict the base model's own token k + 2 positions
+// ahead (cross-entropy on the sampled token, optionally mixed with the base model's
+// distribution there: a KL term). The backward pass is written by hand (residual SiLU
+// blocks + vocab projection); the big products run on the thread pool, each output
+// element summed by one task in a fixed order, so the result is the same for a seed
+// whatever the thread count. Held-out samples give the calibration table (top-1..top-k
+// accuracy per head) stored in the heads' metadata.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "drafters/medusa/medusa_heads.h"
+
+namespace treespec::model {
+class Model;
+}
+
+namespace treespec::drafters {
+
+struct MedusaTrainParams {
+  int32_t n_heads = 4;
+  int32_t n_blocks = 1;
+  int32_t steps = 2000;        // Adam steps (every head takes one per step)
+  float lr = 1e-2f;            // peak learning rate (linear warm-up, cosine decay to 10%)
+  float warmup = 0.05f;        // fraction of steps spent warming up
+  int32_t batch = 256;         // positions per step
+  int32_t samples = 512;       // generated samples (the last `holdout` fraction is held out)
+  int32_t seq_len = 256;       // generated tokens per sample (fewer if it ends at EOG)
+  float holdout = 0.1f;
+  float temp = 0.5f;           // sampling temperature of the generated text (lower = closer to greedy text)
+  float top_p = 1.0f;
+  float kl_weight = 0.5f;      // 0 = pure cross-entropy on the sampled token; 1 = pure KL to the base distribution
+  int32_t kl_top = 32;         // base distribution kept as its top entries (renormalised)
+  int32_t eval_top_k = 10;     // calibration table width
+  std::vector<std::vector<int32_t>> prompts;  // token ids incl. BOS; empty = BOS alone
+  int32_t bos_id = 1;
+  std::vector<int32_t> eog_ids;  // a sample ends after emitting one of these
+  uint64_t seed = 1;
+  int32_t n_threads = 1;
+  int32_t gen_batch = 32;      // sequences generated together in one forward pass
+  void validate() const;       // InvalidArgument naming the flag
+};
+
+struct MedusaEval {
+  std::vector<double> loss;    // [n_heads] mean cross-entropy on the sampled token, nats
+  std::vector<float> topk_acc; // [n_heads, top_k] top-1..top-k accuracy
+  std::vector<int64_t> n;      // [n_heads] positions evaluated
+  int32_t top_k = 0;
+  double mean_loss() const;
+};
+
+struct MedusaTrainReport {
+  int64_t generated_tokens = 0;
+  int64_t train_positions = 0;
+  int64_t heldout_positions = 0;
+  double gen_seconds = 0.0;
+  double train_seconds = 0.0;
+  double eval_seconds = 0.0;
+  double final_train_loss = 0.0;  // mean over heads, smoothed over the last steps
+  MedusaEval before;              // held-out, at initialisation
+  MedusaEval after;               // held-out, trained
+};
+
+struct TrainProgress {
+  std::string phase;   // "generate" | "train" | "eval"
+  int64_t done = 0;
+  int64_t total = 0;
+  double loss = 0.0;   // train: smoothed loss
+  double rate = 0.0;   // generate: tokens/s; train: positions/s
+  double elapsed_s = 0.0;
+  double eta_s = 0.0;
+};
+using TrainProgressFn = std::function<void(const TrainProgress&)>;
+
+std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const MedusaTrainParams& p,
+                                                MedusaTrainReport* report = nullptr, const TrainProgressFn& progress = {});
+
+// Held-out style evaluation of any heads on recorded hidden states h [n, n_embd] with
+// targets [n_heads, n] (-1 = no target): loss and top-k accuracy per head.
+MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n, const std::vector<std::vector<int32_t>>& targets,
+                          int32_t top_k, core::ThreadPool* pool);
+
+}  // namespace treespec::drafters

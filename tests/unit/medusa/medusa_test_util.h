@@ -1,0 +1,86 @@
+// Helpers shared by the Medusa tests: random heads, and stories260K heads trained once per
+// test binary (a few seconds) for the decoding tests.
+#pragma once
+
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/golden.h"
+#include "core/rng.h"
+#include "drafters/medusa/medusa_heads.h"
+#include "drafters/medusa/medusa_train.h"
+#include "model/model.h"
+
+namespace treespec::test {
+
+// Heads with random weights (deliberately bad drafters): the fit metadata is the model's.
+inline std::shared_ptr<drafters::MedusaHeads> random_heads(const model::Model& m, int32_t n_heads, int32_t n_blocks, uint64_t seed,
+                                                           float scale = 1.0f) {
+  auto base = drafters::MedusaHeads::init_from_model(m, n_heads, n_blocks);
+  const int32_t E = m.hparams().n_embd, V = m.hparams().n_vocab;
+  core::Rng rng(seed);
+  auto randv = [&](size_t n, float sd) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = static_cast<float>(rng.normal()) * sd;
+    return v;
+  };
+  std::vector<std::vector<std::vector<float>>> bw(static_cast<size_t>(n_heads)), bb(static_cast<size_t>(n_heads));
+  std::vector<std::vector<float>> out;
+  for (int32_t k = 0; k < n_heads; ++k) {
+    for (int32_t r = 0; r < n_blocks; ++r) {
+      bw[static_cast<size_t>(k)].push_back(randv(static_cast<size_t>(E) * E, scale / std::sqrt(static_cast<float>(E))));
+      bb[static_cast<size_t>(k)].push_back(randv(static_cast<size_t>(E), 0.1f * scale));
+    }
+    out.push_back(randv(static_cast<size_t>(V) * E, scale));
+  }
+  return drafters::MedusaHeads::from_f32(base->info(), std::move(bw), std::move(bb), std::move(out));
+}
+
+// A made-up calibration table (top-k accuracy rising linearly), so auto:N trees can be
+// built for heads that were never evaluated.
+inline void set_flat_calibration(drafters::MedusaHeads& h) {
+  auto& info = h.mutable_info();
+  info.calib_top_k = 10;
+  info.calibration.clear();
+  for (int32_t k = 0; k < info.n_heads; ++k) {
+    for (int32_t j = 1; j <= 10; ++j) info.calibration.push_back(0.05f * static_cast<float>(j) / static_cast<float>(k + 1));
+  }
+}
+
+// The stories260K model and heads trained on it with a short schedule, made once.
+struct TrainedStories {
+  StoriesModel m;
+  std::shared_ptr<drafters::MedusaHeads> heads;
+  drafters::MedusaTrainReport report;
+  drafters::MedusaTrainParams params;
+};
+
+inline drafters::MedusaTrainParams short_stories_training() {
+  drafters::MedusaTrainParams p;
+  p.n_heads = 4;
+  p.n_blocks = 1;
+  p.samples = 48;
+  p.seq_len = 128;
+  p.steps = 150;
+  p.batch = 128;
+  p.seed = 7;
+  p.n_threads = 2;
+  return p;
+}
+
+inline const TrainedStories& trained_stories() {
+  static std::once_flag once;
+  static TrainedStories ts;
+  std::call_once(once, [] {
+    ts.m = load_stories();
+    ts.params = short_stories_training();
+    ts.params.eog_ids = ts.m.tok->eog_ids();
+    ts.params.bos_id = ts.m.tok->bos_id();
+    ts.heads = drafters::train_medusa_heads(*ts.m.model, ts.params, &ts.report);
+  });
+  return ts;
+}
+
+}  // namespace treespec::test

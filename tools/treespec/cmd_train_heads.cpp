@@ -1,0 +1,179 @@
+// treespec train-heads -m MODEL.gguf -o HEADS.gguf [--heads K] [--blocks R] [--steps N]
+//   [--lr LR] [--seq-len L] [--samples S] [--prompts FILE] [-s SEED] [-t THREADS] ...
+// Trains Medusa heads by self-distillation (the model writes its own training text; no
+// dataset), prints progress to stderr and the held-out calibration table to stdout, and
+// writes the heads (with the table in their metadata).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "core/thread_pool.h"
+#include "drafters/medusa/medusa_train.h"
+#include "model/model.h"
+#include "options.h"
+#include "tokenizer/tokenizer.h"
+#include "treespec/status.h"
+
+namespace {
+
+using namespace treespec;
+
+struct TrainArgs {
+  std::string model;
+  std::string out;
+  std::string merged;
+  std::string prompts_file;
+  int32_t n_threads = 0;
+  int64_t seed = 1;
+  bool quiet = false;
+  drafters::MedusaTrainParams p;
+};
+
+// One prompt per line; a line holding a JSON object contributes its "prompt", "text" or
+// first "turns" entry (so Spec-Bench / MT-Bench .jsonl files work as they are).
+std::vector<std::string> read_prompts(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw IoError(fmt::format("cannot open prompts file '{}'", path));
+  std::vector<std::string> out;
+  std::string line;
+  for (int64_t ln = 1; std::getline(f, line); ++ln) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (line.front() == '{') {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::parse_error& e) {
+        throw FormatError(fmt::format("{}:{}: line starts with '{{' but is not JSON: {}", path, ln, e.what()));
+      }
+      if (j.contains("prompt") && j["prompt"].is_string()) out.push_back(j["prompt"]);
+      else if (j.contains("text") && j["text"].is_string()) out.push_back(j["text"]);
+      else if (j.contains("turns") && j["turns"].is_array() && !j["turns"].empty() && j["turns"][0].is_string()) out.push_back(j["turns"][0]);
+      else throw FormatError(fmt::format("{}:{}: JSON line has no string 'prompt', 'text' or 'turns'", path, ln));
+    } else {
+      out.push_back(line);
+    }
+  }
+  if (out.empty()) throw InvalidArgument(fmt::format("prompts file '{}' holds no prompts", path));
+  return out;
+}
+
+std::string hms(double s) {
+  if (!(s >= 0.0) || s > 1e7) return "--:--";
+  const auto t = static_cast<int64_t>(s + 0.5);
+  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, (t / 60) % 60, t % 60) : fmt::format("{}:{:02}", t / 60, t % 60);
+}
+
+std::string si(double v) {
+  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.1f}k", v / 1e3);
+  return fmt::format("{:.0f}", v);
+}
+
+// Progress bar on stderr: redrawn in place on a terminal, a line per 10% otherwise.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool quiet) : quiet_(quiet), tty_(isatty(2) != 0) {}
+  void operator()(const drafters::TrainProgress& pr) {
+    if (quiet_) return;
+    const double frac = pr.total > 0 ? std::min(1.0, static_cast<double>(pr.done) / static_cast<double>(pr.total)) : 0.0;
+    const int decile = static_cast<int>(frac * 10.0);
+    if (!tty_ && pr.phase == phase_ && decile == decile_) return;
+    if (tty_ && pr.phase != phase_ && !phase_.empty()) std::fputc('\n', stderr);
+    phase_ = pr.phase;
+    decile_ = decile;
+    constexpr int width = 24;
+    const int fill = static_cast<int>(frac * width);
+    std::string bar(static_cast<size_t>(fill), '=');
+    if (fill < width) bar += '>' + std::string(static_cast<size_t>(width - fill - 1), ' ');
+    std::string line = fmt::format("{:<8} [{}] {:3.0f}% {}/{}", pr.phase, bar, frac * 100.0, pr.done, pr.total);
+    if (pr.phase == "train") line += fmt::format("  loss {:.4f}  {} tok/s", pr.loss, si(pr.rate));
+    if (pr.phase == "generate") line += fmt::format("  tokens  {} tok/s", si(pr.rate));
+    line += fmt::format("  elapsed {}  ETA {}", hms(pr.elapsed_s), hms(pr.eta_s));
+    std::fprintf(stderr, tty_ ? "\r%s\x1b[K" : "%s\n", line.c_str());
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (!quiet_ && tty_ && !phase_.empty()) std::fputc('\n', stderr);
+  }
+
+ private:
+  bool quiet_, tty_;
+  std::string phase_;
+  int decile_ = -1;
+};
+
+int run(TrainArgs& a) {
+  auto model = model::Model::load(a.model);
+  const auto tok = tokenizer::Tokenizer::from_gguf(model->gguf());
+  drafters::MedusaTrainParams& p = a.p;
+  p.n_threads = cli::resolve_threads(a.n_threads);
+  if (a.seed < 0) throw InvalidArgument(fmt::format("-s/--seed must be >= 0 (training is deterministic for a seed), got {}", a.seed));
+  p.seed = static_cast<uint64_t>(a.seed);
+  p.eog_ids = tok->eog_ids();
+  p.bos_id = tok->bos_id() >= 0 ? tok->bos_id() : 1;
+  if (!a.prompts_file.empty()) {
+    for (const auto& text : read_prompts(a.prompts_file)) p.prompts.push_back(tok->encode(text, true, false));
+  }
+  p.validate();
+  std::fprintf(stderr, "train-heads: %s: %d heads x %d blocks, %d samples x %d tokens (%s), %d steps of %d positions, lr %g, %d threads\n",
+               a.model.c_str(), p.n_heads, p.n_blocks, p.samples, p.seq_len,
+               p.prompts.empty() ? "from BOS" : fmt::format("{} prompts", p.prompts.size()).c_str(), p.steps, p.batch,
+               static_cast<double>(p.lr), p.n_threads);
+  ProgressBar bar(a.quiet);
+  drafters::MedusaTrainReport rep;
+  auto heads = drafters::train_medusa_heads(*model, p, &rep, [&](const drafters::TrainProgress& pr) { bar(pr); });
+  bar.finish();
+  heads->write(a.out);
+  if (!a.merged.empty()) drafters::write_model_with_heads(*model, *heads, a.merged);
+
+  const auto& ev = rep.after;
+  std::printf("generated %lld tokens in %.1f s; trained %d steps in %.1f s; evaluated %lld held-out positions (head 0)\n",
+              static_cast<long long>(rep.generated_tokens), rep.gen_seconds, p.steps, rep.train_seconds,
+              static_cast<long long>(rep.heldout_positions));
+  std::printf("calibration (held-out top-k accuracy; chance top-1 = %.4f):\n", 1.0 / model->hparams().n_vocab);
+  std::string head = "head  loss(init)  loss  ";
+  for (int32_t j = 1; j <= ev.top_k; ++j) head += fmt::format(" top-{:<2}", j);
+  std::printf("%s\n", head.c_str());
+  for (int32_t k = 0; k < p.n_heads; ++k) {
+    std::string row = fmt::format("{:<4}  {:10.4f}  {:6.4f}", k, rep.before.loss[static_cast<size_t>(k)], ev.loss[static_cast<size_t>(k)]);
+    for (int32_t j = 0; j < ev.top_k; ++j) row += fmt::format("  {:5.3f}", ev.topk_acc[static_cast<size_t>(k * ev.top_k + j)]);
+    std::printf("%s\n", row.c_str());
+  }
+  std::printf("wrote %s%s\n", a.out.c_str(), a.merged.empty() ? "" : fmt::format(" and {}", a.merged).c_str());
+  return 0;
+}
+
+std::function<int()> setup(CLI::App& sub) {
+  auto a = std::make_shared<TrainArgs>();
+  auto& p = a->p;
+  sub.add_option("-m,--model", a->model, "base GGUF model")->required();
+  sub.add_option("-o,--output", a->out, "heads file to write")->required();
+  sub.add_option("--merged", a->merged, "also write a copy of the model with the heads inside");
+  sub.add_option("--heads", p.n_heads, "number of heads K (head k predicts k + 2 ahead)")->capture_default_str();
+  sub.add_option("--blocks", p.n_blocks, "residual SiLU blocks per head")->capture_default_str();
+  sub.add_option("--steps", p.steps, "Adam steps")->capture_default_str();
+  sub.add_option("--lr", p.lr, "peak learning rate (warm-up, cosine decay to 10%)")->capture_default_str();
+  sub.add_option("--batch", p.batch, "positions per step")->capture_default_str();
+  sub.add_option("--seq-len", p.seq_len, "generated tokens per sample")->capture_default_str();
+  sub.add_option("--samples", p.samples, "generated samples (some held out for calibration)")->capture_default_str();
+  sub.add_option("--holdout", p.holdout, "fraction of samples held out")->capture_default_str();
+  sub.add_option("--prompts", a->prompts_file, "prompts to continue, one per line or JSON lines with prompt/text/turns (default: from BOS)");
+  sub.add_option("--temp", p.temp, "sampling temperature of the training text")->capture_default_str();
+  sub.add_option("--top-p", p.top_p, "top-p of the training text")->capture_default_str();
+  sub.add_option("--kl", p.kl_weight, "weight of the KL term to the base distribution (0 = cross-entropy only)")->capture_default_str();
+  sub.add_option("--kl-top", p.kl_top, "base distribution entries kept for the KL term")->capture_default_str();
+  sub.add_option("--gen-batch", p.gen_batch, "sequences generated together")->capture_default_str();
+  sub.add_option("-s,--seed", a->seed, "seed (same seed, same heads)")->capture_default_str();
+  sub.add_option("-t,--threads", a->n_threads, "threads (default: all cores)");
+  sub.add_flag("-q,--quiet", a->quiet, "no progress bar");
+  return [a] { return run(*a); };
+}
+
+}  // namespace
+
+TREESPEC_COMMAND("train-heads", "Train Medusa heads by self-distillation (no dataset needed)", setup);
