@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sampling/sampling.h"
@@ -50,6 +51,9 @@ class Drafter {
   virtual std::span<const sampling::Distribution* const> draft_distributions() const { return {}; }
   // Largest tree this drafter ever proposes (used to size scratch rows); 0 = no limit.
   virtual int32_t max_nodes() const { return 1; }
+  // Drafter-specific counters for reports, as (name, value) pairs; `run --json` prints them
+  // under stats.drafter. Empty by default.
+  virtual std::vector<std::pair<std::string, double>> counters() const { return {}; }
 };
 
 // Plain autoregressive decoding: the one-node tree.

@@ -11,6 +11,7 @@
 #include "drafters/lookahead/lookahead_drafter.h"
 #include "drafters/lookup/lookup_drafter.h"
 #include "drafters/medusa/medusa_drafter.h"
+#include "drafters/ptd/ptd_drafter.h"
 
 namespace treespec::model {
 class Model;
@@ -23,12 +24,13 @@ struct SpecConfig {
   LookupParams lookup;
   LookaheadParams lookahead;
   MedusaParams medusa;
+  PtdParams ptd;
 };
 
 // What a drafter may need from its surroundings.
 struct DrafterEnv {
   const model::Model* model = nullptr;
-  std::vector<int32_t> eog_ids;
+  std::vector<int32_t> eog_ids;  // empty: drafters that need them read the model's GGUF
   uint64_t seed = 0;
   core::ThreadPool* pool = nullptr;  // the engine's pool, for drafters that run matmuls (Medusa heads); may be null
 };

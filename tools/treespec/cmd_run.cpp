@@ -110,6 +110,9 @@ int run(const RunArgs& a) {
     s["n_threads"] = ep.n_threads;
     s["n_ctx"] = ep.n_ctx;
     s["load_s"] = t_load;
+    nlohmann::json dj = nlohmann::json::object();
+    for (const auto& [k, v] : seq.drafter().counters()) dj[k] = v;
+    s["drafter"] = dj;
     j["stats"] = s;
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {

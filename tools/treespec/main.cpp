@@ -6,6 +6,7 @@
 
 #include "command.h"
 #include "core/mapped_files.h"
+#include "options.h"
 #include "treespec/status.h"
 
 namespace treespec::cli {
@@ -33,7 +34,10 @@ int main(int argc, char** argv) {
   // A model file truncated underneath us: one clear line instead of a bus error.
   core::install_mapped_file_fault_handler();
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = cli::rewrite_llama_flags(argc, argv);  // "-np" -> "--parallel"
+    std::vector<char*> arg_ptrs;
+    for (auto& a : args) arg_ptrs.push_back(a.data());
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
