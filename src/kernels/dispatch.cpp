@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -52,16 +53,49 @@ const KernelTable& table_for(Isa isa) {
 namespace {
 std::atomic<int> g_active{-1};
 
+#if defined(__x86_64__)
+// CPUID + XGETBV instead of __builtin_cpu_supports, which clang 14 (the fuzz build)
+// rejects for "f16c". A feature counts only if the CPU has it AND the OS saves the
+// register state it needs (XCR0), as __builtin_cpu_supports also checks.
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false;
+};
+
+CpuFeatures read_cpu_features() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1u, avx = (c >> 28) & 1u;
+  if (!osxsave || !avx) return f;
+  uint32_t xcr0 = 0, xcr0_hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0 & 0x6u) != 0x6u) return f;                   // XMM and YMM state
+  const bool os_avx512 = (xcr0 & 0xE0u) == 0xE0u;         // opmask, ZMM_Hi256, Hi16_ZMM
+  f.fma = (c >> 12) & 1u;
+  f.f16c = (c >> 29) & 1u;
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = (b >> 5) & 1u;
+  if (os_avx512) {
+    f.avx512f = (b >> 16) & 1u;
+    f.avx512dq = (b >> 17) & 1u;
+    f.avx512bw = (b >> 30) & 1u;
+    f.avx512vl = (b >> 31) & 1u;
+    f.avx512vnni = (c >> 11) & 1u;
+  }
+  return f;
+}
+#endif
+
 bool detect(Isa isa) {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
+  static const CpuFeatures f = read_cpu_features();
   switch (isa) {
     case Isa::scalar: return true;
-    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    case Isa::avx512:
-      return detect(Isa::avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    case Isa::avx512_vnni: return detect(Isa::avx512) && __builtin_cpu_supports("avx512vnni");
+    case Isa::avx2: return f.avx2 && f.fma && f.f16c;
+    case Isa::avx512: return detect(Isa::avx2) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+    case Isa::avx512_vnni: return detect(Isa::avx512) && f.avx512vnni;
   }
   return false;
 #else
