@@ -51,6 +51,9 @@ json parse_body(const std::string& body) {
     j = json::parse(body);
   } catch (const json::parse_error& e) {
     throw invalid_request(fmt::format("request body is not valid JSON: {}", e.what()));
+  } catch (const json::out_of_range& e) {
+    // A number beyond double range (1e400) is out_of_range 406, not a parse_error.
+    throw invalid_request(fmt::format("request body has a number out of range: {}", e.what()));
   }
   if (!j.is_object()) throw invalid_request(fmt::format("request body must be a JSON object, got {}", j.type_name()));
   return j;
@@ -75,6 +78,17 @@ double get_number(const json& body, const char* name, double fallback) {
   const double d = v->get<double>();
   if (!std::isfinite(d)) throw invalid_request(fmt::format("'{}' must be finite", name), name);
   return d;
+}
+
+// A number stored in a float field (sampling parameters are floats): values beyond the
+// float range would become infinity, which the engine refuses only after the request was
+// accepted (a 500 instead of a 400 naming the field).
+float get_float(const json& body, const char* name, float fallback) {
+  const double d = get_number(body, name, fallback);
+  if (std::fabs(d) > static_cast<double>(std::numeric_limits<float>::max())) {
+    throw invalid_request(fmt::format("'{}' = {} is out of range", name, d), name);
+  }
+  return static_cast<float>(d);
 }
 
 bool is_integral(const json& v) {
@@ -265,9 +279,9 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
   r.max_tokens = max_tokens;
 
   r.sampling = defaults;
-  r.sampling.temp = static_cast<float>(get_number(body, "temperature", defaults.temp));
+  r.sampling.temp = get_float(body, "temperature", defaults.temp);
   if (r.sampling.temp < 0.0f) throw invalid_request(fmt::format("'temperature' must be >= 0, got {}", r.sampling.temp), "temperature");
-  r.sampling.top_p = static_cast<float>(get_number(body, "top_p", defaults.top_p));
+  r.sampling.top_p = get_float(body, "top_p", defaults.top_p);
   if (!(r.sampling.top_p > 0.0f && r.sampling.top_p <= 1.0f)) {
     throw invalid_request(fmt::format("'top_p' must be in (0, 1], got {}", r.sampling.top_p), "top_p");
   }
@@ -276,7 +290,7 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
     throw invalid_request(fmt::format("'top_k' must be >= 0 (0 or -1 = off), got {}", top_k), "top_k");
   }
   r.sampling.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
-  r.sampling.min_p = static_cast<float>(get_number(body, "min_p", defaults.min_p));
+  r.sampling.min_p = get_float(body, "min_p", defaults.min_p);
   if (!(r.sampling.min_p >= 0.0f && r.sampling.min_p <= 1.0f)) {
     throw invalid_request(fmt::format("'min_p' must be in [0, 1], got {}", r.sampling.min_p), "min_p");
   }
