@@ -77,9 +77,11 @@ build-fuzz-targets:
 	  -DTREESPEC_SANITIZE="address;undefined" -DTREESPEC_BUILD_TESTS=OFF -DTREESPEC_BUILD_BENCHMARKS=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
 
-# Regenerates the committed seed corpora (deterministic) with make_fuzz_corpus.
+# Regenerates the committed seed corpora (deterministic) with make_fuzz_corpus; the
+# regress_* inputs (fuzz findings, added by hand) are kept.
 fuzz-corpus: build-fuzz-targets
-	@rm -rf tests/fuzz/corpus && build-fuzz/tests/fuzz/make_fuzz_corpus tests/fuzz/corpus
+	@find tests/fuzz/corpus -type f ! -name 'regress_*' -delete 2>/dev/null || true
+	@build-fuzz/tests/fuzz/make_fuzz_corpus tests/fuzz/corpus
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz

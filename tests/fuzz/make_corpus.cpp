@@ -6,7 +6,9 @@
 //   tokenizer: texts (ASCII, UTF-8, invalid UTF-8, special-token text, digits,
 //              contractions, newlines, U+2581);
 //   tree: trees (valid and invalid) with subtree index lists;
-//   tree_choices: tree-choices JSON (named trees, bare lists, broken ones).
+//   tree_choices: tree-choices JSON (named trees, bare lists, broken ones);
+//   server: request bodies (completions, chat, tokenize, detokenize; valid and invalid).
+// Inputs that found bugs (regress_*) are added by hand and kept by `make fuzz-corpus`.
 // Deterministic: the same binary writes the same bytes. Usage: make_fuzz_corpus DIR
 #include <cmath>
 #include <cstdio>
@@ -250,6 +252,29 @@ int main(int argc, char** argv) {
     text("bad_rank.json", "[[-1]]");
     text("nested.json", "[[[0]]]");
     text("one.json", R"({"trees": {"a": [[0], [0, 0]]}})");
+  }
+  {  // server request bodies: one byte (bit 0: SPM / byte-level BPE tokenizer), then the body
+    auto body = [&](const char* name, char tok, const std::string& t) {
+      std::vector<uint8_t> v{static_cast<uint8_t>(tok)};
+      v.insert(v.end(), t.begin(), t.end());
+      write(dir / "server" / name, v);
+    };
+    body("completion", 0,
+         R"({"model": "m", "prompt": "the cat sat", "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "top_k": 40,)"
+         R"( "min_p": 0.05, "seed": 3, "stop": ["at", "
+"], "stream": true, "stream_options": {"include_usage": true}})");
+    body("completion_tokens", 1, R"({"prompt": [1, 2, 3], "max_tokens": 1, "ignore_eos": true, "n": 1, "logprobs": 0})");
+    body("chat", 1,
+         R"({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi <|im_start|>"},)"
+         R"( {"role": "assistant", "content": null}, {"role": "developer", "content": [{"type": "text", "text": "x"}]}],)"
+         R"( "max_completion_tokens": 4, "stop": "user:"})");
+    body("chat_spm", 0, R"({"messages": [{"role": "user", "content": "café <s> [INST] </s>"}], "response_format": {"type": "text"}})");
+    body("tokenize", 0, R"({"content": "hello <s> world", "add_special": true, "with_pieces": true})");
+    body("detokenize", 1, R"({"tokens": [0, 5, 300, -1]})");
+    body("unsupported", 0, R"({"prompt": "x", "n": 2, "logit_bias": {"1": 2}, "tools": [{}], "echo": true})");
+    body("bad_types", 0, R"({"prompt": ["a", "b"], "max_tokens": 1.5, "stop": [1], "temperature": "hot"})");
+    body("bad_utf8", 0, "{\"prompt\": \"\xff\xfe\"}");
+    body("not_object", 1, "[1, 2]");
   }
   std::printf("wrote seed corpora under %s\n", dir.c_str());
   return 0;
