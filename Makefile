@@ -41,7 +41,11 @@ SANITIZE_EXCLUDE ?= ^(VerifyLossless\..*Distribution|MedusaLossless\.EmittedToke
 # code turns that into an "out of memory" error, which tests check) instead of aborting.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:allocator_may_return_null=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-test-sanitize: setup
+# The sanitizer runtimes come with gcc (build-essential); named here so that a machine
+# where they were removed gets them back. Installed only when missing (scripts/setup.sh).
+SAN_PACKAGES = libasan8 libubsan1
+test-sanitize:
+	@scripts/setup.sh $(SAN_PACKAGES)
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTREESPEC_SANITIZE="address;undefined" \
 	  -DTREESPEC_BUILD_BENCHMARKS=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
@@ -55,7 +59,8 @@ test-sanitize: setup
 # lands; the server's suppressions file is used if present.
 TSAN_TESTS ?= test_core|test_model|test_engine|test_server|itest_server
 TSAN_SUPP = $(CURDIR)/tests/integration/server/tsan.supp
-test-tsan: setup
+test-tsan:
+	@scripts/setup.sh libtsan2
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTREESPEC_SANITIZE=thread \
 	  -DTREESPEC_BUILD_BENCHMARKS=OFF >/dev/null
 	@targets=$$(cmake --build build-tsan --target help | sed -n 's/^\.\.\. //p' | awk '{print $$1}' \
@@ -71,8 +76,11 @@ FUZZ_TARGETS ?=
 fuzz: build-fuzz-targets
 	@nice -n 10 scripts/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
+# clang-14 (compiler), libclang-rt-14-dev (libFuzzer and the clang sanitizer runtimes),
+# llvm-14 (llvm-symbolizer: crash reports with file:line).
+FUZZ_PACKAGES = clang-14 libclang-rt-14-dev llvm-14
 build-fuzz-targets:
-	@scripts/setup.sh clang-14 libclang-rt-14-dev
+	@scripts/setup.sh $(FUZZ_PACKAGES)
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTREESPEC_FUZZ=ON \
 	  -DTREESPEC_SANITIZE="address;undefined" -DTREESPEC_BUILD_TESTS=OFF -DTREESPEC_BUILD_BENCHMARKS=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
