@@ -17,7 +17,7 @@ int32_t parse_index(std::string_view item, std::string_view part, std::string_vi
   const char* e = part.data() + part.size();
   auto [ptr, ec] = std::from_chars(b, e, v);
   if (part.empty() || ec != std::errc() || ptr != e || v < 0) {
-    throw InvalidArgument(fmt::format("{}: '{}' is not a layer index or range (expected e.g. 0,1,2 or 0-2,4)", flag, item));
+    throw InvalidArgument(fmt::format("{}: '{}' is not a layer index or range (expected e.g. 0,1,2 or 0-2,4 or 0-2+4)", flag, item));
   }
   return v;
 }
@@ -29,7 +29,8 @@ std::vector<int32_t> parse_layer_list(std::string_view text, int32_t n_layer, st
   if (text.empty()) throw InvalidArgument(fmt::format("{}: empty layer list", flag));
   size_t pos = 0;
   while (pos <= text.size()) {
-    const size_t comma = text.find(',', pos);
+    // '+' separates items too: bench method specs use ',' between methods (draft:layers=0-2+4).
+    const size_t comma = text.find_first_of(",+", pos);
     const std::string_view item = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
     const size_t dash = item.find('-');
     int32_t lo = 0, hi = 0;

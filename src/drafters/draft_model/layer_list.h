@@ -11,7 +11,8 @@
 
 namespace treespec::drafters {
 
-// Parses "0,1,2", "0-2,4" into strictly increasing layer indices in [0, n_layer).
+// Parses "0,1,2", "0-2,4" (or "0-2+4": '+' also separates items, for bench method specs
+// where ',' separates methods) into strictly increasing layer indices in [0, n_layer).
 // InvalidArgument naming `flag` and the offending item (syntax, range, order, duplicate).
 std::vector<int32_t> parse_layer_list(std::string_view text, int32_t n_layer, std::string_view flag = "--draft-layers");
 

@@ -94,6 +94,7 @@ TEST(LayerList, Parses) {
   EXPECT_EQ(parse_layer_list("0-2,4", 5), (std::vector<int32_t>{0, 1, 2, 4}));
   EXPECT_EQ(parse_layer_list("3", 5), (std::vector<int32_t>{3}));
   EXPECT_EQ(parse_layer_list("1-1,3-4", 5), (std::vector<int32_t>{1, 3, 4}));
+  EXPECT_EQ(parse_layer_list("0-2+4", 5), (std::vector<int32_t>{0, 1, 2, 4}));  // bench specs: no commas
   EXPECT_EQ(format_layer_list(std::vector<int32_t>{0, 1, 2, 4, 6, 7}), "0-2,4,6-7");
   EXPECT_EQ(format_layer_list(std::vector<int32_t>{3}), "3");
 }
@@ -102,6 +103,7 @@ TEST(LayerList, RejectsBadListsNamingTheItem) {
   EXPECT_NE(error_of("", 5).find("empty"), std::string::npos);
   EXPECT_NE(error_of("a", 5).find("'a'"), std::string::npos);
   EXPECT_NE(error_of("1,,2", 5).find("''"), std::string::npos);
+  EXPECT_NE(error_of("1+", 5).find("''"), std::string::npos);
   EXPECT_NE(error_of("1-", 5).find("'1-'"), std::string::npos);
   EXPECT_NE(error_of("-1", 5).find("'-1'"), std::string::npos);
   EXPECT_NE(error_of("3-1", 5).find("backwards"), std::string::npos);
