@@ -458,7 +458,11 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
           eng.set_budget_policy(c.key.budget > 0 ? &policy : nullptr);
           const engine::SpecStats before = eng.totals();
           RepResult rr;
-          rr.wall_s = run_prompts(eng, ps, batch, p, [&] { return hooks.make_drafter(c.spec, env); }, done);
+          rr.wall_s = run_prompts(eng, ps, batch, p, [&] {
+            drafters::DrafterEnv e = env;
+            e.pool = &eng.ctx().pool();  // drafters that run a model (Medusa heads, draft models) share the engine's threads
+            return hooks.make_drafter(c.spec, e);
+          }, done);
           eng.set_budget_policy(nullptr);
           rr.stats = stats_diff(eng.totals(), before);
           return rr;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "drafters/draft_model/draft_model_drafter.h"
 #include "drafters/drafter.h"
 #include "drafters/lookahead/lookahead_drafter.h"
 #include "drafters/lookup/lookup_drafter.h"
@@ -25,6 +26,7 @@ struct SpecConfig {
   LookaheadParams lookahead;
   MedusaParams medusa;
   PtdParams ptd;
+  DraftModelParams draft;
 };
 
 // What a drafter may need from its surroundings.
