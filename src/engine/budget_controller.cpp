@@ -57,7 +57,8 @@ bool solve_small(double* M, double* v, int k) {
 void solve_nonneg(const std::array<double, 25>& A, const std::array<double, 5>& y, int n, std::array<double, 5>& c) {
   double best = 0.0;  // objective c'Ac - 2y'c of c = 0
   std::array<double, 5> best_c{};
-  for (int mask = 1; mask < (1 << n); ++mask) {
+  const int full = (1 << n) - 1;
+  for (int mask = full; mask >= 1; --mask) {  // the full support first: usually feasible, then done
     int idx[5], k = 0;
     for (int i = 0; i < n; ++i) {
       if (mask & (1 << i)) idx[k++] = i;
@@ -79,6 +80,7 @@ void solve_nonneg(const std::array<double, 25>& A, const std::array<double, 5>& 
       best_c = {};
       for (int a = 0; a < k; ++a) best_c[static_cast<size_t>(idx[a])] = v[a];
     }
+    if (mask == full) break;  // the unconstrained optimum is feasible: it is the answer
   }
   c = best_c;
 }
@@ -157,7 +159,12 @@ LatencyModel::Coef LatencyModel::fit_local(double b, double r, double s) const {
 }
 
 double LatencyModel::predict(double b, double r, double s) const {
-  return std::max(1e-7, eval(fit_local(b, r, s), b, r, s));
+  const Coef g = fit_global();
+  return predict(b, r, s, g);
+}
+
+double LatencyModel::predict(double b, double r, double s, const Coef& global) const {
+  return std::max(1e-7, eval(solve(b, r, s, true, &global), b, r, s));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -294,9 +301,10 @@ BudgetController::Choice BudgetController::choose(double mean_ctx, const std::ve
   // too much on a model whose step takes a fraction of a millisecond).
   const double bd = static_cast<double>(b);
   std::vector<double> grid_r, grid_t;
+  const LatencyModel::Coef global = latency_.fit_global();
   for (double r = cum_rows.front();; r *= 1.5) {
     grid_r.push_back(r);
-    grid_t.push_back(latency_.predict(bd, r, mean_ctx));
+    grid_t.push_back(latency_.predict(bd, r, mean_ctx, global));
     if (r >= cum_rows.back()) break;
   }
   auto time_at = [&](double r) {
@@ -333,7 +341,7 @@ BudgetController::Choice BudgetController::choose(double mean_ctx, const std::ve
 void BudgetController::plan(std::span<Sequence* const> seqs, std::span<int32_t> budgets) {
   bool same = seqs.size() == planned_seqs_.size();
   for (size_t i = 0; same && i < seqs.size(); ++i) same = seqs[i] == planned_seqs_[i];
-  if (same && steps_since_plan_ < p_.interval) {
+  if (same && steps_since_plan_ < interval_now_) {
     for (size_t i = 0; i < seqs.size(); ++i) budgets[i] = std::min(budgets[i], planned_budgets_[i]);
     ++steps_since_plan_;
     return;
@@ -381,6 +389,13 @@ void BudgetController::plan(std::span<Sequence* const> seqs, std::span<int32_t> 
       }
     }
   }
+  // A plan that repeats itself (same batch, same budgets, no exploration) is re-checked
+  // less and less often (R, 2R, 4R, ... 8R): on a model whose answer is settled (plain
+  // decoding on a cache-resident model) the controller then costs next to nothing.
+  std::vector<int32_t> granted(b);
+  for (size_t i = 0; i < b; ++i) granted[i] = std::clamp(ch.budgets[i], 1, std::max(1, budgets[i]));
+  const bool repeat = same && !exploring_ && granted == planned_budgets_;
+  interval_now_ = repeat ? std::min<int64_t>(2 * interval_now_, 8 * static_cast<int64_t>(p_.interval)) : p_.interval;
   planned_seqs_.assign(seqs.begin(), seqs.end());
   planned_budgets_ = ch.budgets;
   planned_pred_.assign(b, 0.0);

@@ -72,8 +72,10 @@ class LatencyModel {
   Coef fit_global() const;
   // Local fit around (b, r, s).
   Coef fit_local(double b, double r, double s) const;
-  // The local fit evaluated at its own point, floored at a small positive time.
+  // The local fit evaluated at its own point, floored at a small positive time (`global`:
+  // a fit_global() the caller already has).
   double predict(double b, double r, double s) const;
+  double predict(double b, double r, double s, const Coef& global) const;
   static double eval(const Coef& c, double b, double r, double s);
 
  private:
@@ -160,6 +162,7 @@ class BudgetController final : public BudgetPolicy {
   double planned_t_ = 0.0;
   double planned_mean_ctx_ = 0.0;               // mean context of the last measured step
   int64_t steps_since_plan_ = 0;
+  int64_t interval_now_ = 1;                    // R, doubled while plans repeat (up to 8R)
   int64_t n_plans_ = 0;
   bool exploring_ = false;
 
