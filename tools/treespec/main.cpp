@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "command.h"
+#include "options.h"
 #include "treespec/status.h"
 
 namespace treespec::cli {
@@ -30,7 +31,10 @@ int main(int argc, char** argv) {
   }
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = cli::rewrite_llama_flags(argc, argv);  // "-np" -> "--parallel"
+    std::vector<char*> arg_ptrs;
+    for (auto& a : args) arg_ptrs.push_back(a.data());
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -68,6 +68,19 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_flag("--budget-no-probe{false}", c.budget.probe, "dynamic budget: skip the start-up latency sweep");
 }
 
+std::vector<std::string> rewrite_llama_flags(int argc, char** argv) {
+  static const std::pair<const char*, const char*> kAliases[] = {{"-np", "--parallel"}};
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    for (const auto& [from, to] : kAliases) {
+      if (a == from) a = to;
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 int32_t resolve_threads(int32_t n_threads) {
   if (n_threads < 0) throw InvalidArgument(fmt::format("-t/--threads must be >= 1, got {}", n_threads));
   if (n_threads == 0) return core::hardware_threads();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "drafters/factory.h"
 #include "engine/engine.h"
@@ -31,6 +32,11 @@ struct SamplingOptions {
 void add_model_options(CLI::App& app, ModelOptions& o);
 void add_sampling_options(CLI::App& app, SamplingOptions& o);
 void add_spec_options(CLI::App& app, drafters::SpecConfig& c);
+
+// llama.cpp spells some flags as multi-letter words after one dash ("-np"), which CLI11
+// rejects as option names; this rewrites such arguments to their long forms
+// ("-np" -> "--parallel") before parsing. Only whole arguments are rewritten.
+std::vector<std::string> rewrite_llama_flags(int argc, char** argv);
 
 // Resolves defaults and validates (InvalidArgument naming the flag).
 int32_t resolve_threads(int32_t n_threads);

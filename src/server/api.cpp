@@ -1,0 +1,335 @@
+#include "server/api.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "tokenizer/utf8.h"
+
+namespace treespec::server {
+
+using nlohmann::json;
+
+json ApiError::body() const {
+  json j = error_body(status_, type_, what(), code_);
+  if (!param_.empty()) j["error"]["param"] = param_;
+  return j;
+}
+
+json error_body(int status, const std::string& type, const std::string& message, const std::string& code) {
+  json e;
+  e["message"] = message;
+  e["type"] = type;
+  e["code"] = code.empty() ? json(status) : json(code);
+  e["param"] = nullptr;
+  return json{{"error", e}};
+}
+
+ApiError invalid_request(const std::string& message, const std::string& param) {
+  return ApiError(400, "invalid_request_error", message, {}, param);
+}
+
+ApiError unavailable(const std::string& message) { return ApiError(503, "unavailable_error", message); }
+
+json parse_body(const std::string& body) {
+  if (!tokenizer::utf8::is_valid(body)) {
+    // Find the first bad byte so the client can see where.
+    size_t i = 0;
+    while (i < body.size()) {
+      size_t len = 0;
+      if (tokenizer::utf8::scan(std::string_view(body).substr(i), &len) != tokenizer::utf8::Scan::complete) break;
+      i += len;
+    }
+    throw invalid_request(fmt::format("request body is not valid UTF-8 (bad byte at offset {})", i));
+  }
+  if (body.empty()) throw invalid_request("request body is empty: expected a JSON object");
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw invalid_request(fmt::format("request body is not valid JSON: {}", e.what()));
+  }
+  if (!j.is_object()) throw invalid_request(fmt::format("request body must be a JSON object, got {}", j.type_name()));
+  return j;
+}
+
+namespace {
+
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+ApiError wrong_type(const char* name, const char* expected, const json& v) {
+  return invalid_request(fmt::format("'{}' must be {}, got {}", name, expected, v.type_name()), name);
+}
+
+double get_number(const json& body, const char* name, double fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number()) throw wrong_type(name, "a number", *v);
+  const double d = v->get<double>();
+  if (!std::isfinite(d)) throw invalid_request(fmt::format("'{}' must be finite", name), name);
+  return d;
+}
+
+bool is_integral(const json& v) {
+  if (v.is_number_integer()) return true;
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    return std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.0e15;
+  }
+  return false;
+}
+
+int64_t get_integer(const json& body, const char* name, int64_t fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!is_integral(*v)) throw wrong_type(name, "an integer", *v);
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    throw invalid_request(fmt::format("'{}' is too large", name), name);
+  }
+  return v->is_number_float() ? static_cast<int64_t>(v->get<double>()) : v->get<int64_t>();
+}
+
+bool get_bool(const json& body, const char* name, bool fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_boolean()) throw wrong_type(name, "a boolean", *v);
+  return v->get<bool>();
+}
+
+std::string get_string(const json& body, const char* name, const std::string& fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_string()) throw wrong_type(name, "a string", *v);
+  return v->get<std::string>();
+}
+
+ApiError unsupported(const std::string& what, const char* name) {
+  return invalid_request(fmt::format("{} is not supported by this server", what), name);
+}
+
+// Fields we do not implement: accepted only at their neutral value.
+void reject_unsupported(const json& body, Endpoint ep) {
+  if (const json* v = field(body, "n"); v && !(is_integral(*v) && v->get<double>() == 1.0)) {
+    if (!is_integral(*v)) throw wrong_type("n", "an integer", *v);
+    throw unsupported(fmt::format("'n' = {} (only n = 1)", v->dump()), "n");
+  }
+  if (const json* v = field(body, "best_of"); v && !(is_integral(*v) && v->get<double>() == 1.0)) {
+    throw unsupported("'best_of' other than 1", "best_of");
+  }
+  if (get_bool(body, "echo", false)) throw unsupported("'echo'", "echo");
+  if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
+    throw unsupported("'suffix'", "suffix");
+  }
+  if (const json* v = field(body, "logprobs"); v && !((v->is_boolean() && !v->get<bool>()) || (is_integral(*v) && v->get<double>() == 0.0))) {
+    throw unsupported("'logprobs'", "logprobs");
+  }
+  if (const json* v = field(body, "top_logprobs"); v && !(is_integral(*v) && v->get<double>() == 0.0)) {
+    throw unsupported("'top_logprobs'", "top_logprobs");
+  }
+  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
+    if (get_number(body, name, 0.0) != 0.0) throw unsupported(fmt::format("'{}' other than 0", name), name);
+  }
+  if (get_number(body, "repetition_penalty", 1.0) != 1.0) throw unsupported("'repetition_penalty' other than 1", "repetition_penalty");
+  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty())) {
+    throw unsupported("'logit_bias'", "logit_bias");
+  }
+  for (const char* name : {"tools", "functions"}) {
+    if (const json* v = field(body, name); v && !(v->is_array() && v->empty())) throw unsupported(fmt::format("'{}' (tool calls)", name), name);
+  }
+  if (const json* v = field(body, "tool_choice"); v && !(v->is_string() && v->get<std::string>() == "none")) {
+    throw unsupported("'tool_choice'", "tool_choice");
+  }
+  if (const json* v = field(body, "response_format")) {
+    if (!v->is_object()) throw wrong_type("response_format", "an object", *v);
+    if (get_string(*v, "type", "text") != "text") throw unsupported("'response_format' other than text", "response_format");
+  }
+  (void)ep;
+}
+
+std::vector<std::string> parse_stops(const json& body) {
+  std::vector<std::string> out;
+  const json* v = field(body, "stop");
+  if (!v) return out;
+  auto add = [&](const json& s, size_t i) {
+    if (!s.is_string()) throw invalid_request(fmt::format("'stop[{}]' must be a string, got {}", i, s.type_name()), "stop");
+    std::string str = s.get<std::string>();
+    if (str.empty()) throw invalid_request(fmt::format("'stop[{}]' is empty", i), "stop");
+    if (str.size() > 1024) throw invalid_request(fmt::format("'stop[{}]' is longer than 1024 bytes", i), "stop");
+    out.push_back(std::move(str));
+  };
+  if (v->is_string()) {
+    add(*v, 0);
+  } else if (v->is_array()) {
+    if (v->size() > 16) throw invalid_request(fmt::format("'stop' has {} strings; at most 16", v->size()), "stop");
+    for (size_t i = 0; i < v->size(); ++i) add((*v)[i], i);
+  } else {
+    throw wrong_type("stop", "a string or an array of strings", *v);
+  }
+  return out;
+}
+
+std::string message_content(const json& m, size_t i) {
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array()) {
+    std::string text;
+    for (size_t k = 0; k < it->size(); ++k) {
+      const json& part = (*it)[k];
+      if (!part.is_object()) throw invalid_request(fmt::format("'messages[{}].content[{}]' must be an object", i, k), "messages");
+      const std::string type = get_string(part, "type", "");
+      if (type != "text") {
+        throw invalid_request(fmt::format("'messages[{}].content[{}]': content type '{}' is not supported (only 'text')", i, k, type), "messages");
+      }
+      const json* t = field(part, "text");
+      if (!t || !t->is_string()) throw invalid_request(fmt::format("'messages[{}].content[{}].text' must be a string", i, k), "messages");
+      text += t->get<std::string>();
+    }
+    return text;
+  }
+  throw invalid_request(fmt::format("'messages[{}].content' must be a string or an array of content parts, got {}", i, it->type_name()), "messages");
+}
+
+std::vector<ChatMessage> parse_messages(const json& body) {
+  const json* v = field(body, "messages");
+  if (!v) throw invalid_request("'messages' is required", "messages");
+  if (!v->is_array()) throw wrong_type("messages", "an array", *v);
+  if (v->empty()) throw invalid_request("'messages' is empty: a chat needs at least one message", "messages");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    if (!m.is_object()) throw invalid_request(fmt::format("'messages[{}]' must be an object, got {}", i, m.type_name()), "messages");
+    auto r = m.find("role");
+    if (r == m.end() || !r->is_string()) throw invalid_request(fmt::format("'messages[{}].role' must be a string", i), "messages");
+    std::string role = r->get<std::string>();
+    if (role == "developer") role = "system";  // OpenAI's newer name for the system role
+    if (role != "system" && role != "user" && role != "assistant") {
+      throw invalid_request(fmt::format("'messages[{}].role' '{}' is not supported (system, developer, user, assistant)", i, role), "messages");
+    }
+    out.push_back({role, message_content(m, i)});
+  }
+  return out;
+}
+
+}  // namespace
+
+GenerationRequest parse_generation_request(const json& body, Endpoint ep, const sampling::SamplingParams& defaults) {
+  GenerationRequest r;
+  r.endpoint = ep;
+  r.model = get_string(body, "model", "");
+  reject_unsupported(body, ep);
+
+  if (ep == Endpoint::completions) {
+    const json* p = field(body, "prompt");
+    if (!p) throw invalid_request("'prompt' is required", "prompt");
+    if (p->is_string()) {
+      r.prompt = p->get<std::string>();
+    } else if (p->is_array()) {
+      if (p->empty()) throw invalid_request("'prompt' is an empty array", "prompt");
+      if ((*p)[0].is_string()) {
+        if (p->size() != 1) throw unsupported(fmt::format("a batch of {} prompts (send one prompt per request)", p->size()), "prompt");
+        r.prompt = (*p)[0].get<std::string>();
+      } else {
+        r.prompt_is_tokens = true;
+        for (size_t i = 0; i < p->size(); ++i) {
+          const json& t = (*p)[i];
+          if (!t.is_number_integer()) {
+            throw invalid_request(fmt::format("'prompt[{}]' must be a token id (integer), got {}", i, t.type_name()), "prompt");
+          }
+          const int64_t id = t.get<int64_t>();
+          if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
+            throw invalid_request(fmt::format("'prompt[{}]' = {} is not a valid token id", i, id), "prompt");
+          }
+          r.prompt_tokens.push_back(static_cast<int32_t>(id));
+        }
+      }
+    } else {
+      throw wrong_type("prompt", "a string, an array of token ids or an array with one string", *p);
+    }
+  } else {
+    r.messages = parse_messages(body);
+  }
+
+  int64_t max_tokens = get_integer(body, "max_tokens", -1);
+  if (ep == Endpoint::chat) max_tokens = get_integer(body, "max_completion_tokens", max_tokens);
+  if (field(body, "max_tokens") || field(body, "max_completion_tokens")) {
+    if (max_tokens < 1) throw invalid_request(fmt::format("'max_tokens' must be >= 1, got {}", max_tokens), "max_tokens");
+  }
+  r.max_tokens = max_tokens;
+
+  r.sampling = defaults;
+  r.sampling.temp = static_cast<float>(get_number(body, "temperature", defaults.temp));
+  if (r.sampling.temp < 0.0f) throw invalid_request(fmt::format("'temperature' must be >= 0, got {}", r.sampling.temp), "temperature");
+  r.sampling.top_p = static_cast<float>(get_number(body, "top_p", defaults.top_p));
+  if (!(r.sampling.top_p > 0.0f && r.sampling.top_p <= 1.0f)) {
+    throw invalid_request(fmt::format("'top_p' must be in (0, 1], got {}", r.sampling.top_p), "top_p");
+  }
+  const int64_t top_k = get_integer(body, "top_k", defaults.top_k);
+  if (top_k < -1 || top_k > std::numeric_limits<int32_t>::max()) {
+    throw invalid_request(fmt::format("'top_k' must be >= 0 (0 or -1 = off), got {}", top_k), "top_k");
+  }
+  r.sampling.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
+  r.sampling.min_p = static_cast<float>(get_number(body, "min_p", defaults.min_p));
+  if (!(r.sampling.min_p >= 0.0f && r.sampling.min_p <= 1.0f)) {
+    throw invalid_request(fmt::format("'min_p' must be in [0, 1], got {}", r.sampling.min_p), "min_p");
+  }
+  const int64_t seed = get_integer(body, "seed", -1);
+  if (seed < -1) throw invalid_request(fmt::format("'seed' must be >= 0 (or -1 = random), got {}", seed), "seed");
+  r.seed_given = seed >= 0;
+  if (r.seed_given) r.sampling.seed = static_cast<uint64_t>(seed);
+
+  r.stops = parse_stops(body);
+  r.stream = get_bool(body, "stream", false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
+    r.include_usage = get_bool(*so, "include_usage", false);
+  }
+  r.ignore_eos = get_bool(body, "ignore_eos", false);
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(const json& body) {
+  TokenizeRequest r;
+  const json* c = field(body, "content");
+  if (!c) throw invalid_request("'content' is required", "content");
+  if (!c->is_string()) throw wrong_type("content", "a string", *c);
+  r.content = c->get<std::string>();
+  r.add_special = get_bool(body, "add_special", false);
+  r.with_pieces = get_bool(body, "with_pieces", false);
+  return r;
+}
+
+std::vector<int32_t> parse_detokenize_request(const json& body, int32_t n_vocab) {
+  const json* t = field(body, "tokens");
+  if (!t) throw invalid_request("'tokens' is required", "tokens");
+  if (!t->is_array()) throw wrong_type("tokens", "an array of token ids", *t);
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < t->size(); ++i) {
+    const json& v = (*t)[i];
+    if (!v.is_number_integer()) throw invalid_request(fmt::format("'tokens[{}]' must be an integer, got {}", i, v.type_name()), "tokens");
+    const int64_t id = v.get<int64_t>();
+    if (id < 0 || id >= n_vocab) {
+      throw invalid_request(fmt::format("'tokens[{}]' = {} is outside the vocabulary (0..{})", i, id, n_vocab - 1), "tokens");
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+std::string make_request_id(Endpoint ep) {
+  static const uint64_t prefix = [] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }();
+  static std::atomic<uint64_t> counter{0};
+  return fmt::format("{}-{:016x}{:06x}", ep == Endpoint::chat ? "chatcmpl" : "cmpl", prefix, counter.fetch_add(1) & 0xffffff);
+}
+
+}  // namespace treespec::server

@@ -1,0 +1,82 @@
+// OpenAI-compatible request parsing and response bodies.
+//
+// parse_*() validate a JSON body field by field and throw ApiError (HTTP status,
+// OpenAI error type, a message naming the field) for anything wrong: wrong type,
+// out of range, missing, or a feature we do not implement (rather than silently
+// ignoring it). Unknown fields are ignored, as OpenAI-compatible servers do.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sampling/sampling.h"
+#include "server/chat_template.h"
+
+namespace treespec::server {
+
+// An error answered as {"error": {"message", "type", "code", "param"}}.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string type, const std::string& message, std::string code = {}, std::string param = {})
+      : std::runtime_error(message), status_(status), type_(std::move(type)), code_(std::move(code)), param_(std::move(param)) {}
+  int status() const { return status_; }
+  const std::string& type() const { return type_; }
+  const std::string& code() const { return code_; }
+  const std::string& param() const { return param_; }
+  nlohmann::json body() const;
+
+ private:
+  int status_;
+  std::string type_;
+  std::string code_;
+  std::string param_;
+};
+
+// Shorthands for the common cases.
+ApiError invalid_request(const std::string& message, const std::string& param = {});  // 400
+ApiError unavailable(const std::string& message);                                     // 503
+nlohmann::json error_body(int status, const std::string& type, const std::string& message, const std::string& code = {});
+
+// Parses a request body: valid UTF-8 (400), valid JSON (400), a JSON object (400).
+nlohmann::json parse_body(const std::string& body);
+
+enum class Endpoint { completions, chat };
+
+// One generation request as the client asked for it (before tokenization).
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::completions;
+  std::string model;                      // "" when not given
+  std::string prompt;                     // completions: text prompt
+  std::vector<int32_t> prompt_tokens;     // completions: token-id prompt (prompt_is_tokens)
+  bool prompt_is_tokens = false;
+  std::vector<ChatMessage> messages;      // chat
+  int64_t max_tokens = -1;                // -1 = not given
+  sampling::SamplingParams sampling;      // server defaults overridden by the request
+  bool seed_given = false;
+  std::vector<std::string> stops;
+  bool stream = false;
+  bool include_usage = false;             // stream_options.include_usage
+  bool ignore_eos = false;                // extension (llama-server): generate past EOS
+};
+
+// `defaults` are the server's sampling defaults (from the command line).
+GenerationRequest parse_generation_request(const nlohmann::json& body, Endpoint ep,
+                                           const sampling::SamplingParams& defaults);
+
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;
+  bool with_pieces = false;
+};
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body);
+// Token ids in [0, n_vocab); 400 naming the index otherwise.
+std::vector<int32_t> parse_detokenize_request(const nlohmann::json& body, int32_t n_vocab);
+
+// "cmpl-..." / "chatcmpl-..." ids: unique per process.
+std::string make_request_id(Endpoint ep);
+
+}  // namespace treespec::server

@@ -1,0 +1,268 @@
+// POST /v1/completions and /v1/chat/completions: validation, tokenization, queueing on
+// the scheduler, and the response as one JSON body or as Server-Sent Events.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+#include <random>
+
+#include "core/timer.h"
+#include "server/connection.h"
+#include "server/server_impl.h"
+
+namespace treespec::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double kPollSeconds = 0.05;  // how often a waiting handler checks its client
+
+uint64_t random_seed() {
+  static std::mutex mu;
+  static std::mt19937_64 gen{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return gen();
+}
+
+json usage_json(const RequestState& s) {
+  const auto n_prompt = static_cast<int64_t>(s.prompt.size());
+  return json{{"prompt_tokens", n_prompt},
+              {"completion_tokens", s.n_completion_tokens},
+              {"total_tokens", n_prompt + s.n_completion_tokens}};
+}
+
+// The per-request speculative statistics extension (vLLM's definitions).
+json treespec_json(const RequestState& s, const std::string& method) {
+  const auto& st = s.stats;
+  json j;
+  j["spec"] = method;
+  j["steps"] = st.n_steps;
+  j["num_drafts"] = st.n_drafts;
+  j["num_draft_tokens"] = st.n_draft_tokens;
+  j["num_accepted_tokens"] = st.n_accepted;
+  j["accepted_per_pos"] = st.accepted_per_pos;
+  j["acceptance_rate"] = st.acceptance_rate();
+  j["mean_accepted_length"] = st.mean_accepted_length();
+  j["tokens_per_s"] = st.tokens_per_s();
+  j["queue_ms"] = 1e3 * std::max(0.0, s.t_start - s.t_arrival);
+  j["prompt_ms"] = 1e3 * st.t_prompt;
+  j["ttft_ms"] = s.t_first_token > 0.0 ? json(1e3 * (s.t_first_token - s.t_arrival)) : json(nullptr);
+  j["total_ms"] = 1e3 * (s.t_done - s.t_arrival);
+  return j;
+}
+
+// llama-server's `timings` object, including the draft counters benchmark tools parse.
+json timings_json(const RequestState& s) {
+  const auto& st = s.stats;
+  const double prompt_ms = 1e3 * st.t_prompt, predicted_ms = 1e3 * st.t_decode();
+  const auto n_prompt = static_cast<int64_t>(s.prompt.size());
+  return json{{"prompt_n", n_prompt},
+              {"prompt_ms", prompt_ms},
+              {"prompt_per_second", prompt_ms > 0 ? 1e3 * static_cast<double>(n_prompt) / prompt_ms : 0.0},
+              {"predicted_n", s.n_completion_tokens},
+              {"predicted_ms", predicted_ms},
+              {"predicted_per_second", predicted_ms > 0 ? 1e3 * static_cast<double>(st.n_generated) / predicted_ms : 0.0},
+              {"draft_n", st.n_draft_tokens},
+              {"draft_n_accepted", st.n_accepted}};
+}
+
+struct Reply {
+  Endpoint ep;
+  std::string id;
+  int64_t created;
+  std::string model;
+  std::string method;
+};
+
+json choice_json(const Reply& r, const std::string& text, const json& finish_reason, bool chunk, bool first_chunk) {
+  json c;
+  c["index"] = 0;
+  if (r.ep == Endpoint::completions) {
+    c["text"] = text;
+  } else if (!chunk) {
+    c["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    json d = json::object();
+    if (first_chunk) d["role"] = "assistant";
+    if (!text.empty() || first_chunk) d["content"] = text;
+    c["delta"] = d;
+  }
+  c["logprobs"] = nullptr;
+  c["finish_reason"] = finish_reason;
+  return c;
+}
+
+json envelope(const Reply& r, bool chunk) {
+  json j;
+  j["id"] = r.id;
+  j["object"] = r.ep == Endpoint::completions ? "text_completion" : (chunk ? "chat.completion.chunk" : "chat.completion");
+  j["created"] = r.created;
+  j["model"] = r.model;
+  return j;
+}
+
+std::string sse(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+// State of one SSE response, owned by httplib's content provider.
+struct Stream {
+  Reply reply;
+  std::shared_ptr<RequestState> state;
+  bool include_usage = false;
+  int fd = -1;
+  bool sent_first = false;
+  std::shared_ptr<InflightGuard> guard;
+};
+
+// One call of the chunked content provider: waits briefly for text, writes the events
+// it has, ends the stream when the request is done. false = abort (client gone).
+bool stream_step(Stream& s, httplib::DataSink& sink) {
+  s.state->wait(kPollSeconds);
+  if (peer_closed(s.fd)) {
+    s.state->cancel();
+    return false;
+  }
+  std::string text;
+  const bool done = s.state->take(text);
+  std::string out;
+  if (!s.sent_first && (s.reply.ep == Endpoint::chat || !text.empty() || done)) {
+    // Chat streams announce the role first (as OpenAI does); completions just start.
+    if (s.reply.ep == Endpoint::chat) {
+      json j = envelope(s.reply, true);
+      j["choices"] = json::array({choice_json(s.reply, "", nullptr, true, true)});
+      out += sse(j);
+    }
+    s.sent_first = true;
+  }
+  if (!text.empty()) {
+    json j = envelope(s.reply, true);
+    j["choices"] = json::array({choice_json(s.reply, text, nullptr, true, false)});
+    out += sse(j);
+  }
+  if (done) {
+    RequestState& st = *s.state;
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (!st.error.empty()) {
+      out += sse(ApiError(500, "server_error", st.error).body());
+    } else {
+      json j = envelope(s.reply, true);
+      j["choices"] = json::array({choice_json(s.reply, "", st.finish_reason, true, false)});
+      j["usage"] = usage_json(st);
+      j["timings"] = timings_json(st);
+      j["treespec"] = treespec_json(st, s.reply.method);
+      out += sse(j);
+      if (s.include_usage) {
+        json u = envelope(s.reply, true);
+        u["choices"] = json::array();
+        u["usage"] = usage_json(st);
+        out += sse(u);
+      }
+    }
+    out += "data: [DONE]\n\n";
+  }
+  if (!out.empty() && !sink.write(out.data(), out.size())) {
+    s.state->cancel();
+    return false;
+  }
+  if (done) sink.done();
+  return true;
+}
+
+}  // namespace
+
+void Server::Impl::handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
+  const double t_arrival = core::now_s();
+  require_ready();
+  const json body = parse_body(req.body);
+  GenerationRequest g = parse_generation_request(body, ep, cfg.sampling);
+  if (!g.model.empty() && !model_matches(g.model)) {
+    throw ApiError(404, "invalid_request_error",
+                   fmt::format("The model '{}' does not exist: this server serves '{}'", g.model, model_id),
+                   "model_not_found", "model");
+  }
+
+  // Tokenize exactly as `treespec run` does (BOS added, special-token text parsed).
+  std::vector<int32_t> prompt;
+  std::vector<std::string> stops = g.stops;
+  if (ep == Endpoint::chat) {
+    RenderedChat rc = render_chat(chat_family, g.messages, bos_text, eos_text);
+    prompt = tok->encode(rc.prompt, true, true);
+    stops.insert(stops.end(), rc.stops.begin(), rc.stops.end());
+  } else if (g.prompt_is_tokens) {
+    for (size_t i = 0; i < g.prompt_tokens.size(); ++i) {
+      if (g.prompt_tokens[i] >= tok->n_vocab()) {
+        throw invalid_request(fmt::format("'prompt[{}]' = {} is outside the vocabulary (0..{})", i, g.prompt_tokens[i],
+                                          tok->n_vocab() - 1), "prompt");
+      }
+    }
+    prompt = g.prompt_tokens;
+  } else {
+    prompt = tok->encode(g.prompt, true, true);
+  }
+  if (prompt.empty()) throw invalid_request("the prompt is empty (and the model adds no BOS token)", "prompt");
+  if (static_cast<int64_t>(prompt.size()) > n_ctx) {
+    throw ApiError(400, "invalid_request_error",
+                   fmt::format("the prompt has {} tokens but the context holds {} per request (-c/--ctx-size)",
+                               prompt.size(), n_ctx),
+                   "context_length_exceeded", ep == Endpoint::chat ? "messages" : "prompt");
+  }
+  // max_tokens beyond the room left is clamped, as llama-server does; the request ends
+  // with finish_reason "length" there. Without max_tokens: 16 for completions (OpenAI's
+  // default), until the context is full for chat.
+  const int64_t room = n_ctx - static_cast<int64_t>(prompt.size()) + 1;
+  int64_t n_predict = g.max_tokens >= 0 ? g.max_tokens : (ep == Endpoint::completions ? 16 : room);
+  n_predict = std::min(n_predict, room);
+
+  auto state = std::make_shared<RequestState>();
+  state->id = make_request_id(ep);
+  state->prompt = std::move(prompt);
+  state->params.sampling = g.sampling;
+  if (!g.seed_given) {
+    state->params.sampling.seed = cfg.default_seed >= 0 ? static_cast<uint64_t>(cfg.default_seed) : random_seed();
+  }
+  state->params.mode = cfg.verify;
+  state->params.typical = cfg.typical;
+  state->params.n_predict = static_cast<int32_t>(n_predict);
+  state->params.ignore_eog = g.ignore_eos;
+  state->stops = std::move(stops);
+  state->t_arrival = t_arrival;
+
+  auto guard = std::make_shared<InflightGuard>(inflight);
+  const Status st = scheduler->submit(state);
+  if (!st.ok()) {
+    throw ApiError(503, "unavailable_error", st.message(), st.code() == StatusCode::no_slot ? "queue_full" : "shutting_down");
+  }
+  const Reply reply{ep, state->id, static_cast<int64_t>(std::time(nullptr)), model_id, cfg.spec.method};
+  const int fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
+
+  if (g.stream) {
+    auto s = std::make_shared<Stream>();
+    s->reply = reply;
+    s->state = state;
+    s->include_usage = g.include_usage;
+    s->fd = fd;
+    s->guard = guard;
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream", [s](size_t, httplib::DataSink& sink) { return stream_step(*s, sink); },
+        [state](bool) { state->cancel(); });  // response gone: stop generating (no-op when done)
+    return;
+  }
+
+  // Plain response: wait for completion, cancelling if the client hangs up.
+  while (!state->wait_done(kPollSeconds)) {
+    if (peer_closed(fd)) state->cancel();
+  }
+  std::lock_guard<std::mutex> lock(state->mu);
+  if (!state->error.empty()) throw ApiError(500, "server_error", state->error);
+  json j = envelope(reply, false);
+  j["choices"] = json::array({choice_json(reply, state->text, state->finish_reason, false, false)});
+  j["usage"] = usage_json(*state);
+  j["timings"] = timings_json(*state);
+  j["treespec"] = treespec_json(*state, cfg.spec.method);
+  send_json(res, 200, j);
+}
+
+}  // namespace treespec::server

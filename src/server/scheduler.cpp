@@ -1,0 +1,269 @@
+#include "server/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/log.h"
+#include "core/timer.h"
+#include "server/text_stream.h"
+
+namespace treespec::server {
+
+const char* openai_finish_reason(engine::FinishReason r) {
+  switch (r) {
+    case engine::FinishReason::eog:
+    case engine::FinishReason::stop: return "stop";
+    case engine::FinishReason::length:
+    case engine::FinishReason::context: return "length";
+    case engine::FinishReason::cancelled: return "cancelled";
+    case engine::FinishReason::none: break;
+  }
+  return "none";
+}
+
+bool RequestState::take(std::string& out) {
+  std::lock_guard<std::mutex> lock(mu);
+  out.swap(pending);
+  pending.clear();
+  return done;
+}
+
+void RequestState::wait(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return done || !pending.empty(); });
+}
+
+bool RequestState::wait_done(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu);
+  return cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return done; });
+}
+
+struct Scheduler::Active {
+  std::shared_ptr<RequestState> state;
+  std::unique_ptr<engine::Sequence> seq;
+  std::unique_ptr<TextStream> text;
+};
+
+namespace {
+
+void finish_without_engine(RequestState& r, const std::string& reason, const std::string& error) {
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.done = true;
+  r.finish_reason = reason;
+  r.error = error;
+  r.t_done = core::now_s();
+  r.cv.notify_all();
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok, const SchedulerConfig& cfg,
+                     Metrics& metrics)
+    : model_(model), tok_(tok), cfg_(cfg), metrics_(metrics), engine_(model, cfg.engine), budget_(cfg.step_budget) {
+  if (cfg.max_queue < 0) throw InvalidArgument(fmt::format("--max-queue must be >= 0, got {}", cfg.max_queue));
+  engine_.set_eog_ids(tok.eog_ids());
+  engine_.set_budget_policy(&budget_);
+  // Build one drafter now so a bad --spec or drafter parameter fails at startup.
+  (void)drafters::make_drafter(cfg_.spec, drafters::DrafterEnv{&model_, tok_.eog_ids(), 0});
+  metrics_.set_engine_state(engine_.totals(), 0, 0, cfg_.engine.n_slots);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() { shutdown(0.0); }
+
+Status Scheduler::submit(std::shared_ptr<RequestState> r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!accepting_) return {StatusCode::cancelled, "the server is shutting down"};
+  const auto free_slots = std::max<int64_t>(0, static_cast<int64_t>(cfg_.engine.n_slots) - n_running_);
+  if (static_cast<int64_t>(waiting_.size()) >= free_slots + cfg_.max_queue) {
+    return {StatusCode::no_slot, fmt::format("all {} slots are busy and {} requests are queued (--max-queue {})",
+                                             cfg_.engine.n_slots, waiting_.size(), cfg_.max_queue)};
+  }
+  waiting_.push_back(std::move(r));
+  metrics_.set_waiting(static_cast<int32_t>(waiting_.size()));
+  cv_.notify_all();
+  return {};
+}
+
+int32_t Scheduler::n_waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int32_t>(waiting_.size());
+}
+
+int32_t Scheduler::n_running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return n_running_;
+}
+
+void Scheduler::shutdown(double grace_s) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    accepting_ = false;
+    stop_ = true;
+    cv_.notify_all();
+    if (grace_s > 0.0) {
+      idle_cv_.wait_for(lock, std::chrono::duration<double>(grace_s), [&] { return n_running_ == 0 && waiting_.empty(); });
+    }
+  }
+  cancel_all_.store(true);
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::unique_ptr<Active>>& active) {
+  if (r->cancel_requested.load() || cancel_all_.load()) {
+    finish_without_engine(*r, "cancelled", "");
+    metrics_.on_request_done("cancelled", 0, 0, -1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival);
+    return;
+  }
+  auto a = std::make_unique<Active>();
+  a->state = r;
+  try {
+    drafters::DrafterEnv env{&model_, tok_.eog_ids(), r->params.sampling.seed, &engine_.ctx().pool()};
+    a->seq = std::make_unique<engine::Sequence>(r->prompt, r->params, drafters::make_drafter(cfg_.spec, env));
+    a->text = std::make_unique<TextStream>(tok_, r->prompt.empty() ? -1 : r->prompt.back(), r->stops);
+    Active* ap = a.get();
+    a->seq->on_tokens = [ap](std::span<const int32_t> toks) {
+      std::string delta;
+      for (int32_t t : toks) {
+        if (ap->text->stopped()) break;
+        delta += ap->text->push(t);
+      }
+      RequestState& s = *ap->state;
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (s.t_first_token == 0.0) s.t_first_token = core::now_s();
+      s.pending += delta;
+      s.text += delta;
+      s.n_completion_tokens = ap->text->n_tokens();
+      s.cv.notify_all();
+    };
+    {
+      std::lock_guard<std::mutex> lock(r->mu);
+      r->t_start = core::now_s();
+    }
+    const Status st = engine_.add(*a->seq);
+    if (!st.ok()) throw Error(st.to_string());  // cannot happen: we admit only into free slots
+  } catch (const std::exception& e) {
+    TS_LOG_WARN("request {}: cannot start: {}", r->id, e.what());
+    finish_without_engine(*r, "error", e.what());
+    metrics_.on_request_done("error", static_cast<int64_t>(r->prompt.size()), 0, -1.0, core::now_s() - r->t_arrival,
+                             r->t_start - r->t_arrival);
+    if (a->seq && a->seq->slot() >= 0) engine_.release(*a->seq, engine::FinishReason::cancelled);
+    return;
+  }
+  active.push_back(std::move(a));
+}
+
+void Scheduler::finalize(Active& a) {
+  RequestState& s = *a.state;
+  const std::string rest = a.text->finish();
+  const engine::Sequence& seq = *a.seq;
+  const std::string reason = a.text->stopped() ? "stop" : openai_finish_reason(seq.finish_reason());
+  const int32_t n_tokens = a.text->n_tokens();
+  const double t_done = core::now_s();
+  double ttft = -1.0, e2e = 0.0, queue = 0.0;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.t_first_token > 0.0) ttft = s.t_first_token - s.t_arrival;
+    e2e = t_done - s.t_arrival;
+    queue = s.t_start - s.t_arrival;
+  }
+  // Metrics first, so a client that reads /metrics after its response sees its request.
+  metrics_.on_request_done(reason, static_cast<int64_t>(s.prompt.size()), n_tokens, ttft, e2e, queue);
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.pending += rest;
+    s.text += rest;
+    s.finish_reason = reason;
+    s.n_completion_tokens = n_tokens;
+    s.stats = seq.stats();
+    s.t_done = t_done;
+    s.done = true;
+    s.cv.notify_all();
+  }
+  const auto& st = seq.stats();
+  TS_LOG_INFO(
+      "request {}: {} | prompt {} tok, completion {} tok | queue {:.1f} ms, ttft {:.1f} ms, total {:.1f} ms, {:.1f} tok/s | "
+      "spec {}: {} drafts, {} draft tokens, {} accepted, mean accepted length {:.2f}",
+      s.id, reason, s.prompt.size(), n_tokens, 1e3 * queue, 1e3 * ttft, 1e3 * e2e, st.tokens_per_s(), cfg_.spec.method,
+      st.n_drafts, st.n_draft_tokens, st.n_accepted, st.mean_accepted_length());
+}
+
+void Scheduler::loop() {
+  const auto n_slots = static_cast<size_t>(cfg_.engine.n_slots);
+  std::vector<std::unique_ptr<Active>> active;
+  for (;;) {
+    std::vector<std::shared_ptr<RequestState>> to_admit, to_cancel;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !active.empty() || !waiting_.empty() || stop_; });
+      if (cancel_all_.load()) {
+        to_cancel.assign(waiting_.begin(), waiting_.end());
+        waiting_.clear();
+      }
+      while (!waiting_.empty() && active.size() + to_admit.size() < n_slots) {
+        to_admit.push_back(std::move(waiting_.front()));
+        waiting_.pop_front();
+      }
+      n_running_ = static_cast<int32_t>(active.size() + to_admit.size());
+      if (stop_ && active.empty() && to_admit.empty() && waiting_.empty() && to_cancel.empty()) {
+        idle_cv_.notify_all();
+        break;
+      }
+    }
+    for (auto& r : to_cancel) {
+      finish_without_engine(*r, "cancelled", "");
+      metrics_.on_request_done("cancelled", 0, 0, -1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival);
+    }
+    for (auto& r : to_admit) admit(r, active);
+
+    std::vector<engine::Sequence*> seqs;
+    for (auto& a : active) {
+      if (!a->seq->finished() && (cancel_all_.load() || a->state->cancel_requested.load())) {
+        engine_.release(*a->seq, engine::FinishReason::cancelled);
+      }
+      if (!a->seq->finished()) seqs.push_back(a->seq.get());
+    }
+    if (!seqs.empty()) {
+      try {
+        engine_.step(seqs);
+      } catch (const std::exception& e) {
+        // A drafter or engine error fails the requests of this step, not the server.
+        TS_LOG_ERROR("decode step failed: {}", e.what());
+        for (auto& a : active) {
+          if (a->seq->finished()) continue;
+          engine_.release(*a->seq, engine::FinishReason::cancelled);
+          std::lock_guard<std::mutex> lock(a->state->mu);
+          a->state->error = fmt::format("decode step failed: {}", e.what());
+        }
+      }
+    }
+    for (auto& a : active) {
+      if (!a->seq->finished() && a->text->stopped()) engine_.release(*a->seq, engine::FinishReason::stop);
+    }
+    std::vector<std::unique_ptr<Active>> done;
+    for (auto& a : active) {
+      if (a->seq->finished()) done.push_back(std::move(a));
+    }
+    active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
+
+    // Gauges before completions are announced, so they agree with what clients see.
+    int32_t n_waiting = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      n_running_ = static_cast<int32_t>(active.size());
+      n_waiting = static_cast<int32_t>(waiting_.size());
+    }
+    metrics_.set_engine_state(engine_.totals(), static_cast<int32_t>(active.size()), n_waiting, cfg_.engine.n_slots);
+    for (auto& a : done) finalize(*a);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (active.empty() && waiting_.empty()) idle_cv_.notify_all();
+    }
+  }
+  metrics_.set_engine_state(engine_.totals(), 0, 0, cfg_.engine.n_slots);
+}
+
+}  // namespace treespec::server

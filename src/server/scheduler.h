@@ -1,0 +1,121 @@
+// Scheduler: continuous batching. One thread owns the engine::Engine (n_slots KV slots of
+// n_ctx cells each). Between decode steps it admits queued requests into free slots
+// (prefill) and releases finished, stopped or cancelled ones; every step all active
+// sequences go through ONE batched forward (Engine::step), each with its own drafter and
+// tree. A StepBudgetPolicy splits one tree-node budget per step across the active slots.
+//
+// HTTP threads talk to it through RequestState (mutex + condition variable): the
+// scheduler appends released text and marks completion; the HTTP side reads text and may
+// request cancellation (client gone). Nothing here blocks on a client.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "drafters/factory.h"
+#include "engine/budget.h"
+#include "engine/engine.h"
+#include "engine/stats.h"
+#include "model/model.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+#include "treespec/status.h"
+
+namespace treespec::server {
+
+// One generation request shared between its HTTP thread and the scheduler.
+struct RequestState {
+  // Set before submit(), then read-only.
+  std::string id;
+  std::vector<int32_t> prompt;
+  engine::SequenceParams params;
+  std::vector<std::string> stops;
+  double t_arrival = 0.0;  // core::now_s() when the HTTP request arrived
+
+  // Shared; guarded by mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string pending;        // released text not yet taken by the HTTP side
+  std::string text;           // all released text
+  bool done = false;
+  std::string finish_reason;  // OpenAI: stop | length | cancelled
+  std::string error;          // non-empty: the request failed (message)
+  int32_t n_completion_tokens = 0;
+  engine::SpecStats stats;
+  double t_start = 0.0;        // slot assigned (prefill begins)
+  double t_first_token = 0.0;  // 0 = none yet
+  double t_done = 0.0;
+
+  std::atomic<bool> cancel_requested{false};
+  void cancel() { cancel_requested.store(true); }
+
+  // Takes the pending text; returns whether the request is done (under mu).
+  bool take(std::string& out);
+  // Waits until new text or completion, at most timeout_s (streaming readers).
+  void wait(double timeout_s);
+  // Waits until completion, at most timeout_s; returns done (plain-response readers,
+  // which never take `pending`, so waiting for text would spin).
+  bool wait_done(double timeout_s);
+};
+
+struct SchedulerConfig {
+  engine::EngineParams engine;
+  drafters::SpecConfig spec;
+  int32_t max_queue = 64;     // waiting requests beyond the free slots
+  int32_t step_budget = 0;    // tree nodes per step across slots; 0 = no cap
+};
+
+class Scheduler {
+ public:
+  Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok, const SchedulerConfig& cfg, Metrics& metrics);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. Status no_slot when more than max_queue requests would wait;
+  // cancelled when shutting down.
+  Status submit(std::shared_ptr<RequestState> r);
+
+  // Stops accepting requests, lets queued and running ones finish for up to grace_s
+  // seconds, cancels the rest, joins the thread. Idempotent.
+  void shutdown(double grace_s);
+
+  int32_t n_waiting() const;
+  int32_t n_running() const;
+  const SchedulerConfig& config() const { return cfg_; }
+
+ private:
+  struct Active;
+  void loop();
+  void admit(const std::shared_ptr<RequestState>& r, std::vector<std::unique_ptr<Active>>& active);
+  void finalize(Active& a);
+
+  const model::Model& model_;
+  const tokenizer::Tokenizer& tok_;
+  SchedulerConfig cfg_;
+  Metrics& metrics_;
+  engine::Engine engine_;
+  engine::StepBudgetPolicy budget_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;       // wakes the scheduler (work or stop)
+  std::condition_variable idle_cv_;  // wakes shutdown() when all work is done
+  std::deque<std::shared_ptr<RequestState>> waiting_;
+  int32_t n_running_ = 0;
+  bool accepting_ = true;
+  bool stop_ = false;                // exit once idle
+  std::atomic<bool> cancel_all_{false};
+  std::thread thread_;
+};
+
+// OpenAI finish_reason for an engine finish reason.
+const char* openai_finish_reason(engine::FinishReason r);
+
+}  // namespace treespec::server

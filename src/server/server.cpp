@@ -1,0 +1,353 @@
+#include "server/server.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "core/log.h"
+#include "core/timer.h"
+#include "gguf/gguf.h"
+#include "server/connection.h"
+#include "server/server_impl.h"
+#include "tokenizer/utf8.h"
+#include "treespec/status.h"
+
+namespace treespec::server {
+
+using nlohmann::json;
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void send_json(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(dump_json(j), "application/json; charset=utf-8");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status(), e.body()); }
+
+namespace {
+
+// Bounded label set for per-route metrics.
+std::string route_label(const std::string& path) {
+  static const char* known[] = {"/health",         "/v1/models", "/models",   "/metrics",  "/v1/completions",
+                                "/completions",    "/v1/chat/completions",    "/chat/completions",
+                                "/tokenize",       "/detokenize"};
+  for (const char* k : known) {
+    if (path == k) return k;
+  }
+  return "other";
+}
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return d == 0;
+}
+
+bool is_public_route(const std::string& path) { return path == "/health" || path == "/v1/models" || path == "/models"; }
+
+// Runs a handler, turning every exception into an OpenAI-style error body.
+template <typename F>
+void guarded(httplib::Response& res, F&& f) {
+  try {
+    f();
+  } catch (const ApiError& e) {
+    send_error(res, e);
+  } catch (const InvalidArgument& e) {
+    send_error(res, invalid_request(e.what()));
+  } catch (const std::exception& e) {
+    TS_LOG_ERROR("internal error: {}", e.what());
+    send_error(res, ApiError(500, "server_error", fmt::format("internal error: {}", e.what())));
+  }
+}
+
+}  // namespace
+
+Server::Server(ServerConfig cfg) : impl_(std::make_unique<Impl>(*this, std::move(cfg))) {}
+
+Server::~Server() { shutdown(); }
+
+std::string Server::failure() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->failure;
+}
+
+void Server::Impl::require_ready() const {
+  if (stopping.load()) throw unavailable("the server is shutting down");
+  switch (owner.state()) {
+    case State::ready: return;
+    case State::failed: throw ApiError(500, "server_error", "the model failed to load");
+    default: throw unavailable("Loading model");
+  }
+}
+
+bool Server::Impl::model_matches(const std::string& name) const {
+  if (name == model_id || name == cfg.model_path) return true;
+  return name == std::filesystem::path(cfg.model_path).filename().string();
+}
+
+void Server::Impl::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+  require_ready();
+  const TokenizeRequest t = parse_tokenize_request(parse_body(req.body));
+  const std::vector<int32_t> ids = tok->encode(t.content, t.add_special, true);
+  json out = json::array();
+  for (int32_t id : ids) {
+    if (!t.with_pieces) {
+      out.push_back(id);
+      continue;
+    }
+    const std::string piece = tok->token_to_piece(id, true);
+    json p = json::object();
+    p["id"] = id;
+    if (tokenizer::utf8::is_valid(piece)) {
+      p["piece"] = piece;
+    } else {  // a lone byte of a multi-byte character: give the bytes (as llama-server)
+      json bytes = json::array();
+      for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
+      p["piece"] = bytes;
+    }
+    out.push_back(p);
+  }
+  send_json(res, 200, json{{"tokens", out}});
+}
+
+void Server::Impl::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+  require_ready();
+  const std::vector<int32_t> ids = parse_detokenize_request(parse_body(req.body), tok->n_vocab());
+  send_json(res, 200, json{{"content", tok->decode(ids)}});
+}
+
+void Server::Impl::setup_routes() {
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (cfg.api_key.empty() || is_public_route(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.size() > prefix.size() && auth.compare(0, prefix.size(), prefix) == 0 &&
+        constant_time_equal(auth.substr(prefix.size()), cfg.api_key)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    send_error(res, ApiError(401, "authentication_error",
+                             auth.empty() ? "missing API key: send 'Authorization: Bearer <key>'" : "invalid API key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+
+  // httplib's own errors (unknown route, body too large, malformed HTTP) get JSON bodies.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
+    if (res.status == 404) {
+      send_error(res, ApiError(404, "not_found_error", fmt::format("no route for {} {}", req.method, req.path)));
+    } else if (res.status == 413) {
+      send_error(res, ApiError(413, "invalid_request_error",
+                               fmt::format("request body is larger than the limit of {} bytes (--max-body)", cfg.max_body_bytes)));
+    } else if (res.status == 400) {
+      // httplib could not read the request: malformed HTTP, or the body did not arrive
+      // within --timeout (a slow or stalled client). Do not keep such a connection.
+      // (The logger below then ends the connection.)
+      res.set_header("Connection", "close");
+      send_error(res, invalid_request(fmt::format(
+                          "malformed HTTP request, or its body did not arrive within {} s (--timeout)", cfg.timeout_s)));
+    } else {
+      send_error(res, ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
+                               fmt::format("HTTP error {}", res.status)));
+    }
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    TS_LOG_ERROR("internal error: {}", what);
+    send_error(res, ApiError(500, "server_error", fmt::format("internal error: {}", what)));
+  });
+
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.on_http_response(route_label(req.path), res.status);
+    if (res.get_header_value("Connection") == "close") {
+      // httplib 0.11 would still wait keep-alive seconds for another request on this
+      // connection; ending the read side (after the response was written: the logger
+      // runs then) makes its next read see EOF, so it closes now.
+      if (const int fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port); fd >= 0) {
+        ::shutdown(fd, SHUT_RD);
+      }
+    }
+    TS_LOG_DEBUG("{} {} -> {}", req.method, req.path, res.status);
+  });
+
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    switch (owner.state()) {
+      case State::ready:
+        if (!stopping.load()) {
+          send_json(res, 200, json{{"status", "ok"}});
+          return;
+        }
+        send_error(res, unavailable("the server is shutting down"));
+        return;
+      case State::failed: send_error(res, ApiError(500, "server_error", "the model failed to load")); return;
+      default: send_error(res, unavailable("Loading model")); return;
+    }
+  });
+
+  auto models = [this](const httplib::Request&, httplib::Response& res) {
+    json m;
+    m["id"] = model_id;
+    m["object"] = "model";
+    m["created"] = created;
+    m["owned_by"] = "treespec";
+    if (owner.state() == State::ready) {
+      m["meta"] = {{"n_ctx", n_ctx},
+                   {"n_vocab", model->hparams().n_vocab},
+                   {"n_slots", cfg.n_slots},
+                   {"spec", cfg.spec.method},
+                   {"chat_template", chat_family_name(chat_family)}};
+    }
+    send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
+  };
+  http.Get("/v1/models", models);
+  http.Get("/models", models);
+
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.status = 200;
+    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  auto completions = [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_generation(req, res, Endpoint::completions); });
+  };
+  auto chat = [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_generation(req, res, Endpoint::chat); });
+  };
+  http.Post("/v1/completions", completions);
+  http.Post("/completions", completions);
+  http.Post("/v1/chat/completions", chat);
+  http.Post("/chat/completions", chat);
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_tokenize(req, res); });
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_detokenize(req, res); });
+  });
+}
+
+void Server::Impl::load() {
+  try {
+    const double t0 = core::now_s();
+    if (cfg.load_delay_s > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(cfg.load_delay_s));
+    auto m = model::Model::load(cfg.model_path);
+    auto t = tokenizer::Tokenizer::from_gguf(m->gguf());
+    const auto& hp = m->hparams();
+    if (t->n_vocab() != hp.n_vocab) {
+      throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", cfg.model_path,
+                                    t->n_vocab(), hp.n_vocab));
+    }
+    n_ctx = cfg.n_ctx > 0 ? cfg.n_ctx : std::min(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
+    if (!cfg.chat_template.empty()) {
+      chat_family = chat_family_from_name(cfg.chat_template);
+    } else {
+      chat_family = detect_chat_family(m->gguf().get_string("tokenizer.chat_template", ""));
+    }
+    bos_text = t->bos_id() >= 0 ? t->token_to_piece(t->bos_id(), true) : "";
+    eos_text = t->eos_id() >= 0 ? t->token_to_piece(t->eos_id(), true) : "";
+
+    SchedulerConfig sc;
+    sc.engine.n_threads = cfg.n_threads;
+    sc.engine.n_ctx = n_ctx;
+    sc.engine.n_slots = cfg.n_slots;
+    sc.engine.n_batch = cfg.n_batch;
+    sc.spec = cfg.spec;
+    sc.max_queue = cfg.max_queue;
+    sc.step_budget = cfg.step_budget;
+    model = std::move(m);
+    tok = std::move(t);
+    scheduler = std::make_unique<Scheduler>(*model, *tok, sc, metrics);
+    owner.state_.store(State::ready);
+    metrics.set_ready(true);
+    TS_LOG_INFO("model {} loaded in {:.2f} s: {} slots x {} context, spec {}, step budget {}, chat template {}; ready",
+                model_id, core::now_s() - t0, cfg.n_slots, n_ctx, cfg.spec.method, cfg.step_budget,
+                chat_family_name(chat_family));
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      failure = e.what();
+    }
+    owner.state_.store(State::failed);
+    TS_LOG_ERROR("cannot load model: {}", e.what());
+  }
+}
+
+void Server::start() {
+  Impl& im = *impl_;
+  ServerConfig& c = im.cfg;
+  if (state_.load() != State::created) throw InvalidArgument("Server::start called twice");
+  // Everything that can be checked without the model fails here, before listening.
+  if (c.n_slots < 1 || c.n_slots > 1024) throw InvalidArgument(fmt::format("-np/--parallel must be in 1..1024, got {}", c.n_slots));
+  if (c.n_ctx < 0) throw InvalidArgument(fmt::format("-c/--ctx-size must be >= 0, got {}", c.n_ctx));
+  if (c.n_ctx > (1 << 20)) throw InvalidArgument(fmt::format("-c/--ctx-size {} is larger than 1048576", c.n_ctx));
+  if (c.max_queue < 0) throw InvalidArgument(fmt::format("--max-queue must be >= 0, got {}", c.max_queue));
+  if (c.step_budget < 0) throw InvalidArgument(fmt::format("--step-budget must be >= 0 (0 = no cap), got {}", c.step_budget));
+  if (c.timeout_s < 1) throw InvalidArgument(fmt::format("--timeout must be >= 1 second, got {}", c.timeout_s));
+  if (c.max_body_bytes < 1024) throw InvalidArgument(fmt::format("--max-body must be >= 1024 bytes, got {}", c.max_body_bytes));
+  if (c.port < 0 || c.port > 65535) throw InvalidArgument(fmt::format("--port must be in 0..65535, got {}", c.port));
+  if (c.http_threads < 0) throw InvalidArgument(fmt::format("--http-threads must be >= 0, got {}", c.http_threads));
+  if (!c.chat_template.empty()) (void)chat_family_from_name(c.chat_template);
+  {
+    const auto methods = drafters::spec_methods();
+    if (std::find(methods.begin(), methods.end(), c.spec.method) == methods.end()) {
+      throw InvalidArgument(fmt::format("unknown speculative method '{}' (known: {})", c.spec.method, fmt::join(methods, ", ")));
+    }
+  }
+  if (!std::ifstream(c.model_path, std::ios::binary)) throw IoError(fmt::format("cannot open model file '{}'", c.model_path));
+  c.sampling.validate();
+
+  im.model_id = !c.alias.empty() ? c.alias : std::filesystem::path(c.model_path).stem().string();
+  im.created = static_cast<int64_t>(std::time(nullptr));
+  const int n_http = c.http_threads > 0 ? c.http_threads : std::min(c.n_slots + c.max_queue + 8, 1024);
+  im.http.new_task_queue = [n_http] { return new httplib::ThreadPool(static_cast<size_t>(n_http)); };
+  im.http.set_payload_max_length(c.max_body_bytes);
+  im.http.set_read_timeout(c.timeout_s, 0);
+  im.http.set_write_timeout(c.timeout_s, 0);
+  im.setup_routes();
+
+  if (c.port == 0) {
+    port_ = im.http.bind_to_any_port(c.host);
+    if (port_ <= 0) throw IoError(fmt::format("cannot listen on {} (any port)", c.host));
+  } else {
+    if (!im.http.bind_to_port(c.host, c.port)) {
+      throw IoError(fmt::format("cannot listen on {}:{} (in use, or not a local address?)", c.host, c.port));
+    }
+    port_ = c.port;
+  }
+  state_.store(State::loading);
+  im.listen_thread = std::thread([&im] { im.http.listen_after_bind(); });
+  TS_LOG_INFO("listening on http://{}:{} ({} HTTP threads); loading {}", c.host, port_, n_http, c.model_path);
+  im.load_thread = std::thread([&im] { im.load(); });
+}
+
+void Server::shutdown() {
+  Impl& im = *impl_;
+  std::call_once(im.shutdown_once, [&] {
+    if (state_.load() == State::created) return;
+    im.stopping.store(true);
+    if (im.load_thread.joinable()) im.load_thread.join();  // a model load cannot be interrupted
+    if (im.scheduler) im.scheduler->shutdown(im.cfg.shutdown_grace_s);
+    // Let handlers write what the scheduler finished (streams end with [DONE]).
+    const double deadline = core::now_s() + 5.0;
+    while (im.inflight.load() > 0 && core::now_s() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    im.http.stop();
+    if (im.listen_thread.joinable()) im.listen_thread.join();
+    im.scheduler.reset();
+    state_.store(State::stopped);
+    TS_LOG_INFO("server stopped");
+  });
+}
+
+}  // namespace treespec::server

@@ -1,0 +1,78 @@
+// Server internals shared by server.cpp (lifecycle, routing, small endpoints) and
+// generate.cpp (completions and chat, plain and streamed). Not a public header.
+#pragma once
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "model/model.h"
+#include "server/api.h"
+#include "server/chat_template.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace treespec::server {
+
+struct Server::Impl {
+  Impl(Server& owner, ServerConfig cfg) : owner(owner), cfg(std::move(cfg)) {}
+
+  Server& owner;
+  ServerConfig cfg;
+  httplib::Server http;
+  std::thread listen_thread;
+  std::thread load_thread;
+  Metrics metrics;
+  std::string model_id;
+  int64_t created = 0;  // unix time the server started
+
+  // Set by the load thread before state becomes ready; read-only afterwards.
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<Scheduler> scheduler;
+  ChatFamily chat_family = ChatFamily::plain;
+  std::string bos_text, eos_text;
+  int32_t n_ctx = 0;
+
+  mutable std::mutex mu;
+  std::string failure;
+  std::atomic<bool> stopping{false};
+  std::atomic<int> inflight{0};  // generation requests whose response is not finished
+  std::once_flag shutdown_once;
+
+  // Throws ApiError 503 unless the model is loaded and we are not shutting down.
+  void require_ready() const;
+  bool model_matches(const std::string& name) const;
+
+  void setup_routes();
+  void load();
+  void handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint ep);
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
+};
+
+// Counts a generation request as in flight for its lifetime (shutdown waits for them).
+struct InflightGuard {
+  explicit InflightGuard(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
+  ~InflightGuard() { n_.fetch_sub(1); }
+  InflightGuard(const InflightGuard&) = delete;
+  InflightGuard& operator=(const InflightGuard&) = delete;
+
+ private:
+  std::atomic<int>& n_;
+};
+
+// JSON text that never throws (invalid UTF-8 from byte tokens becomes U+FFFD).
+std::string dump_json(const nlohmann::json& j);
+void send_json(httplib::Response& res, int status, const nlohmann::json& j);
+void send_error(httplib::Response& res, const ApiError& e);
+
+}  // namespace treespec::server
