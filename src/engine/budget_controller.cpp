@@ -176,6 +176,7 @@ void ControllerParams::validate() const {
   if (explore_every < 0) throw InvalidArgument(fmt::format("budget controller: explore_every must be >= 0, got {}", explore_every));
   if (probe_ctx < 0) throw InvalidArgument(fmt::format("budget controller: probe context must be >= 0, got {}", probe_ctx));
   if (!(probe_max_ratio > 1.0)) throw InvalidArgument(fmt::format("budget controller: probe_max_ratio must be > 1, got {}", probe_max_ratio));
+  if (step_budget < 0) throw InvalidArgument(fmt::format("budget controller: step budget must be >= 0, got {}", step_budget));
   if (probe_reps < 1) throw InvalidArgument(fmt::format("budget controller: probe_reps must be >= 1, got {}", probe_reps));
   if (!(latency.half_life > 0.0)) throw InvalidArgument("budget controller: latency half-life must be > 0");
   if (!(latency.bandwidth_octaves > 0.0)) throw InvalidArgument("budget controller: latency bandwidth must be > 0");
@@ -296,7 +297,8 @@ BudgetController::Choice BudgetController::choose(double mean_ctx, const std::ve
     const int32_t next = c.node + 1;
     if (next < static_cast<int32_t>(gains[i].size())) heap.push({gains[i][static_cast<size_t>(next)] - gains[i][static_cast<size_t>(next - 1)], c.seq, next});
   }
-  const int32_t x_max = static_cast<int32_t>(order_seq.size());
+  int32_t x_max = static_cast<int32_t>(order_seq.size());
+  if (p_.step_budget > 0) x_max = std::min<int32_t>(x_max, std::max<int32_t>(0, p_.step_budget - static_cast<int32_t>(b)));
   // Time at X: local fits on a geometric grid of rows, interpolated (a fit per X would cost
   // too much on a model whose step takes a fraction of a millisecond).
   const double bd = static_cast<double>(b);
@@ -521,9 +523,11 @@ void FixedBudgetPolicy::plan(std::span<Sequence* const>, std::span<int32_t> budg
   std::fill(budgets.begin(), budgets.end(), budget_);
 }
 
-std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg, Engine& eng) {
+std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg, Engine& eng, int32_t step_budget) {
   const std::string& v = cfg.budget.budget;
   ControllerParams cp;
+  if (step_budget < 0) throw InvalidArgument(fmt::format("step budget must be >= 0 (0 = no cap), got {}", step_budget));
+  cp.step_budget = step_budget;
   cp.n_max = cfg.budget.n_max;
   cp.interval = cfg.budget.interval;
   cp.probe = cfg.budget.probe;

@@ -101,6 +101,7 @@ struct ControllerParams {
   double probe_max_ratio = 6.0; // the sweep stops growing a batch size past this x one row's time
   int32_t probe_reps = 2;       // repetitions per sweep point (the minimum is kept)
   LatencyModel::Options latency;
+  int32_t step_budget = 0;      // cap on tree nodes per step over the whole batch (0 = none; roots always fit)
   int32_t trace_steps = 2048;   // per-step trace kept for stats_json (0 = none)
   void validate() const;        // InvalidArgument naming the field
 };
@@ -194,7 +195,9 @@ class FixedBudgetPolicy final : public BudgetPolicy {
 // The one place run, bench and serve get their tree-budget policy from a SpecConfig:
 // null when every drafter uses its own size (the default), a FixedBudgetPolicy for
 // `--budget N`, a calibrated BudgetController for `--budget dynamic` (alias `auto`) and
-// for `--spec propd` unless `--propd-static-tree`. InvalidArgument on a bad value.
-std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg, Engine& eng);
+// for `--spec propd` unless `--propd-static-tree`. `step_budget` (> 0) caps the nodes
+// of a whole step for the controller (a server's shared step budget; the other policies
+// ignore it). InvalidArgument on a bad value.
+std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg, Engine& eng, int32_t step_budget = 0);
 
 }  // namespace treespec::engine

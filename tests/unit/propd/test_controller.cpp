@@ -162,6 +162,19 @@ TEST(BudgetController, SharedStepBudgetGoesWhereItBuysMost) {
   EXPECT_GE(marginal(good, ch.budgets[1] - 1) + 1e-12, marginal(poor, ch.budgets[0]));
 }
 
+TEST(BudgetController, StepBudgetCapsTheWholeBatch) {
+  ControllerParams p = quiet_params();
+  p.step_budget = 20;
+  BudgetController c(p, 5);
+  fill(c, 1e-3, 0.0, 1.0, 3);  // rows are free: without the cap every sequence gets 64
+  const auto gain = concave_gain(64);
+  const auto ch = c.choose(64, {gain, gain, gain}, {1.0, 1.0, 1.0});
+  int32_t total = 0;
+  for (int32_t n : ch.budgets) total += n;
+  EXPECT_EQ(total, 20);
+  for (int32_t n : ch.budgets) EXPECT_GE(n, 6);  // equal curves share it about equally
+}
+
 TEST(BudgetController, FactoryParsesBudgets) {
   test::TinyModelConfig cfg;
   const std::string path = test::temp_dir() + "/tiny_budget.gguf";
