@@ -73,13 +73,13 @@ std::shared_ptr<PruneHead> PruneHead::from_f32(int32_t layer, int32_t n_embd, in
 }
 
 void PruneHead::logits(const model::Model& m, const float* x, int32_t n, float* work, float* logits, core::ThreadPool* pool) const {
+  TREESPEC_ASSERT(lens_ || n_embd_ == m.hparams().n_embd, "PruneHead: embedding width differs from the model (check_fits)");
   m.final_norm(x, n, {}, work);
   logits_normed(m, work, n, work, logits, pool);
 }
 
 void PruneHead::logits_normed(const model::Model& m, const float* hin, int32_t n, float* work, float* logits, core::ThreadPool* pool) const {
-  const int64_t E = m.hparams().n_embd;
-  TREESPEC_ASSERT(lens_ || n_embd_ == E, "PruneHead: embedding width differs from the model (check_fits)");
+  const int64_t E = lens_ ? m.hparams().n_embd : n_embd_;
   if (blocks_.empty()) {  // the lens, or a head without blocks: only the projection
     kernels::matmul(lens_ ? m.output() : out_, hin, n, logits, pool);
     return;
