@@ -67,7 +67,8 @@ class Drafter {
   virtual int32_t max_nodes() const { return 1; }
   // The drafter's own acceptance model, for the budget controller: out[n-1] = expected
   // accepted drafted tokens of the tree it would propose with budget n, n = 1..out.size()
-  // (out[0] = 0). false = no model (the controller then learns one from outcomes).
+  // (out[0] = 0). false = no model (the controller then learns one from outcomes); an
+  // empty `out` only asks which.
   virtual bool expected_accepted(std::span<double> out) const { return false; }
 
   // Early pruning of this drafter's trees (set by the factory from --prune / --spec propd).

@@ -447,8 +447,7 @@ void BudgetController::observe(const StepReport& r) {
     double pred = 0.0;
     if (it != planned_seqs_.end()) pred = planned_pred_[static_cast<size_t>(it - planned_seqs_.begin())];
     const auto& d = s.seq->drafter();
-    std::vector<double> probe(1, 0.0);
-    if (d.expected_accepted(probe)) {
+    if (d.expected_accepted({})) {  // an empty span only asks whether the drafter has a model
       if (s.n_nodes > 1 && pred > 0.0) {
         acc_pred_ += alpha * (pred - acc_pred_);
         acc_meas_ += alpha * (static_cast<double>(s.n_accepted) - acc_meas_);
