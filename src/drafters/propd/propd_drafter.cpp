@@ -69,6 +69,7 @@ tree::TokenTree PropdDrafter::propose(const DraftInput& in) {
   const int32_t root = in.context.back();
   if (!have_hidden_) return tree::TokenTree(root);
   const bool want_tree = in.budget > 1;
+  last_budget_ = in.budget;
   const bool refresh = p_.refresh_every > 0 && since_heads_ >= p_.refresh_every;
   if ((want_tree || refresh) && !have_cand_) {
     cand_.compute(hidden_.data());
@@ -92,8 +93,10 @@ void PropdDrafter::observe(const StepFeedback& fb) {
   root_index_ = static_cast<int64_t>(fb.context.size()) - 1;
   if (p_.adapt_alpha > 0.0f) {
     tracker_.grade(fb.context, live_, p_.adapt_alpha);
-    // Rebuild T_Nmax every R steps, if the table can have moved (the heads ran).
-    if (steps_ % p_.interval == 0 && head_runs_ != rebuilt_at_runs_) {
+    // Rebuild T_Nmax every R steps if the table can have moved (the heads ran); while the
+    // trees are one node (the heads only refresh the table) every 8R steps is enough.
+    const int64_t every = last_budget_ > 1 ? p_.interval : 8 * static_cast<int64_t>(p_.interval);
+    if (steps_ % every == 0 && head_runs_ != rebuilt_at_runs_) {
       rebuild();
       rebuilt_at_runs_ = head_runs_;
     }

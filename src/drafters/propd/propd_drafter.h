@@ -41,7 +41,7 @@ struct PropdParams {
   bool static_tree = false;    // --propd-static-tree (alias --static-tree): ablation with the fixed Nmax tree
   std::string tree;            // --propd-tree: the static tree (default: best-first auto:Nmax from the calibration)
   float adapt_alpha = 0.02f;   // EMA rate of the live acceptance table
-  int32_t refresh_every = 16;  // heads run at least this often while trees are 1 node (0 = only when needed)
+  int32_t refresh_every = 64;  // heads run at least this often while trees are 1 node (0 = only when needed)
   void validate() const;       // InvalidArgument naming the flag
 };
 
@@ -77,6 +77,7 @@ class PropdDrafter final : public Drafter {
   bool have_cand_ = false;                // cand_ computed from hidden_
   int64_t root_index_ = 0;                // context index of the next root
   int64_t steps_ = 0, since_heads_ = 0, head_runs_ = 0, rebuilt_at_runs_ = 0;
+  int32_t last_budget_ = 1;               // budget of the last proposal
 };
 
 // --spec propd: heads from p.heads_path (or medusa.heads_path, or the model file), the
