@@ -31,11 +31,16 @@ if [ -z "$MODEL" ]; then
 fi
 
 SPEC=${TREESPEC_DEMO_SPEC:-lookup}
+SPEC_ARGS=""
+if [ -z "${TREESPEC_DEMO_SPEC:-}" ] && [ -f "${MODEL%.gguf}.medusa.gguf" ]; then
+  SPEC=medusa
+  SPEC_ARGS="--heads ${MODEL%.gguf}.medusa.gguf --tree auto:4"
+fi
 N=${TREESPEC_DEMO_N:-200}
 echo "== model: $MODEL"
 echo "== prompt: $PROMPT"
 plain=$("$BIN" run -m "$MODEL" -p "$PROMPT" -n "$N" --temp 0 -t 1 --json --spec none)
-spec=$("$BIN" run -m "$MODEL" -p "$PROMPT" -n "$N" --temp 0 -t 1 --json --spec "$SPEC")
+spec=$("$BIN" run -m "$MODEL" -p "$PROMPT" -n "$N" --temp 0 -t 1 --json --spec "$SPEC" $SPEC_ARGS)
 python3 - "$plain" "$spec" "$SPEC" <<'PY'
 import json, sys
 a, b, name = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]

@@ -65,6 +65,9 @@ class Drafter {
   virtual std::span<const sampling::Distribution* const> draft_distributions() const { return {}; }
   // Largest tree this drafter ever proposes (used to size scratch rows); 0 = no limit.
   virtual int32_t max_nodes() const { return 1; }
+  // Drafter-specific counters for reports, as (name, value) pairs; `run --json` prints them
+  // under stats.drafter. Empty by default.
+  virtual std::vector<std::pair<std::string, double>> counters() const { return {}; }
   // The drafter's own acceptance model, for the budget controller: out[n-1] = expected
   // accepted drafted tokens of the tree it would propose with budget n, n = 1..out.size()
   // (out[0] = 0). false = no model (the controller then learns one from outcomes); an

@@ -13,6 +13,7 @@
 #include "drafters/medusa/medusa_drafter.h"
 #include "drafters/propd/propd_drafter.h"
 #include "drafters/propd/prune_spec.h"
+#include "drafters/ptd/ptd_drafter.h"
 
 namespace treespec::model {
 class Model;
@@ -33,6 +34,7 @@ struct SpecConfig {
   LookupParams lookup;
   LookaheadParams lookahead;
   MedusaParams medusa;
+  PtdParams ptd;
   PropdParams propd;
   PruneParams prune;      // --prune (any method) and propd's pruning
   BudgetParams budget;
@@ -41,7 +43,7 @@ struct SpecConfig {
 // What a drafter may need from its surroundings.
 struct DrafterEnv {
   const model::Model* model = nullptr;
-  std::vector<int32_t> eog_ids;
+  std::vector<int32_t> eog_ids;  // empty: drafters that need them read the model's GGUF
   uint64_t seed = 0;
   core::ThreadPool* pool = nullptr;  // the engine's pool, for drafters that run matmuls (Medusa heads); may be null
 };

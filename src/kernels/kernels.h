@@ -14,12 +14,18 @@
 
 namespace treespec::kernels {
 
+// ISA levels, each a superset of the one before. avx2 = AVX2+FMA+F16C; avx512 =
+// F/BW/VL/DQ; avx512_vnni adds the int8 dot products (VPDPBUSD) used for Q8_0/Q4_0.
+// AMX has no level: no AMX kernels exist (the development CPU, AMD Zen 5, has none);
+// cpu_has_amx() reports the CPU so tools and tests can say so.
 enum class Isa { scalar = 0, avx2 = 1, avx512 = 2, avx512_vnni = 3 };
+constexpr int kNumIsas = 4;
 const char* isa_name(Isa isa);
 bool isa_supported(Isa isa);      // by this CPU (and OS state)
 Isa best_isa();                   // best supported
 Isa active_isa();                 // what matmul() etc. use now (default best_isa())
 void set_active_isa(Isa isa);     // tests and benchmarks; clamps to supported
+bool cpu_has_amx();               // AMX-TILE + AMX-INT8 present (informational only)
 
 struct WeightView {
   const void* data = nullptr;  // [n_out, n_in] in `type`
@@ -35,6 +41,12 @@ bool dtype_supported(tensor::DType type);
 // y[M, n_out] = x[M, n_in] * W^T. Streams each weight row once for all M rows, so a
 // tree of M rows costs about one weight read. `pool` may be null (single thread).
 void matmul(const WeightView& w, const float* x, int64_t M, float* y, core::ThreadPool* pool);
+
+// Several matrices that read the same x[M, n_in] (q/k/v, gate/up): y_j[M, n_out_j] =
+// x * W_j^T, with one activation quantisation and one parallel pass over all their
+// tiles (fewer thread hand-offs per layer). Same results as separate matmul calls.
+void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const float* x, int64_t M,
+                  core::ThreadPool* pool);
 
 // out[n_in] = row r of W, dequantised (embedding lookup).
 void get_row(const WeightView& w, int64_t r, float* out);
@@ -58,6 +70,42 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 
 // In-place softmax over n values; returns nothing; handles -inf entries.
 void softmax(float* x, int64_t n);
+
+// Attention of several query rows of one sequence against one KV head (the rows of a
+// token tree, or one decode row). Query head j (0 <= j < n_head, the GQA group sharing
+// this KV head) of row i is q + i*ldq + j*head_dim; its output goes to out + i*ldo +
+// j*head_dim. Row i sees the committed cells [0, n_committed) and then its n_extra[i]
+// cells extra[i][0..] (tree ancestors incl. itself) of k, v: [n_cells, head_dim].
+// K and V rows of the committed prefix are read once for all rows. The result of a row
+// does not depend on the other rows (bit for bit), so one call per tree equals one call
+// per node.
+struct AttentionRows {
+  const float* q = nullptr;
+  int64_t ldq = 0;
+  float* out = nullptr;
+  int64_t ldo = 0;
+  int64_t n_rows = 0;
+  int64_t n_head = 1;
+  int64_t head_dim = 0;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t n_committed = 0;
+  const int32_t* const* extra = nullptr;  // [n_rows] lists of cells
+  const int32_t* n_extra = nullptr;       // [n_rows]
+  float scale = 1.0f;
+  float* scratch = nullptr;  // attention_scratch_floats(n_rows, n_head, max visible) floats
+};
+int64_t attention_scratch_floats(int64_t n_rows, int64_t n_head, int64_t max_visible);
+void attention_rows(const AttentionRows& a);
+
+// Streams `bytes` of memory (a buffer allocated and touched here, so it lives in DRAM
+// when bytes >> last-level cache) with every thread of `pool` (null: one thread) and
+// returns the best of `reps` read bandwidths in GB/s (1e9 bytes per second).
+// If per_cpu_s is given it receives bytes / (process CPU seconds) of the best repetition
+// divided by the thread count: the rate while the threads actually ran, which is what
+// to compare with on a machine shared with other jobs (wall-clock there includes time
+// the threads spent descheduled).
+double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps = 5, double* per_cpu_s = nullptr);
 
 // One attention row: out[n_head, head_dim] for query q[n_head, head_dim] against the
 // keys/values of one sequence. K and V are [n_head_kv, n_cells, head_dim] (per layer,

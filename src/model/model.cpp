@@ -295,6 +295,13 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
     }
   }
 
+  ctx.extra_ptr_.resize(static_cast<size_t>(n));
+  ctx.extra_len_.resize(static_cast<size_t>(n));
+  for (int32_t r = 0; r < n; ++r) {
+    ctx.extra_ptr_[static_cast<size_t>(r)] = ctx.extra_[static_cast<size_t>(r)].data();
+    ctx.extra_len_[static_cast<size_t>(r)] = static_cast<int32_t>(ctx.extra_[static_cast<size_t>(r)].size());
+  }
+
   float* xn = ctx.xn_.data();
   float* q = ctx.q_.data();
   float* k = ctx.k_.data();
@@ -306,12 +313,38 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t group = hp_.n_head / hp_.n_head_kv;
 
+  // Row-wise work (norms, RoPE, residual adds, SwiGLU) is cheap next to the matmuls but
+  // not for 64 tree rows of a wide model: split it over the pool when there is enough.
+  auto rows_parallel = [&](int64_t n_items, int64_t item_cost, auto&& fn) {
+    if (n_items > 1 && n_items * item_cost >= (int64_t{1} << 15) && ctx.n_threads() > 1) {
+      pool->parallel_for(n_items, 1, [&](int64_t b, int64_t e, int) { fn(b, e); });
+    } else {
+      fn(int64_t{0}, n_items);
+    }
+  };
+  auto residual_norm = [&](const float* add, const std::vector<float>& gain) {  // x += add; xn = norm(x)
+    rows_parallel(n, E, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        float* xr = x + r * E;
+        if (add) {
+          const float* ar = add + r * E;
+          for (int64_t i = 0; i < E; ++i) xr[i] += ar[i];
+        }
+        if (!gain.empty()) kernels::rmsnorm(xr, gain.data(), xn + r * E, E, hp_.rms_eps);
+      }
+    });
+  };
+  static const std::vector<float> kNoGain;
+
   for (int32_t il = l0; il < l1; ++il) {
     const LayerWeights& L = layers_[static_cast<size_t>(il)];
-    for (int32_t r = 0; r < n; ++r) kernels::rmsnorm(x + r * E, L.attn_norm.data(), xn + r * E, E, hp_.rms_eps);
-    kernels::matmul(L.wq, xn, n, q, pool);  // [n, nq]
-    kernels::matmul(L.wk, xn, n, k, pool);  // [n, nkv]
-    kernels::matmul(L.wv, xn, n, v, pool);  // [n, nkv]
+    residual_norm(nullptr, L.attn_norm);
+    {
+      // q [n, nq], k [n, nkv], v [n, nkv] in one pass over the three matrices
+      const kernels::WeightView* ws[3] = {&L.wq, &L.wk, &L.wv};
+      float* ys[3] = {q, k, v};
+      kernels::matmul_multi(ws, ys, 3, xn, n, pool);
+    }
     if (hp_.has_qkv_bias) {
       for (int32_t r = 0; r < n; ++r) {
         for (int64_t i = 0; i < nq; ++i) q[r * nq + i] += L.bq[static_cast<size_t>(i)];
@@ -319,11 +352,13 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
         for (int64_t i = 0; i < nkv; ++i) v[r * nkv + i] += L.bv[static_cast<size_t>(i)];
       }
     }
-    for (int32_t r = 0; r < n; ++r) {
-      const int32_t p = batch.pos[static_cast<size_t>(r)];
-      kernels::rope(q + r * nq, hp_.n_head, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
-      kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
-    }
+    rows_parallel(n, nq + nkv, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int32_t p = batch.pos[static_cast<size_t>(r)];
+        kernels::rope(q + r * nq, hp_.n_head, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
+        kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
+      }
+    });
     // Write this layer's K/V into the rows' cells.
     for (const auto& s : batch.segs) {
       float* kc = kv.k(il, s.seq);
@@ -336,26 +371,42 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
         }
       }
     }
-    // Attention: one task per (row, kv head).
+    // Attention: one task per (segment, kv head, chunk of up to kAttnRows rows). The
+    // rows of a chunk share one pass over the committed prefix's K/V.
     {
-      const int64_t n_tasks = static_cast<int64_t>(n) * hp_.n_head_kv;
-      std::vector<int32_t> seg_of_row(static_cast<size_t>(n));
+      ctx.attn_tasks_.clear();
       for (size_t si = 0; si < batch.segs.size(); ++si) {
         const auto& s = batch.segs[si];
-        for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) seg_of_row[static_cast<size_t>(r)] = static_cast<int32_t>(si);
+        for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; r += ForwardContext::kAttnRows) {
+          const int32_t nr = std::min(ForwardContext::kAttnRows, s.row_begin + s.n_rows - r);
+          for (int32_t g = 0; g < hp_.n_head_kv; ++g) ctx.attn_tasks_.push_back({static_cast<int32_t>(si), r, nr, g});
+        }
       }
       auto work = [&](int64_t b, int64_t e, int thread) {
-        float* sc = ctx.scores_.data() + static_cast<size_t>(thread) * static_cast<size_t>(ctx.max_cells_);
+        float* sc = ctx.scores_.data() + static_cast<size_t>(thread) * ctx.scores_per_thread_;
         for (int64_t t = b; t < e; ++t) {
-          const int32_t r = static_cast<int32_t>(t / hp_.n_head_kv);
-          const int64_t g = t % hp_.n_head_kv;
-          const auto& s = batch.segs[static_cast<size_t>(seg_of_row[static_cast<size_t>(r)])];
-          const auto& ex = ctx.extra_[static_cast<size_t>(r)];
-          kernels::attention_row(q + r * nq + g * group * hd, kv.k(il, s.seq) + g * n_cells * hd,
-                                 kv.v(il, s.seq) + g * n_cells * hd, group, 1, hd, n_cells, s.n_past, ex.data(),
-                                 static_cast<int64_t>(ex.size()), scale, sc, att + r * nq + g * group * hd);
+          const auto& task = ctx.attn_tasks_[static_cast<size_t>(t)];
+          const auto& s = batch.segs[static_cast<size_t>(task.seg)];
+          const int64_t g = task.kv_head;
+          kernels::AttentionRows a;
+          a.q = q + task.row * nq + g * group * hd;
+          a.ldq = nq;
+          a.out = att + task.row * nq + g * group * hd;
+          a.ldo = nq;
+          a.n_rows = task.n_rows;
+          a.n_head = group;
+          a.head_dim = hd;
+          a.k = kv.k(il, s.seq) + g * n_cells * hd;
+          a.v = kv.v(il, s.seq) + g * n_cells * hd;
+          a.n_committed = s.n_past;
+          a.extra = ctx.extra_ptr_.data() + task.row;
+          a.n_extra = ctx.extra_len_.data() + task.row;
+          a.scale = scale;
+          a.scratch = sc;
+          kernels::attention_rows(a);
         }
       };
+      const auto n_tasks = static_cast<int64_t>(ctx.attn_tasks_.size());
       if (n_tasks > 1) {
         pool->parallel_for(n_tasks, 1, work);
       } else {
@@ -363,14 +414,17 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
       }
     }
     kernels::matmul(L.wo, att, n, tmp, pool);  // [n, E]
-    for (int64_t i = 0; i < n * E; ++i) x[i] += tmp[i];
-
-    for (int32_t r = 0; r < n; ++r) kernels::rmsnorm(x + r * E, L.ffn_norm.data(), xn + r * E, E, hp_.rms_eps);
-    kernels::matmul(L.w_gate, xn, n, gate, pool);  // [n, n_ff]
-    kernels::matmul(L.w_up, xn, n, up, pool);      // [n, n_ff]
-    kernels::swiglu(gate, up, gate, static_cast<int64_t>(n) * hp_.n_ff);
+    residual_norm(tmp, L.ffn_norm);
+    {
+      const kernels::WeightView* ws[2] = {&L.w_gate, &L.w_up};
+      float* ys[2] = {gate, up};  // [n, n_ff] each
+      kernels::matmul_multi(ws, ys, 2, xn, n, pool);
+    }
+    rows_parallel(n, hp_.n_ff, [&](int64_t b, int64_t e) {
+      kernels::swiglu(gate + b * hp_.n_ff, up + b * hp_.n_ff, gate + b * hp_.n_ff, (e - b) * hp_.n_ff);
+    });
     kernels::matmul(L.w_down, gate, n, tmp, pool);  // [n, E]
-    for (int64_t i = 0; i < n * E; ++i) x[i] += tmp[i];
+    residual_norm(tmp, kNoGain);
   }
   return {};
 }
@@ -424,7 +478,9 @@ void ForwardContext::reserve(int32_t n_rows, int32_t n_cells) {
     max_rows_ = n_rows;
   }
   if (n_cells > max_cells_) {
-    scores_.resize(static_cast<size_t>(pool_.n_threads()) * static_cast<size_t>(n_cells), "attention scores");
+    const int64_t group = hp.n_head / hp.n_head_kv;
+    scores_per_thread_ = static_cast<size_t>(kernels::attention_scratch_floats(kAttnRows, group, n_cells));
+    scores_.resize(static_cast<size_t>(pool_.n_threads()) * scores_per_thread_, "attention scores");
     max_cells_ = n_cells;
   }
 }

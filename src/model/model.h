@@ -131,8 +131,18 @@ class ForwardContext {
   int32_t max_rows_ = 0;
   int32_t max_cells_ = 0;
   core::AlignedBuffer<float> x_, xn_, q_, k_, v_, att_, gate_, up_, tmp_;
-  core::AlignedBuffer<float> scores_;  // [n_threads, max_cells]
+  // Query rows per attention task: bounds the score scratch and still shares each K/V
+  // read among many tree rows.
+  static constexpr int32_t kAttnRows = 16;
+  struct AttnTask {
+    int32_t seg, row, n_rows, kv_head;
+  };
+  size_t scores_per_thread_ = 0;
+  core::AlignedBuffer<float> scores_;  // [n_threads, scores_per_thread_]
   std::vector<std::vector<int32_t>> extra_;  // per row: visible tree cells
+  std::vector<const int32_t*> extra_ptr_;   // [n_rows] extra_[r].data()
+  std::vector<int32_t> extra_len_;          // [n_rows]
+  std::vector<AttnTask> attn_tasks_;
 };
 
 }  // namespace treespec::model

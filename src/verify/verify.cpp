@@ -12,6 +12,7 @@ const char* mode_name(Mode m) {
     case Mode::greedy: return "greedy";
     case Mode::lossless: return "lossless";
     case Mode::typical: return "typical (lossy)";
+    case Mode::ptd_reference: return "ptd-reference (lossy)";
   }
   return "?";
 }
@@ -160,11 +161,50 @@ VerifyResult verify_typical(const tree::TokenTree& tree, std::span<const float* 
   return res;
 }
 
+VerifyResult verify_ptd_reference(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
+                                  const sampling::SamplingParams& params, core::Rng& rng) {
+  if (params.greedy()) return verify_greedy(tree, node_logits, n_vocab);
+  TREESPEC_ASSERT(has_logits(node_logits, 0), "verify: the root must have logits");
+  VerifyResult res;
+  int32_t node = 0;
+  res.path.push_back(0);
+  for (;;) {
+    sampling::Distribution p = sampling::warp(node_logits[static_cast<size_t>(node)], n_vocab, params);
+    std::vector<int32_t> kids;
+    for (int32_t c : tree.children(node)) {
+      if (acceptable(tree, node_logits, c)) kids.push_back(c);
+    }
+    if (node == 0 && kids.empty()) {  // no guesses at all: the reference samples the anchor's token
+      res.bonus = p.sample(rng);
+      return res;
+    }
+    int32_t accepted = -1;
+    // Newest child first; accept when p(c) > u, else zero p(c) and renormalise.
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it) {
+      const int32_t tok = tree.token(*it);
+      if (p.prob_of(tok) > rng.uniform()) {
+        accepted = *it;
+        break;
+      }
+      if (!p.remove(tok)) break;
+    }
+    if (accepted < 0) {
+      // Argmax of the residual (Distribution keeps ids most likely first).
+      if (p.ids.empty()) p = sampling::warp(node_logits[static_cast<size_t>(node)], n_vocab, params);
+      res.bonus = p.top();
+      return res;
+    }
+    res.path.push_back(accepted);
+    node = accepted;
+  }
+}
+
 VerifyResult verify(Mode mode, const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
                     const sampling::SamplingParams& params, const TypicalParams& typical, core::Rng& rng,
                     std::span<const sampling::Distribution* const> q_of_children) {
   if (params.greedy()) return verify_greedy(tree, node_logits, n_vocab);
   if (mode == Mode::typical) return verify_typical(tree, node_logits, n_vocab, params, typical, rng);
+  if (mode == Mode::ptd_reference) return verify_ptd_reference(tree, node_logits, n_vocab, params, rng);
   return verify_lossless(tree, node_logits, n_vocab, params, rng, q_of_children);
 }
 

@@ -9,6 +9,10 @@
 //   children were drawn from, accept with min(1, p/q) and continue with the residual
 //   norm(max(p - q, 0)).
 // - typical: Medusa's typical acceptance, a fast LOSSY option for temp > 0.
+// - ptd_reference: the PTD reference code's sampling walk, LOSSY, kept only so PTD's
+//   lossless fix can be measured against it: point-mass acceptance with children tried
+//   newest first, and the ARGMAX of the residual (not a sample) when every child is
+//   rejected or at a leaf; a root without candidate children samples normally.
 //
 // Nodes whose logits pointer is null (pruned before the last layer) cannot be accepted.
 #pragma once
@@ -24,7 +28,7 @@
 
 namespace treespec::verify {
 
-enum class Mode { greedy, lossless, typical };
+enum class Mode { greedy, lossless, typical, ptd_reference };
 const char* mode_name(Mode m);
 
 struct TypicalParams {
@@ -50,8 +54,12 @@ VerifyResult verify_lossless(const tree::TokenTree& tree, std::span<const float*
 VerifyResult verify_typical(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
                             const sampling::SamplingParams& params, const TypicalParams& typical, core::Rng& rng);
 
-// Dispatch: greedy whenever params.greedy(); otherwise typical if mode == typical, else
-// lossless (Mode::greedy with temp > 0 still samples losslessly: it never ignores temp).
+VerifyResult verify_ptd_reference(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
+                                  const sampling::SamplingParams& params, core::Rng& rng);
+
+// Dispatch: greedy whenever params.greedy(); otherwise typical if mode == typical,
+// the PTD reference walk if mode == ptd_reference, else lossless (Mode::greedy with
+// temp > 0 still samples losslessly: it never ignores temp).
 VerifyResult verify(Mode mode, const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
                     const sampling::SamplingParams& params, const TypicalParams& typical, core::Rng& rng,
                     std::span<const sampling::Distribution* const> q_of_children = {});

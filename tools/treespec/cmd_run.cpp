@@ -120,6 +120,9 @@ int run(const RunArgs& a) {
       const auto& ps = seq.drafter().prune();
       s["prune"] = {{"layer", ps.layer}, {"top_k", ps.top_k}, {"head", ps.head ? "trained" : "logit lens"}, {"n_layer", hp.n_layer}};
     }
+    nlohmann::json dj = nlohmann::json::object();
+    for (const auto& [k, v] : seq.drafter().counters()) dj[k] = v;
+    s["drafter"] = dj;
     j["stats"] = s;
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {

@@ -22,7 +22,9 @@ void add_sampling_options(CLI::App& app, SamplingOptions& o) {
   app.add_option("--top-p", o.params.top_p, "top-p (1 = off)")->capture_default_str();
   app.add_option("--min-p", o.params.min_p, "min-p (0 = off)")->capture_default_str();
   app.add_option("-s,--seed", o.seed, "RNG seed (-1 = random)")->capture_default_str();
-  app.add_option("--verify", o.verify, "tree verification at temp > 0: lossless (exact distribution) | typical (Medusa, lossy)")
+  app.add_option("--verify", o.verify,
+                 "tree verification at temp > 0: lossless (exact distribution) | typical (Medusa, lossy) | "
+                 "ptd-reference (the PTD reference code's walk with argmax fallback, lossy; for measuring PTD)")
       ->capture_default_str();
   app.add_option("--typical-threshold", o.typical.threshold, "typical acceptance epsilon (lossy mode)")->capture_default_str();
   app.add_option("--typical-alpha", o.typical.alpha, "typical acceptance delta (lossy mode)")->capture_default_str();
@@ -35,6 +37,24 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--lookup-ngram-max", c.lookup.ngram_max, "lookup: longest n-gram matched")->capture_default_str();
   app.add_option("--lookup-draft", c.lookup.draft_len, "lookup: tokens per continuation")->capture_default_str();
   app.add_option("--lookup-branches", c.lookup.max_branches, "lookup: continuations merged into the tree")->capture_default_str();
+  auto& p = c.ptd;
+  app.add_option("--ptd-depth", p.max_depth, "ptd: draft subtree height that slides; draft depth that starts pool insertion")
+      ->capture_default_str();
+  app.add_option("--ptd-width", p.width, "ptd: children per draft node")->capture_default_str();
+  app.add_option("--ptd-spine", p.spine, "ptd: spine length of the draft tree")->capture_default_str();
+  app.add_option("--ptd-init-depth", p.init_depth, "ptd: seed chains have random length 1..N (0 = no seeds)")->capture_default_str();
+  app.add_option("--ptd-seeds", p.n_seeds, "ptd: seed chains drawn from the prompt")->capture_default_str();
+  app.add_option("--ptd-trie-cap", p.trie_cap, "ptd: nodes per pool trie before its oldest branch is dropped")->capture_default_str();
+  app.add_option("--ptd-eos-climb", p.eos_climb, "ptd: EOS pruning cuts the ancestor this many levels up")->capture_default_str();
+  app.add_option("--ptd-draft-rows", p.max_draft_rows, "ptd: max draft-tree rows per step")->capture_default_str();
+  app.add_option("--ptd-trie-rows", p.max_trie_rows, "ptd: max guess-trie rows per step")->capture_default_str();
+  app.add_option("--ptd-real-eos", p.real_eos, "ptd fix: EOS pruning at the model's end-of-generation ids (0 = reference: id 2)")
+      ->capture_default_str();
+  app.add_option("--ptd-reinsert", p.reinsert, "ptd fix: re-insert verified trie subtrees under their own tokens (0 = reference)")
+      ->capture_default_str();
+  app.add_option("--ptd-live-feedback", p.live_feedback,
+                 "ptd fix: guesses and feedback on the live trie (0 = reference: snapshot replacement)")
+      ->capture_default_str();
   app.add_option("--lookahead-n", c.lookahead.ngram, "lookahead: n-gram size N (window levels + 1)")->capture_default_str();
   app.add_option("--lookahead-w", c.lookahead.window, "lookahead: Jacobi window width W")->capture_default_str();
   app.add_option("--lookahead-g", c.lookahead.guess, "lookahead: n-grams kept per first token and verified per step G")
@@ -100,7 +120,8 @@ sampling::SamplingParams resolve_sampling(const SamplingOptions& o) {
 verify::Mode resolve_verify(const SamplingOptions& o) {
   if (o.verify == "lossless") return verify::Mode::lossless;
   if (o.verify == "typical") return verify::Mode::typical;
-  throw InvalidArgument(fmt::format("--verify must be 'lossless' or 'typical', got '{}'", o.verify));
+  if (o.verify == "ptd-reference") return verify::Mode::ptd_reference;
+  throw InvalidArgument(fmt::format("--verify must be 'lossless', 'typical' or 'ptd-reference', got '{}'", o.verify));
 }
 
 }  // namespace treespec::cli

@@ -1,5 +1,6 @@
 // Scalar reference kernels: the oracle every ISA-specific kernel is tested against.
 // Plain loops in a fixed summation order.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -7,6 +8,7 @@
 
 #include "kernels/impl.h"
 #include "tensor/fp16.h"
+#include "tensor/quant.h"
 
 namespace treespec::kernels {
 
@@ -14,66 +16,28 @@ namespace {
 
 using tensor::DType;
 
-void to_float_f32(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * 4); }
-
-void to_float_f16(const void* src, float* dst, int64_t n) {
-  const auto* s = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = tensor::fp16_to_fp32(s[i]);
+template <DType T>
+void to_float_t(const void* src, float* dst, int64_t n) {
+  tensor::dequantize_row(T, src, dst, n);
 }
 
-void to_float_bf16(const void* src, float* dst, int64_t n) {
-  const auto* s = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = tensor::bf16_to_fp32(s[i]);
-}
-
-void to_float_q8_0(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const uint8_t*>(src);
-  for (int64_t i = 0; i < n / tensor::kQK8_0; ++i, b += 34) {
-    uint16_t dh;
-    std::memcpy(&dh, b, 2);
-    const float d = tensor::fp16_to_fp32(dh);
-    const auto* q = reinterpret_cast<const int8_t*>(b + 2);
-    for (int j = 0; j < 32; ++j) dst[i * 32 + j] = d * static_cast<float>(q[j]);
-  }
-}
-
-void to_float_q4_0(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const uint8_t*>(src);
-  for (int64_t i = 0; i < n / tensor::kQK4_0; ++i, b += 18) {
-    uint16_t dh;
-    std::memcpy(&dh, b, 2);
-    const float d = tensor::fp16_to_fp32(dh);
-    const uint8_t* q = b + 2;
-    for (int j = 0; j < 16; ++j) {
-      dst[i * 32 + j] = d * static_cast<float>((q[j] & 0x0f) - 8);
-      dst[i * 32 + j + 16] = d * static_cast<float>((q[j] >> 4) - 8);
-    }
-  }
-}
-
-// Generic: dequantise one weight row into a thread-local buffer, then dot with every x row.
-
-void matmul_rows_generic(impl::ToFloatFn to_float, const WeightView& w, const float* x, int64_t M, float* y,
-                         int64_t ldy, int64_t r0, int64_t r1) {
+// Dequantise one weight row into a thread-local buffer, then dot it with every x row in
+// index order (the oracle's fixed summation order).
+template <DType T>
+void matmul_rows_ref(const WeightView& w, const float* x, const impl::ActQ8*, int64_t M, float* y, int64_t ldy,
+                     int64_t r0, int64_t r1) {
   thread_local std::vector<float> row;
   row.resize(static_cast<size_t>(w.n_in));
   const int64_t rb = w.row_bytes();
   const auto* base = static_cast<const uint8_t*>(w.data);
   for (int64_t r = r0; r < r1; ++r) {
-    to_float(base + r * rb, row.data(), w.n_in);
-    for (int64_t m = 0; m < M; ++m) {
-      const float* xm = x + m * w.n_in;
-      float acc = 0.0f;
-      for (int64_t i = 0; i < w.n_in; ++i) acc += row[static_cast<size_t>(i)] * xm[i];
-      y[m * ldy + r] = acc;
+    const float* wr;
+    if constexpr (T == DType::f32) {
+      wr = reinterpret_cast<const float*>(base + r * rb);
+    } else {
+      tensor::dequantize_row(T, base + r * rb, row.data(), w.n_in);
+      wr = row.data();
     }
-  }
-}
-
-void matmul_rows_f32(const WeightView& w, const float* x, int64_t M, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  const auto* W = static_cast<const float*>(w.data);
-  for (int64_t r = r0; r < r1; ++r) {
-    const float* wr = W + r * w.n_in;
     for (int64_t m = 0; m < M; ++m) {
       const float* xm = x + m * w.n_in;
       float acc = 0.0f;
@@ -83,31 +47,50 @@ void matmul_rows_f32(const WeightView& w, const float* x, int64_t M, float* y, i
   }
 }
 
-#define TREESPEC_GENERIC_MATMUL(name, conv)                                                                    \
-  void name(const WeightView& w, const float* x, int64_t M, float* y, int64_t ldy, int64_t r0, int64_t r1) { \
-    matmul_rows_generic(conv, w, x, M, y, ldy, r0, r1);                                                       \
-  }
-TREESPEC_GENERIC_MATMUL(matmul_rows_f16, to_float_f16)
-TREESPEC_GENERIC_MATMUL(matmul_rows_bf16, to_float_bf16)
-TREESPEC_GENERIC_MATMUL(matmul_rows_q8_0, to_float_q8_0)
-TREESPEC_GENERIC_MATMUL(matmul_rows_q4_0, to_float_q4_0)
-#undef TREESPEC_GENERIC_MATMUL
-
 }  // namespace
 
 void impl::register_ref(KernelTable& t) {
   auto set = [&](DType d, MatmulRowsFn mm, ToFloatFn tf) {
     t.matmul_rows[static_cast<int>(d)] = mm;
     t.to_float[static_cast<int>(d)] = tf;
+    t.act[static_cast<int>(d)] = ActFormat::f32;
+    t.row_grain[static_cast<int>(d)] = 16;
   };
-  set(DType::f32, matmul_rows_f32, to_float_f32);
-  set(DType::f16, matmul_rows_f16, to_float_f16);
-  set(DType::bf16, matmul_rows_bf16, to_float_bf16);
-  set(DType::q8_0, matmul_rows_q8_0, to_float_q8_0);
-  set(DType::q4_0, matmul_rows_q4_0, to_float_q4_0);
+  set(DType::f32, matmul_rows_ref<DType::f32>, to_float_t<DType::f32>);
+  set(DType::f16, matmul_rows_ref<DType::f16>, to_float_t<DType::f16>);
+  set(DType::bf16, matmul_rows_ref<DType::bf16>, to_float_t<DType::bf16>);
+  set(DType::q8_0, matmul_rows_ref<DType::q8_0>, to_float_t<DType::q8_0>);
+  set(DType::q4_0, matmul_rows_ref<DType::q4_0>, to_float_t<DType::q4_0>);
+  set(DType::q4_k, matmul_rows_ref<DType::q4_k>, to_float_t<DType::q4_k>);
+  set(DType::q6_k, matmul_rows_ref<DType::q6_k>, to_float_t<DType::q6_k>);
+  t.quantize_act = ref_quantize_act;
+  t.rmsnorm = ref_rmsnorm;
+  t.swiglu = ref_swiglu;
+  t.softmax = ref_softmax;
+  t.attention_rows = ref_attention_rows;
 }
 
-void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps) {
+// Q8 activation blocks exactly as GGML's quantize_row_q8_0 (d = amax / 127, round to
+// nearest, ties away from zero), with the scale kept in f32 rather than rounded to f16.
+void impl::ref_quantize_act(const float* x, int64_t n, int8_t* q, float* d, int32_t* s) {
+  for (int64_t b = 0; b < n / kActBlock; ++b) {
+    const float* xb = x + b * kActBlock;
+    float amax = 0.0f;
+    for (int j = 0; j < kActBlock; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float db = amax / 127.0f;
+    const float id = db != 0.0f ? 127.0f / amax : 0.0f;
+    int32_t sum = 0;
+    for (int j = 0; j < kActBlock; ++j) {
+      const auto v = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+      q[b * kActBlock + j] = v;
+      sum += v;
+    }
+    d[b] = db;
+    s[b] = sum;
+  }
+}
+
+void impl::ref_rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps) {
   float ss = 0.0f;
   for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
   ss /= static_cast<float>(n);
@@ -116,33 +99,48 @@ void rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps
   for (int64_t i = 0; i < n; ++i) y[i] = weight[i] * (scale * x[i]);
 }
 
+// The angle table is computed once per call (not per head) with the same float
+// expressions as before, so every head sees bit-identical cos/sin.
 void rope(float* x, int64_t n_head, int64_t head_dim, int64_t n_rot, int32_t pos, const float* inv_freq, bool neox,
           float attn_factor) {
   const int64_t half = n_rot / 2;
+  thread_local std::vector<float> cs;  // [half] cos, then [half] sin
+  cs.resize(static_cast<size_t>(2 * half));
+  for (int64_t i = 0; i < half; ++i) {
+    const float theta = static_cast<float>(pos) * inv_freq[i];
+    cs[static_cast<size_t>(i)] = std::cos(theta) * attn_factor;
+    cs[static_cast<size_t>(half + i)] = std::sin(theta) * attn_factor;
+  }
+  const float* c = cs.data();
+  const float* s = cs.data() + half;
   for (int64_t h = 0; h < n_head; ++h) {
     float* v = x + h * head_dim;
-    for (int64_t i = 0; i < half; ++i) {
-      const float theta = static_cast<float>(pos) * inv_freq[i];
-      const float c = std::cos(theta) * attn_factor;
-      const float s = std::sin(theta) * attn_factor;
-      const int64_t a = neox ? i : 2 * i;
-      const int64_t b = neox ? i + half : 2 * i + 1;
-      const float v0 = v[a];
-      const float v1 = v[b];
-      v[a] = v0 * c - v1 * s;
-      v[b] = v0 * s + v1 * c;
+    if (neox) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float v0 = v[i];
+        const float v1 = v[i + half];
+        v[i] = v0 * c[i] - v1 * s[i];
+        v[i + half] = v0 * s[i] + v1 * c[i];
+      }
+    } else {
+      for (int64_t i = 0; i < half; ++i) {
+        const float v0 = v[2 * i];
+        const float v1 = v[2 * i + 1];
+        v[2 * i] = v0 * c[i] - v1 * s[i];
+        v[2 * i + 1] = v0 * s[i] + v1 * c[i];
+      }
     }
   }
 }
 
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+void impl::ref_swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g * (1.0f / (1.0f + std::exp(-g))) * up[i];
   }
 }
 
-void softmax(float* x, int64_t n) {
+void impl::ref_softmax(float* x, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
   if (mx == -std::numeric_limits<float>::infinity()) {  // nothing visible: uniform zero
@@ -157,31 +155,29 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] /= sum;
 }
 
-void attention_row(const float* q, const float* k, const float* v, int64_t n_head, int64_t n_head_kv,
-                   int64_t head_dim, int64_t n_cells, int64_t n_committed, const int32_t* extra, int64_t n_extra,
-                   float scale, float* scratch, float* out) {
-  const int64_t group = n_head / n_head_kv;
-  const int64_t n_vis = n_committed + n_extra;
-  for (int64_t h = 0; h < n_head; ++h) {
-    const int64_t g = h / group;
-    const float* qh = q + h * head_dim;
-    const float* kg = k + g * n_cells * head_dim;
-    const float* vg = v + g * n_cells * head_dim;
-    for (int64_t t = 0; t < n_vis; ++t) {
-      const int64_t cell = t < n_committed ? t : extra[t - n_committed];
-      const float* kt = kg + cell * head_dim;
-      float s = 0.0f;
-      for (int64_t i = 0; i < head_dim; ++i) s += qh[i] * kt[i];
-      scratch[t] = s * scale;
-    }
-    softmax(scratch, n_vis);
-    float* oh = out + h * head_dim;
-    for (int64_t i = 0; i < head_dim; ++i) oh[i] = 0.0f;
-    for (int64_t t = 0; t < n_vis; ++t) {
-      const int64_t cell = t < n_committed ? t : extra[t - n_committed];
-      const float* vt = vg + cell * head_dim;
-      const float a = scratch[t];
-      for (int64_t i = 0; i < head_dim; ++i) oh[i] += a * vt[i];
+void impl::ref_attention_rows(const AttentionRows& a) {
+  const int64_t hd = a.head_dim;
+  for (int64_t i = 0; i < a.n_rows; ++i) {
+    const int64_t n_vis = a.n_committed + a.n_extra[i];
+    for (int64_t h = 0; h < a.n_head; ++h) {
+      const float* qh = a.q + i * a.ldq + h * hd;
+      float* sc = a.scratch;
+      for (int64_t t = 0; t < n_vis; ++t) {
+        const int64_t cell = t < a.n_committed ? t : a.extra[i][t - a.n_committed];
+        const float* kt = a.k + cell * hd;
+        float s = 0.0f;
+        for (int64_t j = 0; j < hd; ++j) s += qh[j] * kt[j];
+        sc[t] = s * a.scale;
+      }
+      ref_softmax(sc, n_vis);
+      float* oh = a.out + i * a.ldo + h * hd;
+      for (int64_t j = 0; j < hd; ++j) oh[j] = 0.0f;
+      for (int64_t t = 0; t < n_vis; ++t) {
+        const int64_t cell = t < a.n_committed ? t : a.extra[i][t - a.n_committed];
+        const float* vt = a.v + cell * hd;
+        const float w = sc[t];
+        for (int64_t j = 0; j < hd; ++j) oh[j] += w * vt[j];
+      }
     }
   }
 }

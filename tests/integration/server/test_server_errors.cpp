@@ -143,9 +143,13 @@ TEST(ServerErrors, HealthIs503WhileLoading) {
 
 TEST(ServerErrors, FullQueueAnswers503) {
   TREESPEC_REQUIRE_SHARED();
-  ServerProcess srv(stories_gguf(), {"-t", "1", "-np", "1", "-c", "4096", "--max-queue", "0"});
-  // Occupy the only slot with a long streamed request that we abort after one event.
+  // lookahead makes each token ~20x dearer on this cache-resident model, so the long
+  // request below cannot finish on its own before the client hangs up (with the fast
+  // kernels plain decoding runs 4000 tokens in under a second).
+  ServerProcess srv(stories_gguf(), {"-t", "1", "-np", "1", "-c", "4096", "--max-queue", "0", "--spec", "lookahead"});
+  // Occupy the only slot with a long streamed request; hang up once the 503 is checked.
   std::atomic<bool> got_data{false};
+  std::atomic<bool> release{false};
   std::thread holder([&] {
     auto c = srv.client(60.0);
     httplib::Request req;
@@ -155,10 +159,9 @@ TEST(ServerErrors, FullQueueAnswers503) {
     b["stream"] = true;
     req.body = b.dump();
     req.set_header("Content-Type", "application/json");
-    const double t_end = now_s() + 3.0;  // hold the slot ~3 s, then hang up
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
       got_data = true;
-      return now_s() < t_end;
+      return !release.load();
     };
     c.send(req);
   });
@@ -167,9 +170,10 @@ TEST(ServerErrors, FullQueueAnswers503) {
   ASSERT_TRUE(got_data);
   auto c = srv.client();
   const HttpReply r = post_json(c, "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+  release = true;
+  holder.join();
   expect_error(r, 503, "unavailable_error");
   EXPECT_EQ(r.json()["error"]["code"], "queue_full");
-  holder.join();
   // The hung-up stream was cancelled, the slot is free again.
   EXPECT_GE(wait_at_least(srv, "treespec:request_success_total{finished_reason=\"cancelled\"}", 1.0, 20.0), 1.0) << srv.log();
   EXPECT_EQ(post_json(c, "/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
@@ -177,7 +181,8 @@ TEST(ServerErrors, FullQueueAnswers503) {
 
 TEST(ServerErrors, ClientDisconnectCancelsNonStreamingRequest) {
   TREESPEC_REQUIRE_SHARED();
-  ServerProcess srv(stories_gguf(), {"-t", "1", "-np", "1", "-c", "4096"});
+  // lookahead: slow enough that 4000 tokens cannot finish within the client's 0.5 s.
+  ServerProcess srv(stories_gguf(), {"-t", "1", "-np", "1", "-c", "4096", "--spec", "lookahead"});
   {
     auto c = srv.client(0.5);  // gives up after 0.5 s and closes the connection
     const HttpReply r = post_json(c, "/v1/completions", long_request().dump());

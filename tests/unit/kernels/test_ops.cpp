@@ -1,0 +1,184 @@
+// RMSNorm, SwiGLU, softmax and attention on every ISA against the scalar reference.
+// Tolerances: these differ from the reference only in summation order and in the
+// vector exp (a Cephes polynomial, about 1-2 ulp), so relative 1e-5 (attention: 2e-5,
+// two softmax passes and a weighted sum) is a comfortable bound that still catches any
+// indexing or masking error (those are O(1)).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+#include "kernels/impl.h"
+#include "kernels/kernels.h"
+
+using namespace treespec;
+
+namespace {
+
+const kernels::Isa kIsas[] = {kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::avx512_vnni};
+
+std::vector<float> rnd(int64_t n, uint64_t seed, float scale = 1.0f) {
+  core::Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<float>(rng.normal()) * scale;
+  return v;
+}
+
+// |a - b| <= rel * (|b| + floor * max|b|): attention outputs are convex combinations of
+// values and can cancel to ~0, so they get an absolute floor relative to the output scale.
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float rel, const char* what,
+                  float floor = 1e-3f) {
+  ASSERT_EQ(a.size(), b.size());
+  float scale = 1e-30f;
+  for (float v : b) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_LE(std::fabs(a[i] - b[i]), rel * (std::fabs(b[i]) + floor * scale)) << what << " at " << i;
+  }
+}
+
+class OpsTest : public ::testing::TestWithParam<kernels::Isa> {
+ protected:
+  void SetUp() override {
+    if (!kernels::isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << kernels::isa_name(GetParam());
+    t_ = &kernels::impl::table_for(GetParam());
+  }
+  const kernels::impl::KernelTable* t_ = nullptr;
+};
+
+TEST_P(OpsTest, Rmsnorm) {
+  for (int64_t n : {1, 7, 8, 64, 77, 2048}) {
+    const auto x = rnd(n, 1), w = rnd(n, 2);
+    std::vector<float> y(x.size()), yr(x.size());
+    t_->rmsnorm(x.data(), w.data(), y.data(), n, 1e-5f);
+    kernels::impl::ref_rmsnorm(x.data(), w.data(), yr.data(), n, 1e-5f);
+    expect_close(y, yr, 1e-5f, "rmsnorm");
+  }
+}
+
+TEST_P(OpsTest, Swiglu) {
+  for (int64_t n : {1, 13, 172, 5632}) {
+    const auto g = rnd(n, 3, 4.0f), u = rnd(n, 4);
+    std::vector<float> y(g.size()), yr(g.size());
+    t_->swiglu(g.data(), u.data(), y.data(), n);
+    kernels::impl::ref_swiglu(g.data(), u.data(), yr.data(), n);
+    expect_close(y, yr, 1e-5f, "swiglu");
+  }
+}
+
+TEST_P(OpsTest, Softmax) {
+  for (int64_t n : {1, 5, 16, 33, 1000}) {
+    auto x = rnd(n, 5, 6.0f);
+    if (n > 3) x[2] = -INFINITY;
+    auto xr = x;
+    t_->softmax(x.data(), n);
+    kernels::impl::ref_softmax(xr.data(), n);
+    expect_close(x, xr, 1e-5f, "softmax");
+    if (n > 3) {
+      EXPECT_EQ(x[2], 0.0f);
+    }
+  }
+}
+
+// Tree-shaped extras: row i sees cells n_committed + (its ancestors incl. itself).
+struct AttnCase {
+  int64_t n_rows, n_head, head_dim, n_committed;
+};
+
+TEST_P(OpsTest, AttentionRowsMatchReferenceAndAreBatchInvariant) {
+  for (const AttnCase c : {AttnCase{1, 1, 8, 0}, AttnCase{1, 2, 8, 37}, AttnCase{16, 2, 8, 100}, AttnCase{64, 2, 128, 130},
+                           AttnCase{7, 4, 12, 65}}) {
+    const int64_t n_cells = c.n_committed + c.n_rows;
+    const auto q = rnd(c.n_rows * c.n_head * c.head_dim, 10);
+    const auto k = rnd(n_cells * c.head_dim, 11), v = rnd(n_cells * c.head_dim, 12);
+    core::Rng rng(13);
+    std::vector<std::vector<int32_t>> extra(static_cast<size_t>(c.n_rows));
+    std::vector<int32_t> parent(static_cast<size_t>(c.n_rows), -1);
+    for (int64_t i = 0; i < c.n_rows; ++i) {
+      if (i > 0) parent[static_cast<size_t>(i)] = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(i)));
+      std::vector<int32_t> anc;
+      for (int64_t a = i; a >= 0; a = parent[static_cast<size_t>(a)]) anc.push_back(static_cast<int32_t>(c.n_committed + a));
+      extra[static_cast<size_t>(i)].assign(anc.rbegin(), anc.rend());
+    }
+    std::vector<const int32_t*> ptr;
+    std::vector<int32_t> len;
+    for (auto& e : extra) {
+      ptr.push_back(e.data());
+      len.push_back(static_cast<int32_t>(e.size()));
+    }
+    const int64_t ld = c.n_head * c.head_dim;
+    std::vector<float> out(q.size()), out_ref(q.size()), one(q.size());
+    std::vector<float> scratch(static_cast<size_t>(kernels::attention_scratch_floats(c.n_rows, c.n_head, n_cells)));
+    kernels::AttentionRows a;
+    a.q = q.data();
+    a.ldq = ld;
+    a.out = out.data();
+    a.ldo = ld;
+    a.n_rows = c.n_rows;
+    a.n_head = c.n_head;
+    a.head_dim = c.head_dim;
+    a.k = k.data();
+    a.v = v.data();
+    a.n_committed = c.n_committed;
+    a.extra = ptr.data();
+    a.n_extra = len.data();
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    a.scratch = scratch.data();
+    t_->attention_rows(a);
+    a.out = out_ref.data();
+    kernels::impl::ref_attention_rows(a);
+    expect_close(out, out_ref, 2e-5f, "attention", 0.05f);
+    // Each row alone gives the same bits as inside the batch.
+    for (int64_t i = 0; i < c.n_rows; ++i) {
+      kernels::AttentionRows b = a;
+      b.q = q.data() + i * ld;
+      b.out = one.data() + i * ld;
+      b.n_rows = 1;
+      b.extra = ptr.data() + i;
+      b.n_extra = len.data() + i;
+      t_->attention_rows(b);
+    }
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], one[i]) << "attention row alone vs batch, index " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, OpsTest, ::testing::ValuesIn(kIsas),
+                         [](const auto& info) { return std::string(kernels::isa_name(info.param)); });
+
+TEST(Ops, AttentionRowWrapperMatchesReference) {
+  // The public one-row entry point (GQA, n_head heads over n_head_kv KV heads).
+  const int64_t n_head = 8, n_kv = 4, hd = 8, n_cells = 50, n_c = 40;
+  const auto q = rnd(n_head * hd, 1), k = rnd(n_kv * n_cells * hd, 2), v = rnd(n_kv * n_cells * hd, 3);
+  const std::vector<int32_t> extra = {40, 42, 45};
+  std::vector<float> scratch(64), out(q.size()), ref(q.size());
+  kernels::attention_row(q.data(), k.data(), v.data(), n_head, n_kv, hd, n_cells, n_c, extra.data(), 3, 0.35f,
+                         scratch.data(), out.data());
+  for (int64_t h = 0; h < n_head; ++h) {
+    const int64_t g = h / 2;
+    std::vector<float> s;
+    for (int64_t t = 0; t < n_c + 3; ++t) {
+      const int64_t cell = t < n_c ? t : extra[static_cast<size_t>(t - n_c)];
+      float d = 0;
+      for (int64_t i = 0; i < hd; ++i) d += q[static_cast<size_t>(h * hd + i)] * k[static_cast<size_t>((g * n_cells + cell) * hd + i)];
+      s.push_back(d * 0.35f);
+    }
+    kernels::impl::ref_softmax(s.data(), static_cast<int64_t>(s.size()));
+    for (int64_t i = 0; i < hd; ++i) {
+      float o = 0;
+      for (int64_t t = 0; t < n_c + 3; ++t) {
+        const int64_t cell = t < n_c ? t : extra[static_cast<size_t>(t - n_c)];
+        o += s[static_cast<size_t>(t)] * v[static_cast<size_t>((g * n_cells + cell) * hd + i)];
+      }
+      ref[static_cast<size_t>(h * hd + i)] = o;
+    }
+  }
+  expect_close(out, ref, 2e-5f, "attention_row", 0.05f);
+}
+
+TEST(Ops, MeasureReadBandwidthIsPositive) {
+  const double gbs = kernels::measure_read_bandwidth(nullptr, size_t{8} << 20, 2);
+  EXPECT_GT(gbs, 0.1);
+  EXPECT_TRUE(std::isfinite(gbs));
+}
+
+}  // namespace
