@@ -113,6 +113,26 @@ TEST(PropdGolden, LogitLensPruningOfOtherDraftersKeepsGreedyOutput) {
   }
 }
 
+TEST(PropdGolden, PtdUnderTheControllerWithLensPruningKeepsGreedyOutput) {
+  // PTD (merged after the controller): it trims its draft and trie rows to the granted
+  // budget, and lens pruning tests its trie candidates while its draft-tree aux rows stay.
+  TREESPEC_REQUIRE_SHARED();
+  const auto& ps = test::propd_stories();
+  drafters::SpecConfig cfg;
+  cfg.method = "ptd";
+  cfg.prune.enabled = true;
+  cfg.prune.layer = 2;
+  cfg.prune.top_k = 4;
+  auto ctl = test::flat_controller(ps.m.model->hparams().n_layer, 32);
+  const auto st = test::expect_goldens(
+      ps.m, [&](const model::Model& m) { return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, 1}); }, 4, 1,
+      [&](engine::Engine& e) { e.set_budget_policy(ctl.get()); });
+  std::printf("ptd --budget dynamic --prune: mean accepted length %.3f, rows/step %.1f, late rows removed %.1f%%\n",
+              st.mean_accepted_length(), st.rows_per_step(), 100.0 * st.pruned_fraction());
+  EXPECT_GT(st.n_prune_steps, 0);
+  EXPECT_GT(st.rows_per_step(), 4.0);  // the controller's budgets reached the drafter
+}
+
 TEST(PropdGolden, CommandLine) {
   TREESPEC_REQUIRE_SHARED();
   const auto& ps = test::propd_stories();
