@@ -478,9 +478,11 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
           eng.set_budget_policy(c.policy.get());
           const engine::SpecStats before = eng.totals();
           RepResult rr;
-          drafters::DrafterEnv cell_env = env;
-          cell_env.pool = &eng.ctx().pool();  // heads' mat-vecs on the engine's threads, as in run
-          rr.wall_s = run_prompts(eng, ps, batch, p, [&] { return hooks.make_drafter(c.spec, cell_env); }, done);
+          rr.wall_s = run_prompts(eng, ps, batch, p, [&] {
+            drafters::DrafterEnv e = env;
+            e.pool = &eng.ctx().pool();  // drafters that run a model (Medusa heads, draft models) share the engine's threads
+            return hooks.make_drafter(c.spec, e);
+          }, done);
           eng.set_budget_policy(nullptr);
           rr.stats = stats_diff(eng.totals(), before);
           return rr;

@@ -39,6 +39,9 @@ struct DraftInput {
   std::span<const int32_t> context;   // prompt + generated tokens; context.back() is the root
   int32_t n_past = 0;                 // committed KV cells (= context.size() - 1)
   int32_t budget = 1;                 // max tree nodes including the root
+  // The sequence's sampling parameters (nullptr: greedy). Drafters that sample their
+  // proposals draw them from distributions warped the same way.
+  const sampling::SamplingParams* sampling = nullptr;
 };
 
 // What the target model said about the proposed tree.

@@ -10,7 +10,7 @@
 
 namespace treespec::drafters {
 
-std::vector<std::string> spec_methods() { return {"none", "lookup", "lookahead", "medusa", "ptd", "propd"}; }
+std::vector<std::string> spec_methods() { return {"none", "lookup", "lookahead", "medusa", "ptd", "propd", "draft"}; }
 
 namespace {
 // The model's end-of-generation ids: the caller's, else the GGUF's eos/eot/eom ids.
@@ -39,6 +39,10 @@ std::unique_ptr<Drafter> make_base_drafter(const SpecConfig& cfg, const DrafterE
   }
   if (cfg.method == "ptd") {
     return std::make_unique<PtdDrafter>(cfg.ptd, eog_ids_of(env), env.seed, env.model ? env.model->hparams().n_vocab : 0);
+  }
+  if (cfg.method == "draft") {
+    if (env.model == nullptr) throw InvalidArgument("--spec draft needs the target model (the draft is checked against it)");
+    return make_draft_model_drafter(cfg.draft, *env.model, env.seed, env.pool);
   }
   throw InvalidArgument(fmt::format("unknown speculative method '{}' (known: {})", cfg.method, fmt::join(spec_methods(), ", ")));
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "drafters/draft_model/draft_model_drafter.h"
 #include "drafters/drafter.h"
 #include "drafters/lookahead/lookahead_drafter.h"
 #include "drafters/lookup/lookup_drafter.h"
@@ -35,6 +36,7 @@ struct SpecConfig {
   LookaheadParams lookahead;
   MedusaParams medusa;
   PtdParams ptd;
+  DraftModelParams draft;
   PropdParams propd;
   PruneParams prune;      // --prune (any method) and propd's pruning
   BudgetParams budget;

@@ -332,6 +332,7 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     in.n_past = kv_.n_past(s.slot_);
     in.budget = std::clamp(budgets[i], 1, kv_.n_free(s.slot_));
     budgets[i] = in.budget;
+    in.sampling = &s.params_.sampling;
     tree::TokenTree t = s.drafter_->propose(in);
     TREESPEC_ASSERT(!t.empty() && t.token(0) == s.context_.back(), "drafter must root its tree at the last token");
     if (t.size() > in.budget) {  // a topological prefix is ancestor-closed

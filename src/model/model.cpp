@@ -257,11 +257,28 @@ void Model::embed(const Batch& batch, float* x) const {
 
 Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, int32_t l1, float* x,
                          kv::KvCache& kv) const {
-  const int32_t n = batch.n_rows();
-  if (n == 0 || l0 >= l1) return {};
+  if (batch.n_rows() == 0 || l0 >= l1) return {};
   TREESPEC_ASSERT(l0 >= 0 && l1 <= hp_.n_layer, "run_layers: layer range out of bounds");
-  TREESPEC_ASSERT(kv.shape().n_layer == hp_.n_layer && kv.shape().n_head_kv == hp_.n_head_kv &&
-                      kv.shape().head_dim == hp_.head_dim,
+  TREESPEC_ASSERT(kv.shape().n_layer == hp_.n_layer, "run_layers: KV cache shaped for another model");
+  if (Status st = prepare_rows(ctx, batch, kv); !st.ok()) return st;
+  for (int32_t il = l0; il < l1; ++il) run_layer(ctx, batch, il, il, x, kv);
+  return {};
+}
+
+Status Model::run_layer_list(ForwardContext& ctx, const Batch& batch, std::span<const int32_t> layers, float* x,
+                             kv::KvCache& kv) const {
+  if (batch.n_rows() == 0 || layers.empty()) return {};
+  for (int32_t il : layers) TREESPEC_ASSERT(il >= 0 && il < hp_.n_layer, "run_layer_list: layer out of bounds");
+  TREESPEC_ASSERT(kv.shape().n_layer == static_cast<int32_t>(layers.size()),
+                  "run_layer_list: KV cache needs one layer per listed layer");
+  if (Status st = prepare_rows(ctx, batch, kv); !st.ok()) return st;
+  for (size_t k = 0; k < layers.size(); ++k) run_layer(ctx, batch, layers[k], static_cast<int32_t>(k), x, kv);
+  return {};
+}
+
+Status Model::prepare_rows(ForwardContext& ctx, const Batch& batch, kv::KvCache& kv) const {
+  const int32_t n = batch.n_rows();
+  TREESPEC_ASSERT(kv.shape().n_head_kv == hp_.n_head_kv && kv.shape().head_dim == hp_.head_dim,
                   "run_layers: KV cache shaped for another model");
   for (const auto& s : batch.segs) {
     TREESPEC_ASSERT(s.seq >= 0 && s.seq < kv.n_seq(), "run_layers: sequence id out of range");
@@ -269,13 +286,6 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
     if (Status st = kv.check_rows(s.seq, batch.cells_needed(s)); !st.ok()) return st;
   }
   ctx.reserve(n, kv.n_cells());
-
-  const int64_t E = hp_.n_embd;
-  const int64_t nq = hp_.n_embd_q();
-  const int64_t nkv = hp_.n_embd_kv();
-  const int64_t hd = hp_.head_dim;
-  const int64_t n_cells = kv.n_cells();
-  core::ThreadPool* pool = &ctx.pool_;
 
   // Visible tree cells of every row (ancestors-or-self), the same for all layers.
   ctx.extra_.resize(static_cast<size_t>(n));
@@ -301,6 +311,18 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
     ctx.extra_ptr_[static_cast<size_t>(r)] = ctx.extra_[static_cast<size_t>(r)].data();
     ctx.extra_len_[static_cast<size_t>(r)] = static_cast<int32_t>(ctx.extra_[static_cast<size_t>(r)].size());
   }
+  return {};
+}
+
+void Model::run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32_t kv_layer, float* x,
+                      kv::KvCache& kv) const {
+  const int32_t n = batch.n_rows();
+  const int64_t E = hp_.n_embd;
+  const int64_t nq = hp_.n_embd_q();
+  const int64_t nkv = hp_.n_embd_kv();
+  const int64_t hd = hp_.head_dim;
+  const int64_t n_cells = kv.n_cells();
+  core::ThreadPool* pool = ctx.pool_;
 
   float* xn = ctx.xn_.data();
   float* q = ctx.q_.data();
@@ -336,7 +358,7 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
   };
   static const std::vector<float> kNoGain;
 
-  for (int32_t il = l0; il < l1; ++il) {
+  {
     const LayerWeights& L = layers_[static_cast<size_t>(il)];
     residual_norm(nullptr, L.attn_norm);
     {
@@ -361,8 +383,8 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
     });
     // Write this layer's K/V into the rows' cells.
     for (const auto& s : batch.segs) {
-      float* kc = kv.k(il, s.seq);
-      float* vc = kv.v(il, s.seq);
+      float* kc = kv.k(kv_layer, s.seq);
+      float* vc = kv.v(kv_layer, s.seq);
       for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) {
         const int64_t cell = s.n_past + batch.node[static_cast<size_t>(r)];
         for (int64_t g = 0; g < hp_.n_head_kv; ++g) {
@@ -396,8 +418,8 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
           a.n_rows = task.n_rows;
           a.n_head = group;
           a.head_dim = hd;
-          a.k = kv.k(il, s.seq) + g * n_cells * hd;
-          a.v = kv.v(il, s.seq) + g * n_cells * hd;
+          a.k = kv.k(kv_layer, s.seq) + g * n_cells * hd;
+          a.v = kv.v(kv_layer, s.seq) + g * n_cells * hd;
           a.n_committed = s.n_past;
           a.extra = ctx.extra_ptr_.data() + task.row;
           a.n_extra = ctx.extra_len_.data() + task.row;
@@ -426,7 +448,6 @@ Status Model::run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, in
     kernels::matmul(L.w_down, gate, n, tmp, pool);  // [n, E]
     residual_norm(tmp, kNoGain);
   }
-  return {};
 }
 
 void Model::final_norm(const float* x, int32_t n_rows, std::span<const int32_t> rows, float* out) const {
@@ -442,7 +463,7 @@ void Model::final_norm(const float* x, int32_t n_rows, std::span<const int32_t> 
 }
 
 void Model::lm_head(ForwardContext& ctx, const float* xn, int32_t n, float* logits) const {
-  kernels::matmul(output_, xn, n, logits, &ctx.pool_);
+  kernels::matmul(output_, xn, n, logits, ctx.pool_);
 }
 
 Status Model::forward(ForwardContext& ctx, const Batch& batch, kv::KvCache& kv, std::span<const int32_t> out_rows,
@@ -459,7 +480,10 @@ Status Model::forward(ForwardContext& ctx, const Batch& batch, kv::KvCache& kv, 
   return {};
 }
 
-ForwardContext::ForwardContext(const Model& model, int32_t n_threads) : model_(model), pool_(n_threads) {}
+ForwardContext::ForwardContext(const Model& model, int32_t n_threads)
+    : model_(model), owned_pool_(std::make_unique<core::ThreadPool>(n_threads)), pool_(owned_pool_.get()) {}
+
+ForwardContext::ForwardContext(const Model& model, core::ThreadPool& pool) : model_(model), pool_(&pool) {}
 
 void ForwardContext::reserve(int32_t n_rows, int32_t n_cells) {
   const auto& hp = model_.hparams();
@@ -480,7 +504,7 @@ void ForwardContext::reserve(int32_t n_rows, int32_t n_cells) {
   if (n_cells > max_cells_) {
     const int64_t group = hp.n_head / hp.n_head_kv;
     scores_per_thread_ = static_cast<size_t>(kernels::attention_scratch_floats(kAttnRows, group, n_cells));
-    scores_.resize(static_cast<size_t>(pool_.n_threads()) * scores_per_thread_, "attention scores");
+    scores_.resize(static_cast<size_t>(pool_->n_threads()) * scores_per_thread_, "attention scores");
     max_cells_ = n_cells;
   }
 }

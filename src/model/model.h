@@ -84,6 +84,12 @@ class Model {
   // kv. Returns context_full (and does nothing) if a segment's rows do not fit.
   Status run_layers(ForwardContext& ctx, const Batch& batch, int32_t l0, int32_t l1, float* x, kv::KvCache& kv) const;
 
+  // Runs the listed layers in order (any indices in [0, n_layer), e.g. a subset of the
+  // model used as its own draft model) in place on x[n_rows, n_embd]. kv holds one layer
+  // per list entry: KV layer k belongs to model layer layers[k]. Same Status as run_layers.
+  Status run_layer_list(ForwardContext& ctx, const Batch& batch, std::span<const int32_t> layers, float* x,
+                        kv::KvCache& kv) const;
+
   // out[n, n_embd] = final RMSNorm of x rows `rows` (all rows if empty).
   void final_norm(const float* x, int32_t n_rows, std::span<const int32_t> rows, float* out) const;
 
@@ -101,6 +107,10 @@ class Model {
  private:
   Model() = default;
   void bind();
+  // Checks the batch against kv and fills ctx's per-row visible tree cells.
+  Status prepare_rows(ForwardContext& ctx, const Batch& batch, kv::KvCache& kv) const;
+  // One layer `il` on x, its K/V in KV layer `kv_layer` (prepare_rows ran first).
+  void run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32_t kv_layer, float* x, kv::KvCache& kv) const;
 
   std::shared_ptr<const gguf::GgufFile> file_;
   Hparams hp_;
@@ -115,8 +125,11 @@ class Model {
 class ForwardContext {
  public:
   ForwardContext(const Model& model, int32_t n_threads);
-  core::ThreadPool& pool() { return pool_; }
-  int32_t n_threads() const { return pool_.n_threads(); }
+  // Runs on a borrowed pool (which must outlive this context), e.g. a draft model's
+  // forward on the engine's pool between the engine's own passes.
+  ForwardContext(const Model& model, core::ThreadPool& pool);
+  core::ThreadPool& pool() { return *pool_; }
+  int32_t n_threads() const { return pool_->n_threads(); }
 
   // Grows the buffers to hold n rows (and attention over n_cells).
   void reserve(int32_t n_rows, int32_t n_cells);
@@ -127,7 +140,8 @@ class ForwardContext {
  private:
   friend class Model;
   const Model& model_;
-  core::ThreadPool pool_;
+  std::unique_ptr<core::ThreadPool> owned_pool_;  // null when the pool is borrowed
+  core::ThreadPool* pool_;
   int32_t max_rows_ = 0;
   int32_t max_cells_ = 0;
   core::AlignedBuffer<float> x_, xn_, q_, k_, v_, att_, gate_, up_, tmp_;

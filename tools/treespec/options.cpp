@@ -86,10 +86,28 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--budget-nmax", c.budget.n_max, "dynamic budget: largest tree per sequence")->capture_default_str();
   app.add_option("--budget-interval", c.budget.interval, "dynamic budget: steps between re-plans")->capture_default_str();
   app.add_flag("--budget-no-probe{false}", c.budget.probe, "dynamic budget: skip the start-up latency sweep");
+  auto& d = c.draft;
+  app.add_option("--model-draft,--draft-model", d.model_path,
+                 "draft: draft model GGUF with the target's vocabulary (llama.cpp -md)");
+  app.add_option("--draft-layers", d.layers,
+                 "draft: run only these layers of the draft model, e.g. 0,1 or 0-2,4 (without -md: self-drafting with the "
+                 "target's own layers, final norm and output)");
+  app.add_option("--draft-max,--draft,--draft-n", d.n_draft_max, "draft: tokens per chain / tree depth")->capture_default_str();
+  app.add_option("--draft-min,--draft-n-min", d.n_draft_min, "draft: drafts shorter than this are not verified")
+      ->capture_default_str();
+  app.add_option("--draft-p-min", d.p_min,
+                 "draft: stop below a node when the draft probability of its children (chain: the top token) is below this")
+      ->capture_default_str();
+  app.add_flag("--draft-tree", d.tree, "draft: draft a tree (branches where the draft's other candidates are likely)");
+  app.add_option("--draft-p-split", d.p_split, "draft tree: a non-top candidate with this draft probability becomes a branch")
+      ->capture_default_str();
+  app.add_option("--draft-tree-nodes", d.n_tree_nodes, "draft tree: nodes incl. the root (when no budget is set)")
+      ->capture_default_str();
+  app.add_option("--draft-tree-width", d.tree_width, "draft tree: nodes expanded per draft forward pass")->capture_default_str();
 }
 
 std::vector<std::string> rewrite_llama_flags(int argc, char** argv) {
-  static const std::pair<const char*, const char*> kAliases[] = {{"-np", "--parallel"}};
+  static const std::pair<const char*, const char*> kAliases[] = {{"-np", "--parallel"}, {"-md", "--model-draft"}};
   std::vector<std::string> out;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];

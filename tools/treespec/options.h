@@ -35,7 +35,8 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c);
 
 // llama.cpp spells some flags as multi-letter words after one dash ("-np"), which CLI11
 // rejects as option names; this rewrites such arguments to their long forms
-// ("-np" -> "--parallel") before parsing. Only whole arguments are rewritten.
+// ("-np" -> "--parallel", "-md" -> "--model-draft") before parsing. Only whole
+// arguments are rewritten.
 std::vector<std::string> rewrite_llama_flags(int argc, char** argv);
 
 // Resolves defaults and validates (InvalidArgument naming the flag).
