@@ -90,7 +90,7 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--model-draft,--draft-model", d.model_path,
                  "draft: draft model GGUF with the target's vocabulary (llama.cpp -md)");
   app.add_option("--draft-layers", d.layers,
-                 "draft: run only these layers of the draft model, e.g. 0,1 or 0-2,4 (without -md: self-drafting with the "
+                 "draft: run only these layers of the draft model, e.g. 0,1 or 0-2,4; '+' also separates items, e.g. 0-2+4 (without -md: self-drafting with the "
                  "target's own layers, final norm and output)");
   app.add_option("--draft-max,--draft,--draft-n", d.n_draft_max, "draft: tokens per chain / tree depth")->capture_default_str();
   app.add_option("--draft-min,--draft-n-min", d.n_draft_min, "draft: drafts shorter than this are not verified")
