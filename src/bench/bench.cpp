@@ -13,6 +13,7 @@
 #include "core/assert.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
+#include "engine/budget_controller.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -23,18 +24,6 @@ namespace treespec::bench {
 namespace {
 
 using nlohmann::json;
-
-// Sets every sequence's tree budget to one fixed value (the --budget sweep).
-class FixedBudget final : public engine::BudgetPolicy {
- public:
-  explicit FixedBudget(int32_t budget) : budget_(budget) {}
-  void plan(std::span<engine::Sequence* const>, std::span<int32_t> budgets) override {
-    std::fill(budgets.begin(), budgets.end(), budget_);
-  }
-
- private:
-  int32_t budget_;
-};
 
 struct LoadedModel {
   std::string path;
@@ -57,6 +46,10 @@ struct Cell {
   drafters::SpecConfig spec;
   std::vector<RepResult> reps;
   std::vector<json> mismatches;
+  // The tree-budget policy (engine::make_budget_policy; --budget N and dynamic), made on
+  // first use and kept across repetitions like a long-running server's.
+  std::unique_ptr<engine::BudgetPolicy> policy;
+  bool policy_made = false;
 };
 
 engine::SpecStats stats_diff(const engine::SpecStats& a, const engine::SpecStats& b) {
@@ -69,6 +62,10 @@ engine::SpecStats stats_diff(const engine::SpecStats& a, const engine::SpecStats
   d.n_draft_tokens = a.n_draft_tokens - b.n_draft_tokens;
   d.n_accepted = a.n_accepted - b.n_accepted;
   d.n_rows = a.n_rows - b.n_rows;
+  d.n_prune_steps = a.n_prune_steps - b.n_prune_steps;
+  d.n_prune_rows = a.n_prune_rows - b.n_prune_rows;
+  d.n_pruned = a.n_pruned - b.n_pruned;
+  d.pruned_row_layers = a.pruned_row_layers - b.pruned_row_layers;
   auto sub = [](const std::vector<int64_t>& x, const std::vector<int64_t>& y) {
     std::vector<int64_t> r(x);
     for (size_t i = 0; i < y.size() && i < r.size(); ++i) r[i] -= y[i];
@@ -228,6 +225,21 @@ json cell_json(const Cell& c, const Cell& none, const LoadedModel& lm, const jso
   }
   j["greedy_match"] = c.mismatches.empty();
   j["mismatches"] = c.mismatches;
+  // Early pruning (ProPD, --prune) and the budget controller, when they were used.
+  if (merged.n_prune_steps > 0) {
+    j["pruning"] = {{"steps", merged.n_prune_steps},
+                    {"rows", merged.n_prune_rows},
+                    {"rows_pruned", merged.n_pruned},
+                    {"late_rows_removed_fraction", merged.pruned_fraction()},
+                    {"row_layers_saved_fraction", merged.compute_saved_fraction()}};
+  }
+  if (c.policy) {
+    json bp = c.policy->stats_json();
+    if (bp.is_object()) {
+      bp.erase("trace");  // per-step detail belongs to run --json
+      j["budget_policy"] = bp;
+    }
+  }
   return j;
 }
 
@@ -440,7 +452,9 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
           c.key = {lm.name, sets[s].name, batch, methods[m].label, budget};
           c.method = &methods[m];
           c.spec = specs[m];
-          extra = std::max(extra, budget > 0 ? budget : hooks.make_drafter(c.spec, env)->max_nodes());
+          if (budget == kBudgetDynamic) c.spec.budget.budget = "dynamic";
+          const int32_t own = hooks.make_drafter(c.spec, env)->max_nodes();
+          extra = std::max(extra, budget > 0 ? budget : own > 0 ? own : c.spec.budget.n_max);
           cells.push_back(std::move(c));
         }
         engine::EngineParams ep;
@@ -454,8 +468,14 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
 
         auto run_cell = [&](Cell& c, const std::vector<std::vector<int32_t>>& ps, const engine::SequenceParams& p,
                             const std::function<void(int64_t, std::vector<int32_t>)>& done) {
-          FixedBudget policy(c.key.budget);
-          eng.set_budget_policy(c.key.budget > 0 ? &policy : nullptr);
+          // --budget N, dynamic, or the method's own policy (propd's controller), from the
+          // factory run and serve use too.
+          if (!c.policy_made) {
+            if (c.key.budget > 0) c.spec.budget.budget = std::to_string(c.key.budget);
+            c.policy = engine::make_budget_policy(c.spec, eng);
+            c.policy_made = true;
+          }
+          eng.set_budget_policy(c.policy.get());
           const engine::SpecStats before = eng.totals();
           RepResult rr;
           rr.wall_s = run_prompts(eng, ps, batch, p, [&] {

@@ -185,12 +185,15 @@ std::vector<int32_t> parse_budget_list(std::string_view list) {
   std::vector<int32_t> out;
   for (std::string_view item : split(list, ',')) {
     item = trim(item);
-    const int32_t v = item == "auto" ? 0 : parse_int_list(item, "--budget", 1, 4096).front();
+    // "auto": each drafter's own size (0); "dynamic": the budget controller (-1).
+    const int32_t v = item == "auto" ? 0 : item == "dynamic" ? kBudgetDynamic : parse_int_list(item, "--budget", 1, 4096).front();
     if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
   }
   return out;
 }
 
-std::string budget_label(int32_t budget) { return budget <= 0 ? "auto" : std::to_string(budget); }
+std::string budget_label(int32_t budget) {
+  return budget == kBudgetDynamic ? "dynamic" : budget <= 0 ? "auto" : std::to_string(budget);
+}
 
 }  // namespace treespec::bench

@@ -1,5 +1,7 @@
 #include "bench/plot.h"
 
+#include "bench/method_spec.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -49,7 +51,7 @@ struct SeriesMap {
 std::string variant_label(const json& c) {
   const int budget = c.at("budget").get<int>();
   const std::string m = c.at("method").get<std::string>();
-  return budget > 0 && c.at("method_name").get<std::string>() != "none" ? fmt::format("{} (budget {})", m, budget) : m;
+  return budget != 0 && c.at("method_name").get<std::string>() != "none" ? fmt::format("{} (budget {})", m, budget_label(budget)) : m;
 }
 
 std::vector<std::string> write_plots(const json& report, const std::string& dir) {

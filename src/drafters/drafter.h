@@ -20,6 +20,20 @@
 
 namespace treespec::drafters {
 
+class PruneHead;  // drafters/propd/prune_head.h
+
+// Early pruning of a drafter's candidate nodes inside the verification forward (ProPD,
+// docs/propd.md): after `layer` layers a child survives only if its token is among its
+// parent's `top_k` next tokens under `head` (the logit lens when head is null); pruned
+// subtrees skip the later layers. The root and aux nodes are never tested (an aux node
+// goes only with a pruned candidate ancestor). Off when layer == 0.
+struct PruneSpec {
+  int32_t layer = 0;
+  int32_t top_k = 0;
+  std::shared_ptr<const PruneHead> head;  // null: logit lens (final norm + output matrix)
+  bool enabled() const { return layer > 0 && top_k > 0; }
+};
+
 struct DraftInput {
   int32_t slot = 0;                   // KV cache sequence slot
   std::span<const int32_t> context;   // prompt + generated tokens; context.back() is the root
@@ -57,6 +71,18 @@ class Drafter {
   // Drafter-specific counters for reports, as (name, value) pairs; `run --json` prints them
   // under stats.drafter. Empty by default.
   virtual std::vector<std::pair<std::string, double>> counters() const { return {}; }
+  // The drafter's own acceptance model, for the budget controller: out[n-1] = expected
+  // accepted drafted tokens of the tree it would propose with budget n, n = 1..out.size()
+  // (out[0] = 0). false = no model (the controller then learns one from outcomes); an
+  // empty `out` only asks which.
+  virtual bool expected_accepted(std::span<double> out) const { return false; }
+
+  // Early pruning of this drafter's trees (set by the factory from --prune / --spec propd).
+  const PruneSpec& prune() const { return prune_; }
+  void set_prune(PruneSpec p) { prune_ = std::move(p); }
+
+ private:
+  PruneSpec prune_;
 };
 
 // Plain autoregressive decoding: the one-node tree.

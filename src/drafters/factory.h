@@ -12,6 +12,8 @@
 #include "drafters/lookahead/lookahead_drafter.h"
 #include "drafters/lookup/lookup_drafter.h"
 #include "drafters/medusa/medusa_drafter.h"
+#include "drafters/propd/propd_drafter.h"
+#include "drafters/propd/prune_spec.h"
 #include "drafters/ptd/ptd_drafter.h"
 
 namespace treespec::model {
@@ -20,6 +22,14 @@ class Model;
 
 namespace treespec::drafters {
 
+// Tree budget policy for any method (engine::make_budget_policy reads it).
+struct BudgetParams {
+  std::string budget;     // --budget: "" = each drafter's own size; N = fixed; "dynamic" (alias "auto") = the controller
+  int32_t n_max = 64;     // --budget-nmax: controller's largest tree per sequence (propd: --propd-nmax)
+  int32_t interval = 8;   // --budget-interval: controller re-plans every R steps (propd: --propd-interval)
+  bool probe = true;      // start-up latency sweep (--budget-no-probe turns it off)
+};
+
 struct SpecConfig {
   std::string method = "none";
   LookupParams lookup;
@@ -27,6 +37,9 @@ struct SpecConfig {
   MedusaParams medusa;
   PtdParams ptd;
   DraftModelParams draft;
+  PropdParams propd;
+  PruneParams prune;      // --prune (any method) and propd's pruning
+  BudgetParams budget;
 };
 
 // What a drafter may need from its surroundings.

@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "core/assert.h"
 #include "core/timer.h"
+#include "drafters/medusa/medusa_drafter.h"
+#include "drafters/propd/prune_head.h"
 #include "gguf/gguf.h"
 
 namespace treespec::engine {
@@ -21,6 +25,8 @@ const char* finish_reason_name(FinishReason r) {
   }
   return "?";
 }
+
+nlohmann::json BudgetPolicy::stats_json() const { return nullptr; }
 
 Sequence::Sequence(std::vector<int32_t> prompt, SequenceParams params, std::unique_ptr<drafters::Drafter> drafter)
     : prompt_(std::move(prompt)),
@@ -157,7 +163,152 @@ void Engine::emit(Sequence& seq, std::span<const int32_t> tokens) {
   }
 }
 
+double Engine::forward_trees(std::span<Sequence* const> seqs, std::span<const tree::TokenTree> trees) {
+  const auto& hp = model_.hparams();
+  const int32_t L = hp.n_layer;
+  const int64_t E = hp.n_embd;
+  const size_t n_seq = seqs.size();
+  prune_layer_.assign(n_seq, 0);
+  survived_.resize(n_seq);
+  for (size_t i = 0; i < n_seq; ++i) {
+    survived_[i].clear();
+    const drafters::PruneSpec& ps = seqs[i]->drafter_->prune();
+    // Only trees with a drafted candidate can lose rows; the root is never tested.
+    if (ps.enabled() && ps.layer < L && trees[i].n_candidates() > 0) prune_layer_[i] = ps.layer;
+  }
+  std::vector<int32_t> layers;
+  for (int32_t l : prune_layer_) {
+    if (l > 0 && std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
+  }
+  std::sort(layers.begin(), layers.end());
+
+  batch_.clear();
+  for (size_t i = 0; i < n_seq; ++i) batch_.add_tree(seqs[i]->slot_, kv_.n_past(seqs[i]->slot_), trees[i]);
+  const int32_t n_rows = batch_.n_rows();
+  ctx_.reserve(n_rows, params_.n_ctx);
+  float* x = ctx_.x();
+  model_.embed(batch_, x);
+  double row_layers = 0.0;
+  int32_t cur = 0;
+  for (int32_t l : layers) {
+    Status st = model_.run_layers(ctx_, batch_, cur, l, x, kv_);
+    TREESPEC_ASSERT(st.ok(), "tree rows must fit (budget clamped to free cells)");
+    row_layers += static_cast<double>(batch_.n_rows()) * (l - cur);
+    cur = l;
+    // Score the parent rows of every sequence pruned at this layer: a row whose node has a
+    // candidate child gets its top-k next tokens under the sequence's prune head.
+    std::vector<int32_t> parent_row;   // batch rows scored
+    std::vector<int32_t> score_of_row(static_cast<size_t>(batch_.n_rows()), -1);
+    std::vector<const drafters::PruneHead*> head_of;  // per scored row
+    std::shared_ptr<const drafters::PruneHead> lens;
+    for (size_t i = 0; i < n_seq; ++i) {
+      if (prune_layer_[i] != l) continue;
+      const tree::TokenTree& t = trees[i];
+      const auto& seg = batch_.segs[i];
+      const drafters::PruneSpec& ps = seqs[i]->drafter_->prune();
+      const drafters::PruneHead* head = ps.head.get();
+      if (head == nullptr) {
+        if (!lens) lens = drafters::PruneHead::logit_lens(l);
+        head = lens.get();
+      }
+      for (int32_t r = seg.row_begin; r < seg.row_begin + seg.n_rows; ++r) {
+        const int32_t node = batch_.node[static_cast<size_t>(r)];
+        bool has_cand_child = false;
+        for (int32_t c : t.children(node)) has_cand_child = has_cand_child || t.is_candidate(c);
+        if (!has_cand_child) continue;
+        score_of_row[static_cast<size_t>(r)] = static_cast<int32_t>(parent_row.size());
+        parent_row.push_back(r);
+        head_of.push_back(head);
+      }
+    }
+    const auto np = static_cast<int32_t>(parent_row.size());
+    prune_x_.reserve(static_cast<size_t>(np) * E, "prune head inputs");
+    prune_work_.reserve(2 * static_cast<size_t>(np) * E, "prune head scratch");
+    prune_logits_.reserve(static_cast<size_t>(np) * hp.n_vocab, "prune head logits");
+    for (int32_t k = 0; k < np; ++k) {
+      std::memcpy(prune_x_.data() + k * E, x + static_cast<int64_t>(parent_row[static_cast<size_t>(k)]) * E, static_cast<size_t>(E) * sizeof(float));
+    }
+    // Rows with the same head (usually all) go through it together.
+    for (int32_t k0 = 0; k0 < np;) {
+      int32_t k1 = k0 + 1;
+      while (k1 < np && head_of[static_cast<size_t>(k1)] == head_of[static_cast<size_t>(k0)]) ++k1;
+      head_of[static_cast<size_t>(k0)]->logits(model_, prune_x_.data() + k0 * E, k1 - k0, prune_work_.data(),
+                                              prune_logits_.data() + static_cast<int64_t>(k0) * hp.n_vocab, &ctx_.pool());
+      k0 = k1;
+    }
+    // Keep a node iff its parent is kept and (it is aux, or its token is among the
+    // parent's top-k). Topological order makes one pass enough; the survivors are
+    // closed under ancestors, so their mask is the sub-matrix of the tree's.
+    next_batch_.clear();
+    std::vector<int32_t> topk, nodes;
+    for (size_t i = 0; i < n_seq; ++i) {
+      const tree::TokenTree& t = trees[i];
+      const auto& seg = batch_.segs[i];
+      nodes.clear();
+      if (prune_layer_[i] != l) {
+        for (int32_t r = seg.row_begin; r < seg.row_begin + seg.n_rows; ++r) nodes.push_back(batch_.node[static_cast<size_t>(r)]);
+        next_batch_.add_tree_rows(seg.seq, seg.n_past, t, nodes);
+        continue;
+      }
+      const int32_t k = std::min(seqs[i]->drafter_->prune().top_k, hp.n_vocab);
+      topk.resize(static_cast<size_t>(k));
+      auto& keep = survived_[i];
+      keep.assign(static_cast<size_t>(t.size()), 0);
+      keep[0] = 1;
+      // Rows of this segment are every node 0..n-1 (a sequence is pruned once).
+      TREESPEC_ASSERT(seg.n_rows == t.size(), "pruning: a tree is pruned once, from all its rows");
+      std::vector<std::vector<int32_t>> top_of(static_cast<size_t>(t.size()));
+      for (int32_t u = 1; u < t.size(); ++u) {
+        const int32_t p = t.parent(u);
+        if (!keep[static_cast<size_t>(p)]) continue;
+        if (!t.is_candidate(u)) {
+          keep[static_cast<size_t>(u)] = 1;
+          continue;
+        }
+        auto& tp = top_of[static_cast<size_t>(p)];
+        if (tp.empty()) {
+          const int32_t sr = score_of_row[static_cast<size_t>(seg.row_begin + p)];
+          TREESPEC_ASSERT(sr >= 0, "pruning: a candidate's parent was scored");
+          tp.resize(static_cast<size_t>(k));
+          drafters::top_k_ids(prune_logits_.data() + static_cast<int64_t>(sr) * hp.n_vocab, hp.n_vocab, k, tp.data());
+        }
+        keep[static_cast<size_t>(u)] = std::find(tp.begin(), tp.end(), t.token(u)) != tp.end() ? 1 : 0;
+      }
+      for (int32_t u = 0; u < t.size(); ++u) {
+        if (keep[static_cast<size_t>(u)]) nodes.push_back(u);
+      }
+      next_batch_.add_tree_rows(seg.seq, seg.n_past, t, nodes);
+    }
+    // Gather the survivors' hidden states. Rows only move towards the front, in order.
+    int32_t dst = 0;
+    for (size_t i = 0; i < n_seq; ++i) {
+      const auto& seg = batch_.segs[i];
+      const auto& nseg = next_batch_.segs[i];
+      int32_t r = seg.row_begin;
+      for (int32_t q = nseg.row_begin; q < nseg.row_begin + nseg.n_rows; ++q) {
+        const int32_t want = next_batch_.node[static_cast<size_t>(q)];
+        while (batch_.node[static_cast<size_t>(r)] != want) ++r;
+        if (r != q) std::memmove(x + static_cast<int64_t>(q) * E, x + static_cast<int64_t>(r) * E, static_cast<size_t>(E) * sizeof(float));
+        ++r;
+        ++dst;
+      }
+    }
+    TREESPEC_ASSERT(dst == next_batch_.n_rows(), "pruning: every survivor gathered");
+    std::swap(batch_, next_batch_);
+  }
+  Status st = model_.run_layers(ctx_, batch_, cur, L, x, kv_);
+  TREESPEC_ASSERT(st.ok(), "tree rows must fit (budget clamped to free cells)");
+  row_layers += static_cast<double>(batch_.n_rows()) * (L - cur);
+  const int32_t n_late = batch_.n_rows();
+  logits_.reserve(static_cast<size_t>(n_late) * hp.n_vocab, "logits");
+  normed_.reserve(static_cast<size_t>(n_late) * hp.n_embd, "normed hidden states");
+  model_.final_norm(x, n_late, {}, normed_.data());
+  model_.lm_head(ctx_, normed_.data(), n_late, logits_.data());
+  return row_layers / std::max(1, L);
+}
+
 void Engine::step(std::span<Sequence* const> seqs_in) {
+  const double t_step0 = core::now_s();
   const auto& hp = model_.hparams();
   std::vector<Sequence*> seqs;
   for (Sequence* s : seqs_in) {
@@ -193,6 +344,7 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     in.context = s.context_;
     in.n_past = kv_.n_past(s.slot_);
     in.budget = std::clamp(budgets[i], 1, kv_.n_free(s.slot_));
+    budgets[i] = in.budget;
     in.sampling = &s.params_.sampling;
     tree::TokenTree t = s.drafter_->propose(in);
     TREESPEC_ASSERT(!t.empty() && t.token(0) == s.context_.back(), "drafter must root its tree at the last token");
@@ -208,27 +360,21 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     t_draft[i] = core::now_s() - t0;
   }
 
-  // One forward pass for every tree.
+  // One forward pass for every tree (early pruning inside, per sequence).
   const double t_fwd0 = core::now_s();
-  batch_.clear();
-  for (size_t i = 0; i < seqs.size(); ++i) batch_.add_tree(seqs[i]->slot_, kv_.n_past(seqs[i]->slot_), trees[i]);
-  const int32_t n_rows = batch_.n_rows();
-  ctx_.reserve(n_rows, params_.n_ctx);
-  logits_.reserve(static_cast<size_t>(n_rows) * hp.n_vocab, "logits");
-  normed_.reserve(static_cast<size_t>(n_rows) * hp.n_embd, "normed hidden states");
-  float* x = ctx_.x();
-  model_.embed(batch_, x);
-  Status st = model_.run_layers(ctx_, batch_, 0, hp.n_layer, x, kv_);
-  TREESPEC_ASSERT(st.ok(), "tree rows must fit (budget clamped to free cells)");
-  model_.final_norm(x, n_rows, {}, normed_.data());
-  model_.lm_head(ctx_, normed_.data(), n_rows, logits_.data());
+  int32_t n_rows = 0;
+  for (const auto& t : trees) n_rows += t.size();
+  const double rows_eff = forward_trees(seqs, trees);
+  const int32_t n_rows_late = batch_.n_rows();
   const double t_fwd = core::now_s() - t_fwd0;
   double mean_ctx = 0.0;
   for (Sequence* s : seqs) mean_ctx += static_cast<double>(kv_.n_past(s->slot_));
   mean_ctx /= static_cast<double>(seqs.size());
 
   // Verify, commit, observe.
+  seq_reports_.assign(seqs.size(), SeqStepReport{});
   double t_verify_total = 0.0, t_commit_total = 0.0;
+  Status st;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
     const tree::TokenTree& t = trees[i];
@@ -263,15 +409,27 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
       if (t.is_candidate(k)) max_cand_depth = std::max(max_cand_depth, t.depth(k));
     }
     s.stats_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
+    totals_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
+    if (prune_layer_[i] > 0) {
+      s.stats_.record_prune(t.size(), t.size() - seg.n_rows, prune_layer_[i], hp.n_layer);
+      totals_.record_prune(t.size(), t.size() - seg.n_rows, prune_layer_[i], hp.n_layer);
+    }
     s.stats_.t_draft += t_draft[i];
     s.stats_.t_forward += t_fwd;
     s.stats_.n_forwards += 1;
     s.stats_.t_verify += t1 - t0;
     s.stats_.t_commit += t2 - t1;
-    totals_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
     totals_.t_draft += t_draft[i];
     t_verify_total += t1 - t0;
     t_commit_total += t2 - t1;
+    SeqStepReport& rep = seq_reports_[i];
+    rep.seq = &s;
+    rep.budget = budgets[i];
+    rep.n_nodes = t.size();
+    rep.n_late = seg.n_rows;
+    rep.prune_layer = prune_layer_[i];
+    rep.survived = prune_layer_[i] > 0 ? std::span<const uint8_t>(survived_[i]) : std::span<const uint8_t>();
+    rep.n_accepted = res.n_accepted();
     if (s.finished()) {
       release(s, s.finish_);
     } else if (kv_.n_free(s.slot_) < 1) {
@@ -282,7 +440,83 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
   totals_.t_forward += t_fwd;
   totals_.t_verify += t_verify_total;
   totals_.t_commit += t_commit_total;
-  if (budget_policy_) budget_policy_->observe_step(static_cast<int32_t>(seqs.size()), n_rows, mean_ctx, t_fwd);
+  if (budget_policy_) {
+    StepReport r;
+    r.n_seqs = static_cast<int32_t>(seqs.size());
+    r.n_rows = n_rows;
+    r.n_rows_late = n_rows_late;
+    r.rows_eff = rows_eff;
+    r.mean_ctx = mean_ctx;
+    r.t_forward = t_fwd;
+    r.t_step = core::now_s() - t_step0;
+    r.seqs = seq_reports_;
+    budget_policy_->observe(r);
+  }
+}
+
+double Engine::probe_step(int32_t n_seqs, int32_t n_nodes, int32_t n_ctx, int32_t prune_layer, int32_t n_late) {
+  const auto& hp = model_.hparams();
+  if (n_seqs < 1 || n_nodes < 1 || n_ctx < 0) return -1.0;
+  if (n_ctx + n_nodes > kv_.n_cells()) return -1.0;
+  std::vector<int32_t> slots;
+  for (int32_t i = 0; i < params_.n_slots && static_cast<int32_t>(slots.size()) < n_seqs; ++i) {
+    if (!slot_used_[static_cast<size_t>(i)]) slots.push_back(i);
+  }
+  if (static_cast<int32_t>(slots.size()) < n_seqs) return -1.0;
+  // A binary-heap-shaped tree (depth ~ log2 n, like a bushy draft tree); arbitrary tokens.
+  tree::TokenTree t(1 % hp.n_vocab);
+  for (int32_t i = 1; i < n_nodes; ++i) t.add(static_cast<int32_t>((static_cast<int64_t>(i) * 7919) % hp.n_vocab), (i - 1) / 2);
+  // The committed prefix: zeroed cells (never garbage: uninitialised floats could be
+  // denormals and skew the timing), then n_past = n_ctx without computing anything.
+  std::vector<int32_t> chain(static_cast<size_t>(n_ctx));
+  for (int32_t i = 0; i < n_ctx; ++i) chain[static_cast<size_t>(i)] = i;
+  const size_t hd = static_cast<size_t>(hp.head_dim);
+  for (int32_t s : slots) {
+    kv_.clear(s);
+    for (int32_t il = 0; il < hp.n_layer; ++il) {
+      for (int32_t h = 0; h < hp.n_head_kv; ++h) {
+        const size_t off = static_cast<size_t>(h) * static_cast<size_t>(kv_.n_cells()) * hd;
+        std::memset(kv_.k(il, s) + off, 0, static_cast<size_t>(n_ctx + n_nodes) * hd * sizeof(float));
+        std::memset(kv_.v(il, s) + off, 0, static_cast<size_t>(n_ctx + n_nodes) * hd * sizeof(float));
+      }
+    }
+    Status st = kv_.commit(s, chain);
+    TREESPEC_ASSERT(st.ok(), "probe: prefix fits (checked)");
+  }
+  const int32_t L = hp.n_layer;
+  const bool prune = prune_layer > 0 && prune_layer < L && n_late >= 1 && n_late < n_nodes;
+  std::vector<int32_t> late(static_cast<size_t>(prune ? n_late : 0));
+  for (int32_t i = 0; i < static_cast<int32_t>(late.size()); ++i) late[static_cast<size_t>(i)] = i;  // a prefix: ancestor-closed
+  const double t0 = core::now_s();
+  batch_.clear();
+  for (int32_t s : slots) batch_.add_tree(s, n_ctx, t);
+  const int32_t n_rows = batch_.n_rows();
+  ctx_.reserve(n_rows, params_.n_ctx);
+  float* x = ctx_.x();
+  model_.embed(batch_, x);
+  Status st = model_.run_layers(ctx_, batch_, 0, prune ? prune_layer : L, x, kv_);
+  TREESPEC_ASSERT(st.ok(), "probe rows fit (checked)");
+  if (prune) {
+    next_batch_.clear();
+    for (int32_t s : slots) next_batch_.add_tree_rows(s, n_ctx, t, late);
+    const int64_t E = hp.n_embd;
+    for (int32_t k = 0; k < n_seqs; ++k) {
+      for (int32_t i = 0; i < n_late; ++i) {
+        std::memmove(x + (static_cast<int64_t>(k) * n_late + i) * E, x + (static_cast<int64_t>(k) * n_nodes + i) * E, static_cast<size_t>(E) * sizeof(float));
+      }
+    }
+    st = model_.run_layers(ctx_, next_batch_, prune_layer, L, x, kv_);
+    TREESPEC_ASSERT(st.ok(), "probe rows fit (checked)");
+  }
+  const int32_t n_out = prune ? n_seqs * n_late : n_rows;
+  logits_.reserve(static_cast<size_t>(n_out) * hp.n_vocab, "logits");
+  normed_.reserve(static_cast<size_t>(n_out) * hp.n_embd, "normed hidden states");
+  model_.final_norm(x, n_out, {}, normed_.data());
+  model_.lm_head(ctx_, normed_.data(), n_out, logits_.data());
+  const double dt = core::now_s() - t0;
+  for (int32_t s : slots) kv_.clear(s);
+  batch_.clear();
+  return dt;
 }
 
 Status Engine::generate(Sequence& seq) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,7 @@ class Sequence {
   const std::vector<int32_t>& context() const { return context_; }  // prompt + generated
   const SequenceParams& params() const { return params_; }
   drafters::Drafter& drafter() { return *drafter_; }
+  const drafters::Drafter& drafter() const { return *drafter_; }
   bool finished() const { return finish_ != FinishReason::none; }
   FinishReason finish_reason() const { return finish_; }
   void cancel() { cancel_requested_ = true; }
@@ -82,14 +84,44 @@ struct EngineParams {
   int32_t n_batch = 512;  // prefill chunk
 };
 
+// One sequence's part of a measured step (BudgetPolicy::observe).
+struct SeqStepReport {
+  const Sequence* seq = nullptr;
+  int32_t budget = 1;        // nodes granted (after the context clamp)
+  int32_t n_nodes = 1;       // tree rows fed to the first layers
+  int32_t n_late = 1;        // rows that reached the last layer (n_nodes unless pruned)
+  int32_t prune_layer = 0;   // layers run on every row before pruning; 0 = not pruned
+  std::span<const uint8_t> survived;  // per node, 1 = reached the last layer (empty: all)
+  int32_t n_accepted = 0;    // drafted tokens accepted
+};
+
+// What one Engine::step measured, for budget policies.
+struct StepReport {
+  int32_t n_seqs = 0;
+  int32_t n_rows = 0;        // rows fed to the first layer
+  int32_t n_rows_late = 0;   // rows that reached the last layer
+  double rows_eff = 0.0;     // row-layers computed / n_layer (= n_rows without pruning)
+  double mean_ctx = 0.0;     // mean committed cells
+  double t_forward = 0.0;    // seconds in the forward pass (embedding to logits, pruning included)
+  double t_step = 0.0;       // seconds of the whole step (draft, forward, verify, commit, observe)
+  std::span<const SeqStepReport> seqs;
+};
+
 // Picks the tree budget (max nodes incl. root) for each sequence of a step. The default
-// gives each drafter its own max_nodes(); the ProPD controller plugs in here.
+// gives each drafter its own max_nodes(); the budget controller (budget_controller.h,
+// ProPD's dynamic tree sizing for every drafter) plugs in here.
 class BudgetPolicy {
  public:
   virtual ~BudgetPolicy() = default;
+  // budgets[i] arrives as the most sequence i can use (its drafter's max_nodes(), or the
+  // free context when that is 0); the policy writes the budget to grant.
   virtual void plan(std::span<Sequence* const> seqs, std::span<int32_t> budgets) = 0;
-  // Measured step: batch size, rows fed, mean context, seconds.
+  // Measured step: batch size, rows fed, mean context, forward seconds.
   virtual void observe_step(int32_t n_seqs, int32_t n_rows, double mean_ctx, double seconds) {}
+  // The full measurement; the default forwards to observe_step.
+  virtual void observe(const StepReport& r) { observe_step(r.n_seqs, r.n_rows, r.mean_ctx, r.t_forward); }
+  // Statistics for reports (run --json "budget", the bench); null when the policy keeps none.
+  virtual nlohmann::json stats_json() const;
 };
 
 class Engine {
@@ -127,9 +159,22 @@ class Engine {
   // Engine-wide totals (every step counted once, whatever the batch size).
   const SpecStats& totals() const { return totals_; }
 
+  // Times one synthetic verification forward (embedding to logits; no drafting, verify or
+  // commit) of n_seqs trees of n_nodes rows each after n_ctx committed cells, on free
+  // slots that are left empty afterwards. With prune_layer in (0, n_layer), layers
+  // [prune_layer, n_layer) run on the first n_late rows of each tree only (the prune
+  // head's cost is not included). For the budget controller's start-up sweep. Returns
+  // seconds, or a negative value when there are not enough free slots or cells.
+  double probe_step(int32_t n_seqs, int32_t n_nodes, int32_t n_ctx, int32_t prune_layer = 0, int32_t n_late = 0);
+
  private:
   bool is_eog(int32_t tok) const;
   void emit(Sequence& seq, std::span<const int32_t> tokens);
+  // Embedding to logits for every tree, pruning each sequence whose drafter asks for it
+  // (Drafter::prune()). Afterwards batch_ holds the rows that reached the last layer,
+  // logits_/normed_ their outputs, and prune_layer_[i] / survived_[i] what happened to
+  // sequence i. Returns row-layers computed / n_layer.
+  double forward_trees(std::span<Sequence* const> seqs, std::span<const tree::TokenTree> trees);
 
   const model::Model& model_;
   EngineParams params_;
@@ -141,8 +186,16 @@ class Engine {
   SpecStats totals_;
   // Step buffers.
   model::Batch batch_;
+  model::Batch next_batch_;
   core::AlignedBuffer<float> logits_;  // [rows, n_vocab]
   core::AlignedBuffer<float> normed_;  // [rows, n_embd]
+  // Early pruning: prune-head inputs, scratch and outputs of the parent rows scored.
+  core::AlignedBuffer<float> prune_x_;       // [parents, n_embd]
+  core::AlignedBuffer<float> prune_work_;    // [2 * parents, n_embd]
+  core::AlignedBuffer<float> prune_logits_;  // [parents, n_vocab]
+  std::vector<int32_t> prune_layer_;                // per sequence of the step (0 = none)
+  std::vector<std::vector<uint8_t>> survived_;      // per sequence, per node
+  std::vector<SeqStepReport> seq_reports_;
 };
 
 }  // namespace treespec::engine

@@ -43,6 +43,21 @@ void SpecStats::record_step(int32_t tree_rows, int32_t max_candidate_depth, int3
   for (int32_t d = 0; d < accepted; ++d) accepted_per_pos[static_cast<size_t>(d)] += 1;
 }
 
+void SpecStats::record_prune(int32_t tree_rows, int32_t n_pruned_rows, int32_t layer, int32_t n_layer) {
+  n_prune_steps += 1;
+  n_prune_rows += tree_rows;
+  n_pruned += n_pruned_rows;
+  if (n_layer > 0) pruned_row_layers += static_cast<double>(n_pruned_rows) * static_cast<double>(n_layer - layer) / n_layer;
+}
+
+double SpecStats::pruned_fraction() const {
+  return n_prune_rows ? static_cast<double>(n_pruned) / static_cast<double>(n_prune_rows) : 0.0;
+}
+
+double SpecStats::compute_saved_fraction() const {
+  return n_rows ? pruned_row_layers / static_cast<double>(n_rows) : 0.0;
+}
+
 void SpecStats::merge(const SpecStats& o) {
   n_prompt += o.n_prompt;
   n_generated += o.n_generated;
@@ -52,6 +67,10 @@ void SpecStats::merge(const SpecStats& o) {
   n_draft_tokens += o.n_draft_tokens;
   n_accepted += o.n_accepted;
   n_rows += o.n_rows;
+  n_prune_steps += o.n_prune_steps;
+  n_prune_rows += o.n_prune_rows;
+  n_pruned += o.n_pruned;
+  pruned_row_layers += o.pruned_row_layers;
   if (accepted_per_pos.size() < o.accepted_per_pos.size()) accepted_per_pos.resize(o.accepted_per_pos.size(), 0);
   if (drafted_per_pos.size() < o.drafted_per_pos.size()) drafted_per_pos.resize(o.drafted_per_pos.size(), 0);
   for (size_t i = 0; i < o.accepted_per_pos.size(); ++i) accepted_per_pos[i] += o.accepted_per_pos[i];
@@ -91,6 +110,13 @@ nlohmann::json SpecStats::to_json() const {
   }
   j["acceptance_by_depth"] = by_depth;
   j["per_pos_acceptance_rate"] = per_pos;
+  if (n_prune_steps > 0) {
+    j["pruning"] = {{"steps", n_prune_steps},
+                    {"rows", n_prune_rows},
+                    {"rows_pruned", n_pruned},
+                    {"late_rows_removed_fraction", pruned_fraction()},
+                    {"row_layers_saved_fraction", compute_saved_fraction()}};
+  }
   j["time_s"] = {{"draft", t_draft}, {"forward", t_forward}, {"verify", t_verify}, {"commit", t_commit}};
   return j;
 }

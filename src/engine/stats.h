@@ -32,6 +32,12 @@ struct SpecStats {
   int64_t n_draft_tokens = 0;
   int64_t n_accepted = 0;
   int64_t n_rows = 0;            // tree rows fed to the model in decode steps
+  // Early pruning (ProPD): steps whose tree went through the prune test, their rows, the
+  // rows removed before the late layers, and rows x (layers skipped / n_layer) summed.
+  int64_t n_prune_steps = 0;
+  int64_t n_prune_rows = 0;
+  int64_t n_pruned = 0;
+  double pruned_row_layers = 0.0;
   std::vector<int64_t> accepted_per_pos;
   std::vector<int64_t> drafted_per_pos;  // steps that had a candidate at depth d + 1
   double t_prompt = 0.0;         // seconds
@@ -47,6 +53,10 @@ struct SpecStats {
   double rows_per_step() const;
   double tokens_per_s() const;          // generated / decode time
   void record_step(int32_t tree_rows, int32_t max_candidate_depth, int32_t n_candidates, int32_t n_accepted);
+  // One pruned tree: rows fed, rows pruned after `layer` of `n_layer` layers.
+  void record_prune(int32_t tree_rows, int32_t n_pruned_rows, int32_t layer, int32_t n_layer);
+  double pruned_fraction() const;        // late-layer rows removed / rows of pruned trees
+  double compute_saved_fraction() const; // row-layers skipped / row-layers of a full forward (all steps)
   void merge(const SpecStats& o);
   nlohmann::json to_json() const;
   std::string summary() const;          // one human line

@@ -102,6 +102,16 @@ struct Ctx {
 
 }  // namespace
 
+std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_layer_new) {
+  if (n_layer_src <= 0 || n_layer_new < n_layer_src) {
+    throw InvalidArgument(fmt::format("expand: cannot place {} source layers in {} layers", n_layer_src, n_layer_new));
+  }
+  // Real layer l goes to the middle of the l-th of L0 equal stretches of the new depth.
+  std::vector<int32_t> pos;
+  for (int64_t l = 0; l < n_layer_src; ++l) pos.push_back(static_cast<int32_t>(((2 * l + 1) * n_layer_new) / (2 * int64_t{n_layer_src})));
+  return pos;
+}
+
 ExpandSummary expand_gguf(const std::string& in, const std::string& out, const ExpandOptions& o) {
   const auto model = Model::load(in);
   const Hparams& hp = model->hparams();
@@ -263,13 +273,9 @@ ExpandSummary expand_gguf(const std::string& in, const std::string& out, const E
     c.add(name, t, {E, V}, dst);
   }
 
-  // Real layer l goes to the middle of the l-th of L0 equal stretches of the new depth.
   std::vector<int64_t> src_of(static_cast<size_t>(L), -1);
-  for (int64_t l = 0; l < L0; ++l) {
-    const int64_t pos = ((2 * l + 1) * L) / (2 * L0);
-    src_of[static_cast<size_t>(pos)] = l;
-    sum.real_layer_pos.push_back(static_cast<int32_t>(pos));
-  }
+  sum.real_layer_pos = expanded_layer_positions(static_cast<int32_t>(L0), static_cast<int32_t>(L));
+  for (int64_t l = 0; l < L0; ++l) src_of[static_cast<size_t>(sum.real_layer_pos[static_cast<size_t>(l)])] = l;
 
   const AxisMap one_in{1, {0}, {1}};
   for (int64_t li = 0; li < L; ++li) {

@@ -62,6 +62,12 @@ void place_matrix(const float* src, int64_t n_in_src, int64_t n_out_src, const A
 // Approximately normal filler (sum of four uniforms, scaled): fast and incompressible.
 float filler(core::Rng& rng, float std);
 
+// Where expand_gguf places the source layers: new index of source layer l, for a source
+// of n_layer_src layers expanded to n_layer_new (the rest are pass-throughs). For tools
+// that widen other weight files for an expansion (`treespec expand --heads-in`), never
+// for drafters (docs/expand.md, "Honest use").
+std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_layer_new);
+
 // Writes the expanded model to `out`. Errors: InvalidArgument (sizes smaller than the
 // source, head_dim not a multiple, GQA group not preserved), Unsupported (architecture,
 // partial RoPE with a new head_dim, source tensor type), IoError, FormatError.

@@ -58,7 +58,8 @@ StoriesModel load_stories() {
   return m;
 }
 
-engine::SpecStats expect_goldens(const StoriesModel& m, const DrafterMaker& make, int32_t n_seq, int32_t n_threads) {
+engine::SpecStats expect_goldens(const StoriesModel& m, const DrafterMaker& make, int32_t n_seq, int32_t n_threads,
+                                 const std::function<void(engine::Engine&)>& setup) {
   const auto goldens = load_goldens();
   EXPECT_EQ(goldens.size(), 10u);
   engine::EngineParams ep;
@@ -67,6 +68,7 @@ engine::SpecStats expect_goldens(const StoriesModel& m, const DrafterMaker& make
   ep.n_slots = n_seq;
   engine::Engine eng(*m.model, ep);
   eng.set_eog_ids(m.tok->eog_ids());
+  if (setup) setup(eng);
   engine::SpecStats total;
   for (size_t b = 0; b < goldens.size(); b += static_cast<size_t>(n_seq)) {
     std::vector<std::unique_ptr<engine::Sequence>> seqs;

@@ -40,8 +40,10 @@ StoriesModel load_stories();
 // Runs every golden prompt greedily (temp 0) through an Engine with the drafter made by
 // `make` and checks prompt and generated tokens exactly; n_seq > 1 runs the prompts in
 // batches of n_seq sequences stepped together. Returns the merged stats.
+// `setup`, when given, sees the Engine before the first prompt (e.g. to install a
+// budget policy).
 using DrafterMaker = std::function<std::unique_ptr<drafters::Drafter>(const model::Model&)>;
 engine::SpecStats expect_goldens(const StoriesModel& m, const DrafterMaker& make, int32_t n_seq = 1,
-                                 int32_t n_threads = 1);
+                                 int32_t n_threads = 1, const std::function<void(engine::Engine&)>& setup = {});
 
 }  // namespace treespec::test

@@ -1,12 +1,19 @@
 // treespec expand -m SMALL.gguf -o BIG.gguf --dim D --ffn F --layers L [--heads H]
 //                 [--head-dim HD] [--type q8_0] [--seed S]
-// Function-preserving expansion for memory-bound benchmarks (docs/expand.md).
+//                 [--heads-in HEADS.gguf --heads-out BIG_HEADS.gguf [--heads-only]]
+// Function-preserving expansion for memory-bound benchmarks (docs/expand.md); with
+// --heads-in, also widens a Medusa / ProPD heads file trained on SMALL for BIG, using the
+// expansion's own layer map (docs/propd.md, "Heads on an expanded model").
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "command.h"
+#include "drafters/medusa/medusa_heads.h"
+#include "drafters/propd/expand_heads.h"
 #include "model/expand.h"
+#include "model/model.h"
 #include "tensor/dtype.h"
 #include "treespec/status.h"
 
@@ -14,8 +21,49 @@ namespace {
 
 struct ExpandArgs {
   std::string in, out, type;
+  std::string heads_in, heads_out;
+  bool heads_only = false;
   treespec::model::ExpandOptions opts;
 };
+
+// Argmax of every position of a short prefill: a cheap check that `big` computes what
+// `src` computes (--heads-only trusts an existing file to be this expansion).
+std::vector<int32_t> prefill_argmax(const treespec::model::Model& m) {
+  using namespace treespec;
+  const int32_t V = m.hparams().n_vocab;
+  std::vector<int32_t> toks;
+  for (int32_t i = 0; i < 12; ++i) toks.push_back(static_cast<int32_t>((1 + 37 * i) % V));
+  model::ForwardContext ctx(m, 1);
+  kv::KvCache kv(m.kv_shape(1, 16));
+  model::Batch b;
+  b.add_chain(0, 0, toks);
+  std::vector<float> logits(toks.size() * static_cast<size_t>(V));
+  const Status st = m.forward(ctx, b, kv, {}, logits.data());
+  if (!st.ok()) throw InvalidArgument("expand --heads-only: forward failed: " + st.message());
+  std::vector<int32_t> out;
+  for (size_t r = 0; r < toks.size(); ++r) {
+    const float* l = logits.data() + r * static_cast<size_t>(V);
+    out.push_back(static_cast<int32_t>(std::max_element(l, l + V) - l));
+  }
+  return out;
+}
+
+// Widens --heads-in for the expansion at a->out whose source layer l sits at map[l].
+void widen_heads(const ExpandArgs& a, const treespec::model::Model& src, const std::vector<int32_t>& map) {
+  using namespace treespec;
+  drafters::MedusaHeads::load(a.heads_in)->check_fits(src, a.in);  // trained on the source
+  const auto big = model::Model::load(a.out);
+  const auto& hp = big->hparams();
+  if (hp.n_embd != a.opts.n_embd || hp.n_ff != a.opts.n_ff || hp.n_layer != a.opts.n_layer) {
+    throw InvalidArgument(fmt::format("expand --heads-only: '{}' has dim {}, ffn {}, {} layers, not the --dim {} --ffn {} --layers {} given",
+                                      a.out, hp.n_embd, hp.n_ff, hp.n_layer, a.opts.n_embd, a.opts.n_ff, a.opts.n_layer));
+  }
+  if (a.heads_only && prefill_argmax(*big) != prefill_argmax(src)) {
+    throw InvalidArgument(fmt::format("expand --heads-only: '{}' does not compute what '{}' computes (not its expansion)", a.out, a.in));
+  }
+  drafters::expand_heads_file(a.heads_in, *big, map, a.heads_out, a.opts.seed);
+  std::printf("wrote %s: heads of %s widened to dim %d, %d layers\n", a.heads_out.c_str(), a.heads_in.c_str(), hp.n_embd, hp.n_layer);
+}
 
 std::function<int()> setup_expand(CLI::App& sub) {
   auto a = std::make_shared<ExpandArgs>();
@@ -28,12 +76,23 @@ std::function<int()> setup_expand(CLI::App& sub) {
   sub.add_option("--head-dim", a->opts.head_dim, "new head dimension, a multiple of the source's (default: keep)");
   sub.add_option("--type", a->type, "weight type of all matrices (default: keep each source tensor's type)");
   sub.add_option("--seed", a->opts.seed, "seed of the random filler")->capture_default_str();
+  sub.add_option("--heads-in", a->heads_in, "Medusa / ProPD heads file trained on the source model: widen it for the expansion");
+  sub.add_option("--heads-out", a->heads_out, "where --heads-in goes, widened");
+  sub.add_flag("--heads-only", a->heads_only,
+               "do not write the model: -o is an existing expansion made with these options; only widen the heads");
   return [a]() -> int {
     using namespace treespec;
     if (!a->type.empty()) {
       const auto t = tensor::dtype_from_name(a->type);
       if (!t) throw InvalidArgument("--type: unknown type '" + a->type + "'");
       a->opts.type = *t;
+    }
+    if (a->heads_in.empty() != a->heads_out.empty()) throw InvalidArgument("expand: --heads-in and --heads-out go together");
+    if (a->heads_only && a->heads_in.empty()) throw InvalidArgument("expand: --heads-only needs --heads-in and --heads-out");
+    if (a->heads_only) {
+      const auto src = model::Model::load(a->in);
+      widen_heads(*a, *src, model::expanded_layer_positions(src->hparams().n_layer, a->opts.n_layer));
+      return 0;
     }
     const auto s = model::expand_gguf(a->in, a->out, a->opts);
     std::string pos;
@@ -42,6 +101,7 @@ std::function<int()> setup_expand(CLI::App& sub) {
                 "%llu parameters, %llu bytes of tensor data\n",
                 a->out.c_str(), s.n_embd, s.n_ff, s.n_layer, pos.c_str(), s.n_head, s.n_head_kv, s.head_dim,
                 static_cast<unsigned long long>(s.n_params), static_cast<unsigned long long>(s.tensor_bytes));
+    if (!a->heads_in.empty()) widen_heads(*a, *model::Model::load(a->in), s.real_layer_pos);
     return 0;
   };
 }

@@ -9,6 +9,7 @@
 #include "command.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "engine/budget_controller.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -74,6 +75,9 @@ int run(const RunArgs& a) {
   std::vector<int32_t> ids = tok->encode(prompt, true, !a.no_parse_special);
   drafters::DrafterEnv env{model.get(), tok->eog_ids(), sp.sampling.seed, &eng.ctx().pool()};
   engine::Sequence seq(ids, sp, drafters::make_drafter(a.spec, env));
+  // The tree-budget policy (--budget, and propd's dynamic trees): the same factory serve and bench use.
+  const auto policy = engine::make_budget_policy(a.spec, eng);
+  eng.set_budget_policy(policy.get());
 
   tokenizer::StreamDecoder stream(*tok);
   if (!a.json) {
@@ -110,6 +114,11 @@ int run(const RunArgs& a) {
     s["n_threads"] = ep.n_threads;
     s["n_ctx"] = ep.n_ctx;
     s["load_s"] = t_load;
+    if (policy) s["budget"] = policy->stats_json();
+    if (seq.drafter().prune().enabled()) {
+      const auto& ps = seq.drafter().prune();
+      s["prune"] = {{"layer", ps.layer}, {"top_k", ps.top_k}, {"head", ps.head ? "trained" : "logit lens"}, {"n_layer", hp.n_layer}};
+    }
     nlohmann::json dj = nlohmann::json::object();
     for (const auto& [k, v] : seq.drafter().counters()) dj[k] = v;
     s["drafter"] = dj;

@@ -6,13 +6,18 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "core/thread_pool.h"
 #include "drafters/medusa/medusa_train.h"
+#include "drafters/propd/heads_file.h"
+#include "drafters/propd/prune_train.h"
 #include "model/model.h"
 #include "options.h"
 #include "tokenizer/tokenizer.h"
@@ -31,7 +36,33 @@ struct TrainArgs {
   int64_t seed = 1;
   bool quiet = false;
   drafters::MedusaTrainParams p;
+  std::string prune_layers;  // --prune-layer: "L1,L2,..." or "all"
+  drafters::PruneTrainParams pp;
 };
+
+// --prune-layer: comma-separated layers in 1..n_layer-1, or "all".
+std::vector<int32_t> parse_prune_layers(const std::string& spec, int32_t n_layer) {
+  std::vector<int32_t> out;
+  if (spec == "all") {
+    for (int32_t l = 1; l < n_layer; ++l) out.push_back(l);
+    return out;
+  }
+  size_t b = 0;
+  while (b <= spec.size()) {
+    size_t e = spec.find(',', b);
+    if (e == std::string::npos) e = spec.size();
+    const std::string item = spec.substr(b, e - b);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v >= n_layer) {
+      throw InvalidArgument(fmt::format("--prune-layer '{}': expected 'all' or layers in 1..{} separated by commas (bad item '{}')", spec, n_layer - 1, item));
+    }
+    if (std::find(out.begin(), out.end(), static_cast<int32_t>(v)) == out.end()) out.push_back(static_cast<int32_t>(v));
+    b = e + 1;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 // One prompt per line; a line holding a JSON object contributes its "prompt", "text" or
 // first "turns" entry (so Spec-Bench / MT-Bench .jsonl files work as they are).
@@ -119,6 +150,12 @@ int run(TrainArgs& a) {
   if (!a.prompts_file.empty()) {
     for (const auto& text : read_prompts(a.prompts_file)) p.prompts.push_back(tok->encode(text, true, false));
   }
+  if (!a.prune_layers.empty()) {
+    p.tap_layers = parse_prune_layers(a.prune_layers, model->hparams().n_layer);
+    a.pp.seed = p.seed;
+    p.tap_top_k = a.pp.eval_top_k;
+    a.pp.validate();
+  }
   p.validate();
   std::fprintf(stderr, "train-heads: %s: %d heads x %d blocks, %d samples x %d tokens (%s), %d steps of %d positions, lr %g, %d threads\n",
                a.model.c_str(), p.n_heads, p.n_blocks, p.samples, p.seq_len,
@@ -127,9 +164,15 @@ int run(TrainArgs& a) {
   ProgressBar bar(a.quiet);
   drafters::MedusaTrainReport rep;
   auto heads = drafters::train_medusa_heads(*model, p, &rep, [&](const drafters::TrainProgress& pr) { bar(pr); });
+  std::shared_ptr<drafters::PruneHeadSet> prune;
+  drafters::PruneTrainReport prep;
+  if (!p.tap_layers.empty()) {
+    core::ThreadPool pool(p.n_threads);
+    prune = drafters::train_prune_heads(*model, rep.taps, a.pp, pool, &prep, [&](const drafters::TrainProgress& pr) { bar(pr); });
+  }
   bar.finish();
-  heads->write(a.out);
-  if (!a.merged.empty()) drafters::write_model_with_heads(*model, *heads, a.merged);
+  drafters::write_heads_file(a.out, *heads, prune.get());
+  if (!a.merged.empty()) drafters::write_model_with_all_heads(*model, *heads, prune.get(), a.merged);
 
   const auto& ev = rep.after;
   std::printf("generated %lld tokens in %.1f s; trained %d steps in %.1f s; evaluated %lld held-out positions (head 0)\n",
@@ -143,6 +186,37 @@ int run(TrainArgs& a) {
     std::string row = fmt::format("{:<4}  {:10.4f}  {:6.4f}", k, rep.before.loss[static_cast<size_t>(k)], ev.loss[static_cast<size_t>(k)]);
     for (int32_t j = 0; j < ev.top_k; ++j) row += fmt::format("  {:5.3f}", ev.topk_acc[static_cast<size_t>(k * ev.top_k + j)]);
     std::printf("%s\n", row.c_str());
+  }
+  if (prune) {
+    const auto& c = prune->calib;
+    std::printf("\nProPD pruning: recall of the final argmax in the top-k of an early predictor (%lld held-out positions)\n",
+                static_cast<long long>(c.n_positions));
+    std::string hdr = "predictor          layer";
+    for (int32_t k : {1, 2, 3, 4, 5, 8, 10, 12, 16}) {
+      if (k <= c.top_k) hdr += fmt::format("  top-{:<2}", k);
+    }
+    std::printf("%s\n", hdr.c_str());
+    auto row = [&](const char* what, int32_t l, const std::function<float(int32_t, int32_t)>& f) {
+      std::string r = fmt::format("{:<18} {:5}", what, l);
+      for (int32_t k : {1, 2, 3, 4, 5, 8, 10, 12, 16}) {
+        if (k <= c.top_k) r += fmt::format("  {:6.4f}", f(l, k));
+      }
+      std::printf("%s\n", r.c_str());
+    };
+    for (int32_t l = 0; l < c.lens_layers(); ++l) row("logit lens", l, [&](int32_t ll, int32_t k) { return c.lens(ll, k); });
+    for (int32_t l : c.head_layers) row("trained head", l, [&](int32_t ll, int32_t k) { return c.head(ll, k); });
+    for (size_t i = 0; i < prep.layers.size(); ++i) {
+      std::printf("prune head @%d: held-out cross-entropy to the final argmax %.4f (lens) -> %.4f (trained)\n", prep.layers[i],
+                  prep.loss_before[i], prep.loss_after[i]);
+    }
+    if (c.default_layer > 0) {
+      std::printf("default prune layer: %d (smallest trained layer with top-%d recall >= %.2f)\n", c.default_layer, c.default_k,
+                  static_cast<double>(c.recall_target));
+    } else {
+      std::printf("no trained layer reaches top-%d recall %.2f; --spec propd picks from the tables at run time (see docs/propd.md)\n",
+                  c.default_k, static_cast<double>(c.recall_target));
+    }
+    std::printf("prune heads trained in %.1f s\n", prep.seconds);
   }
   std::printf("wrote %s%s\n", a.out.c_str(), a.merged.empty() ? "" : fmt::format(" and {}", a.merged).c_str());
   return 0;
@@ -168,6 +242,14 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--kl", p.kl_weight, "weight of the KL term to the base distribution (0 = cross-entropy only)")->capture_default_str();
   sub.add_option("--kl-top", p.kl_top, "base distribution entries kept for the KL term")->capture_default_str();
   sub.add_option("--gen-batch", p.gen_batch, "sequences generated together")->capture_default_str();
+  sub.add_option("--prune-layer", a->prune_layers,
+                 "also train ProPD prune heads after these layers ('all' or e.g. 2,3) and measure the logit lens' recall at every layer");
+  sub.add_option("--prune-steps", a->pp.steps, "prune heads: Adam steps per layer")->capture_default_str();
+  sub.add_option("--prune-lr", a->pp.lr, "prune heads: peak learning rate")->capture_default_str();
+  sub.add_option("--prune-blocks", a->pp.n_blocks, "prune heads: residual blocks")->capture_default_str();
+  sub.add_option("--prune-soft", a->pp.soft_weight, "prune heads: weight of the final distribution (rest: its argmax)")->capture_default_str();
+  sub.add_option("--prune-k", a->pp.default_k, "prune heads: k of the default-layer rule")->capture_default_str();
+  sub.add_option("--prune-recall", a->pp.recall_target, "prune heads: default layer = smallest with top-k recall >= this")->capture_default_str();
   sub.add_option("-s,--seed", a->seed, "seed (same seed, same heads)")->capture_default_str();
   sub.add_option("-t,--threads", a->n_threads, "threads (default: all cores)");
   sub.add_flag("-q,--quiet", a->quiet, "no progress bar");

@@ -65,11 +65,32 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--tree-file", c.medusa.tree_file, "medusa: tree choices JSON for --tree NAME (default: $TREESPEC_SHARED/data/tree_choices.json, ../shared/data/tree_choices.json)");
   app.add_option("--tree-nodes", c.medusa.tree_nodes, "medusa: keep only the first N tree nodes incl. the root (0 = all)")->capture_default_str();
   app.add_option("--medusa-topk", c.medusa.top_k, "medusa: candidates per head")->capture_default_str();
+  // ProPD (docs/propd.md): Medusa heads (--heads / --propd-heads), early pruning, dynamic trees.
+  app.add_option("--propd-heads", c.propd.heads_path, "propd: Medusa + prune heads file (default: --heads, then the model file)");
+  app.add_option("--propd-nmax", c.propd.n_max, "propd: largest tree Nmax (nodes incl. the root)")->capture_default_str();
+  app.add_option("--propd-interval", c.propd.interval, "propd: steps between re-plans and tree rebuilds (R)")->capture_default_str();
+  app.add_flag("--propd-no-prune,--no-prune", c.propd.no_prune, "propd: no early pruning (ablation)");
+  app.add_flag("--propd-static-tree,--static-tree", c.propd.static_tree, "propd: fixed Nmax tree, no dynamic sizing (ablation)");
+  app.add_option("--propd-tree", c.propd.tree, "propd --static-tree: the tree (a --tree spec; default: best-first from the calibration)");
+  // Early pruning for any method.
+  app.add_flag("--prune", c.prune.enabled, "prune any method's tree after an early layer (logit lens, or the heads file's prune heads)");
+  app.add_option("--prune-layer,--propd-layer", c.prune.layer, "pruning: layers before the test (0 = smallest with recall >= --prune-recall)")
+      ->capture_default_str();
+  app.add_option("--prune-k,--propd-k", c.prune.top_k, fmt::format("pruning: keep children in the parent's top-k (0 = the heads file's, else {})", drafters::kDefaultPruneK))
+      ->capture_default_str();
+  app.add_option("--prune-recall", c.prune.recall_target, "pruning: default layer = smallest whose top-k recall of the final argmax reaches this")
+      ->capture_default_str();
+  app.add_flag("--prune-lens", c.prune.lens, "pruning: use the logit lens even where a trained prune head exists");
+  // Tree budget policy for any method.
+  app.add_option("--budget", c.budget.budget, "tree budget: N nodes, or dynamic (alias auto: the latency-model controller); default: each drafter's own size");
+  app.add_option("--budget-nmax", c.budget.n_max, "dynamic budget: largest tree per sequence")->capture_default_str();
+  app.add_option("--budget-interval", c.budget.interval, "dynamic budget: steps between re-plans")->capture_default_str();
+  app.add_flag("--budget-no-probe{false}", c.budget.probe, "dynamic budget: skip the start-up latency sweep");
   auto& d = c.draft;
   app.add_option("--model-draft,--draft-model", d.model_path,
                  "draft: draft model GGUF with the target's vocabulary (llama.cpp -md)");
   app.add_option("--draft-layers", d.layers,
-                 "draft: run only these layers of the draft model, e.g. 0,1 or 0-2,4 (without -md: self-drafting with the "
+                 "draft: run only these layers of the draft model, e.g. 0,1 or 0-2,4; '+' also separates items, e.g. 0-2+4 (without -md: self-drafting with the "
                  "target's own layers, final norm and output)");
   app.add_option("--draft-max,--draft,--draft-n", d.n_draft_max, "draft: tokens per chain / tree depth")->capture_default_str();
   app.add_option("--draft-min,--draft-n-min", d.n_draft_min, "draft: drafts shorter than this are not verified")

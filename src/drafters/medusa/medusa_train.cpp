@@ -42,6 +42,9 @@ void MedusaTrainParams::validate() const {
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) bad(fmt::format("prompt {} has no tokens", i + 1));
   }
+  for (int32_t l : tap_layers) {
+    if (l < 1) bad(fmt::format("--prune-layer must be >= 1 (an early layer), got {}", l));
+  }
 }
 
 double MedusaEval::mean_loss() const {
@@ -66,8 +69,18 @@ struct Sample {
   std::vector<float> hidden;    // [len - 1, n_embd]
   std::vector<int32_t> kl_ids;  // [len - 1, kl_top] base distribution's top entries (KL only)
   std::vector<float> kl_p;      // [len - 1, kl_top]
+  std::vector<std::vector<float>> taps;  // per tapped layer [len - 1, n_embd] (ProPD prune heads)
+  std::vector<int32_t> argmax;  // [len - 1] final argmax (taps only)
   int64_t n_rows() const { return static_cast<int64_t>(tokens.size()) - 1; }
 };
+
+// Rank of `target` among logits[n], ties ranking the lower id first (as top_k_ids does).
+int32_t rank_in(const float* lg, int32_t n, int32_t target) {
+  const float v = lg[target];
+  int32_t rank = 0;
+  for (int32_t i = 0; i < n; ++i) rank += (lg[i] > v || (lg[i] == v && i < target)) ? 1 : 0;
+  return rank;
+}
 
 // The base model writes the training text, gen_batch sequences per forward pass.
 std::vector<Sample> generate_samples(const model::Model& m, const MedusaTrainParams& p, model::ForwardContext& ctx,
@@ -94,6 +107,18 @@ std::vector<Sample> generate_samples(const model::Model& m, const MedusaTrainPar
   const int32_t kl_top = std::min(p.kl_top, V);
   std::vector<float> logits(static_cast<size_t>(B) * V), normed(static_cast<size_t>(B) * E), probs(static_cast<size_t>(V));
   std::vector<int32_t> top(static_cast<size_t>(kl_top));
+  // ProPD taps: residual after every layer of the rows of one forward, normed taps, lens logits.
+  const bool taps = !p.tap_layers.empty();
+  for (int32_t l : p.tap_layers) {
+    if (l >= hp.n_layer) throw InvalidArgument(fmt::format("--prune-layer {} must be below the model's {} layers", l, hp.n_layer));
+  }
+  const int32_t first_heldout = p.samples - static_cast<int32_t>(std::clamp<int64_t>(std::llround(p.holdout * static_cast<float>(p.samples)), 1, p.samples - 1));
+  std::vector<float> layer_x(taps ? static_cast<size_t>(hp.n_layer) * B * E : 0), tap_n(taps ? static_cast<size_t>(B) * E : 0);
+  std::vector<float> lens_logits(taps ? static_cast<size_t>(B) * V : 0);
+  if (taps) {
+    rep.taps.lens_top_k = std::clamp(p.tap_top_k, 1, V);
+    rep.taps.lens_hits.assign(static_cast<size_t>(hp.n_layer) * rep.taps.lens_top_k, 0);
+  }
   model::Batch batch;
   const double t0 = core::now_s();
   const int64_t total = static_cast<int64_t>(p.samples) * p.seq_len;
@@ -140,13 +165,57 @@ std::vector<Sample> generate_samples(const model::Model& m, const MedusaTrainPar
         rows.push_back(s);
       }
       if (rows.empty()) break;
-      Status st = m.forward(ctx, batch, kv, {}, logits.data(), normed.data());
-      TREESPEC_ASSERT(st.ok(), "train-heads: generation fits (context checked)");
+      Status st;
+      if (!taps) {
+        st = m.forward(ctx, batch, kv, {}, logits.data(), normed.data());
+        TREESPEC_ASSERT(st.ok(), "train-heads: generation fits (context checked)");
+      } else {
+        // Layer by layer, keeping the residual after each one (ProPD taps and lens table).
+        const auto nr = static_cast<int32_t>(rows.size());
+        ctx.reserve(nr, static_cast<int32_t>(n_cells));
+        float* x = ctx.x();
+        m.embed(batch, x);
+        for (int32_t l = 0; l < hp.n_layer; ++l) {
+          std::copy(x, x + static_cast<size_t>(nr) * E, layer_x.data() + static_cast<size_t>(l) * B * E);
+          st = m.run_layers(ctx, batch, l, l + 1, x, kv);
+          TREESPEC_ASSERT(st.ok(), "train-heads: generation fits (context checked)");
+        }
+        m.final_norm(x, nr, {}, normed.data());
+        m.lm_head(ctx, normed.data(), nr, logits.data());
+        // Tapped layers: the final norm of each row's residual.
+        for (size_t ti = 0; ti < p.tap_layers.size(); ++ti) {
+          const int32_t l = p.tap_layers[ti];
+          m.final_norm(layer_x.data() + static_cast<size_t>(l) * B * E, nr, {}, tap_n.data());
+          for (int32_t r = 0; r < nr; ++r) {
+            auto& dst = samples[static_cast<size_t>(w + rows[static_cast<size_t>(r)])].taps;
+            if (dst.size() < p.tap_layers.size()) dst.resize(p.tap_layers.size());
+            dst[ti].insert(dst[ti].end(), tap_n.data() + static_cast<size_t>(r) * E, tap_n.data() + static_cast<size_t>(r + 1) * E);
+          }
+        }
+        // Logit lens after every layer, on held-out rows only.
+        std::vector<int32_t> held;
+        for (int32_t r = 0; r < nr; ++r) {
+          if (w + rows[static_cast<size_t>(r)] >= first_heldout) held.push_back(r);
+        }
+        if (!held.empty()) {
+          for (int32_t l = 0; l < hp.n_layer; ++l) {
+            m.final_norm(layer_x.data() + static_cast<size_t>(l) * B * E, nr, held, tap_n.data());
+            m.lm_head(ctx, tap_n.data(), static_cast<int32_t>(held.size()), lens_logits.data());
+            for (size_t h = 0; h < held.size(); ++h) {
+              const float* fl = logits.data() + static_cast<size_t>(held[h]) * V;
+              const int32_t rk = rank_in(lens_logits.data() + h * static_cast<size_t>(V), V, sampling::argmax(fl, V));
+              if (rk < rep.taps.lens_top_k) ++rep.taps.lens_hits[static_cast<size_t>(l * rep.taps.lens_top_k + rk)];
+            }
+          }
+          rep.taps.lens_rows += static_cast<int64_t>(held.size());
+        }
+      }
       for (size_t r = 0; r < rows.size(); ++r) {
         const int32_t s = rows[r];
         Sample& smp = samples[static_cast<size_t>(w + s)];
         const float* lg = logits.data() + r * static_cast<size_t>(V);
         smp.hidden.insert(smp.hidden.end(), normed.data() + r * static_cast<size_t>(E), normed.data() + (r + 1) * static_cast<size_t>(E));
+        if (taps) smp.argmax.push_back(sampling::argmax(lg, V));
         if (kl) {
           // Base distribution (temperature 1), its top entries renormalised.
           float mx = lg[0];
@@ -297,6 +366,28 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
   }
   rep.train_positions = static_cast<int64_t>(rows.size());
   if (rows.empty()) throw InvalidArgument("train-heads: the generated training text is too short (every sample ended at once); raise --seq-len or use prompts");
+  if (!p.tap_layers.empty()) {
+    PruneTaps& tp = rep.taps;
+    tp.layers = p.tap_layers;
+    tp.h.assign(p.tap_layers.size(), {});
+    tp.kl_top = p.kl_weight > 0.0f ? std::min(p.kl_top, V) : 0;
+    for (size_t s = 0; s < samples.size(); ++s) {
+      const Sample& smp = samples[s];
+      const int64_t n = smp.n_rows();
+      for (size_t ti = 0; ti < tp.layers.size(); ++ti) {
+        if (n > 0 && ti < smp.taps.size()) tp.h[ti].insert(tp.h[ti].end(), smp.taps[ti].begin(), smp.taps[ti].end());
+      }
+      tp.argmax.insert(tp.argmax.end(), smp.argmax.begin(), smp.argmax.end());
+      tp.heldout.insert(tp.heldout.end(), static_cast<size_t>(n), s >= n_train ? 1 : 0);
+      if (tp.kl_top > 0) {
+        tp.kl_ids.insert(tp.kl_ids.end(), smp.kl_ids.begin(), smp.kl_ids.end());
+        tp.kl_p.insert(tp.kl_p.end(), smp.kl_p.begin(), smp.kl_p.end());
+      }
+      tp.n_rows += n;
+    }
+    // Free the per-sample copies early (the Medusa training below needs the rest).
+    for (auto& smp : samples) std::vector<std::vector<float>>().swap(smp.taps);
+  }
   const EvalSet eval = make_eval_set(samples, n_train, K, E);
   rep.heldout_positions = eval.n;
   if (eval.n == 0) throw InvalidArgument("train-heads: the held-out samples have no positions to evaluate; raise --samples or --holdout");

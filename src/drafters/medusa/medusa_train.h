@@ -45,7 +45,30 @@ struct MedusaTrainParams {
   uint64_t seed = 1;
   int32_t n_threads = 1;
   int32_t gen_batch = 32;      // sequences generated together in one forward pass
+  // ProPD prune heads (drafters/propd/prune_train.h): also record the final-normed
+  // residual after each of these layers (1..n_layer-1) at every position, and measure the
+  // logit lens' recall of the final argmax after every layer on the held-out samples.
+  std::vector<int32_t> tap_layers;
+  int32_t tap_top_k = 16;      // width of the lens recall table
   void validate() const;       // InvalidArgument naming the flag
+};
+
+// What MedusaTrainParams::tap_layers recorded, row-aligned with the generated text:
+// row t of a sample is the position that predicted its token t + 1.
+struct PruneTaps {
+  std::vector<int32_t> layers;                 // tapped layers
+  std::vector<std::vector<float>> h;           // per layer: [n_rows, n_embd] final norm of the residual after that layer
+  std::vector<int32_t> argmax;                 // [n_rows] the final model's argmax (ties: lower id)
+  std::vector<uint8_t> heldout;                // [n_rows] 1 = held-out sample
+  std::vector<int32_t> kl_ids;                 // [n_rows, kl_top] the final distribution's top entries (empty without --kl)
+  std::vector<float> kl_p;                     // [n_rows, kl_top]
+  int32_t kl_top = 0;
+  int64_t n_rows = 0;
+  // Logit lens on the held-out rows: lens_hits[l * top_k + r] = rows whose final argmax is
+  // the lens' rank-r token after l layers (l = 0..n_layer-1); recall@k = sum r < k / lens_rows.
+  std::vector<int64_t> lens_hits;
+  int32_t lens_top_k = 0;
+  int64_t lens_rows = 0;
 };
 
 struct MedusaEval {
@@ -66,6 +89,7 @@ struct MedusaTrainReport {
   double final_train_loss = 0.0;  // mean over heads, smoothed over the last steps
   MedusaEval before;              // held-out, at initialisation
   MedusaEval after;               // held-out, trained
+  PruneTaps taps;                 // filled when MedusaTrainParams::tap_layers is set
 };
 
 struct TrainProgress {

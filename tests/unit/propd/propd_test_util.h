@@ -1,0 +1,70 @@
+// Shared by the ProPD tests: stories260K with Medusa heads and prune heads trained once per
+// test binary on a short schedule (a few seconds), and a controller that believes rows
+// are free (so dynamic trees grow to Nmax and pruning has work to do).
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "common/golden.h"
+#include "drafters/medusa/medusa_train.h"
+#include "drafters/propd/prune_train.h"
+#include "engine/budget_controller.h"
+#include "model/model.h"
+
+namespace treespec::test {
+
+struct PropdStories {
+  StoriesModel m;
+  std::shared_ptr<drafters::MedusaHeads> heads;
+  std::shared_ptr<drafters::PruneHeadSet> prune;
+  drafters::MedusaTrainReport report;
+  drafters::PruneTrainReport prune_report;
+};
+
+inline const PropdStories& propd_stories() {
+  static std::once_flag once;
+  static PropdStories ps;
+  std::call_once(once, [] {
+    ps.m = load_stories();
+    drafters::MedusaTrainParams p;
+    p.n_heads = 4;
+    p.n_blocks = 1;
+    p.samples = 48;
+    p.seq_len = 128;
+    p.steps = 150;
+    p.batch = 128;
+    p.seed = 7;
+    p.n_threads = 2;
+    p.eog_ids = ps.m.tok->eog_ids();
+    p.bos_id = ps.m.tok->bos_id();
+    p.tap_layers = {2, 3, 4};
+    ps.heads = drafters::train_medusa_heads(*ps.m.model, p, &ps.report);
+    drafters::PruneTrainParams pp;
+    pp.steps = 150;
+    pp.batch = 128;
+    core::ThreadPool pool(2);
+    ps.prune = drafters::train_prune_heads(*ps.m.model, ps.report.taps, pp, pool, &ps.prune_report);
+  });
+  return ps;
+}
+
+// A controller whose latency model says every step costs the same whatever its size
+// (prior samples only, no start-up sweep, never re-planned from measurements that could
+// say otherwise: the online samples are outweighed), so it grants Nmax.
+inline std::unique_ptr<engine::BudgetController> flat_controller(int32_t n_layer, int32_t n_max = 64) {
+  engine::ControllerParams cp;
+  cp.n_max = n_max;
+  cp.interval = 4;
+  cp.probe = false;
+  cp.latency.prior_weight = 1e6;
+  auto c = std::make_unique<engine::BudgetController>(cp, n_layer);
+  for (int32_t b = 1; b <= 8; b *= 2) {
+    for (int32_t r = 1; r <= 1024; r *= 2) {
+      for (int32_t s : {0, 128, 256}) c->latency().add(b, r, s, 1e-3, /*prior=*/true);
+    }
+  }
+  return c;
+}
+
+}  // namespace treespec::test
