@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
-#include <queue>
+#include <functional>
+#include <optional>
 
+#include "tokenizer/merge.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 #include "treespec/status.h"
@@ -12,29 +14,6 @@
 namespace treespec::tokenizer {
 
 namespace {
-
-// One symbol of the word being merged: original bytes [start, start + n) with links to
-// its live neighbours. n == 0 marks a symbol merged into its left neighbour.
-struct Symbol {
-  int prev;
-  int next;
-  size_t start;
-  size_t n;
-};
-
-struct Bigram {
-  int left;
-  int right;
-  int32_t rank;
-  size_t size;  // original bytes of the merged symbol, to detect stale entries
-};
-
-// Lowest rank first; on equal ranks the leftmost pair first.
-struct BigramAfter {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
-};
 
 // "<0xNN>" -> NN, else -1.
 int parse_byte_piece(const std::string& text) {
@@ -126,37 +105,21 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
     }
   }
 
-  std::vector<Symbol> sym(word.size());
+  std::vector<MergeSymbol> sym(word.size());
   for (size_t i = 0; i < word.size(); ++i) {
     sym[i] = {static_cast<int>(i) - 1, i + 1 < word.size() ? static_cast<int>(i + 1) : -1, i, 1};
   }
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramAfter> queue;
+  // Lowest merge rank first.
   std::string key;
-  auto try_add = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const Symbol& l = sym[static_cast<size_t>(left)];
-    const Symbol& r = sym[static_cast<size_t>(right)];
+  auto rank_of = [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<int32_t> {
     const int32_t rk = rank(text(l.start, l.n), text(r.start, r.n), key);
-    if (rk >= 0) queue.push({left, right, rk, l.n + r.n});
+    if (rk < 0) return std::nullopt;
+    return rk;
   };
-  for (size_t i = 1; i < sym.size(); ++i) try_add(static_cast<int>(i - 1), static_cast<int>(i));
-
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
-    Symbol& l = sym[static_cast<size_t>(b.left)];
-    Symbol& r = sym[static_cast<size_t>(b.right)];
-    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size || l.next != b.right) continue;  // stale
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = b.left;
-    try_add(l.prev, b.left);
-    try_add(b.left, l.next);
-  }
+  merge_symbols<int32_t>(sym, std::less<int32_t>(), rank_of);
 
   for (int i = 0; i >= 0; i = sym[static_cast<size_t>(i)].next) {
-    const Symbol& s = sym[static_cast<size_t>(i)];
+    const MergeSymbol& s = sym[static_cast<size_t>(i)];
     if (auto it = token_to_id_.find(std::string(text(s.start, s.n))); it != token_to_id_.end()) {
       out.push_back(it->second);
       continue;

@@ -3,37 +3,16 @@
 
 #include <fmt/format.h>
 
-#include <queue>
+#include <functional>
+#include <optional>
 
+#include "tokenizer/merge.h"
 #include "tokenizer/utf8.h"
 #include "treespec/status.h"
 
 namespace treespec::tokenizer {
 
 namespace {
-
-// One symbol of the text being merged: bytes [start, start + n) with links to its live
-// neighbours. n == 0 marks a symbol merged into its left neighbour.
-struct Symbol {
-  int prev;
-  int next;
-  size_t start;
-  size_t n;
-};
-
-struct Bigram {
-  int left;
-  int right;
-  float score;
-  size_t size;  // bytes of the merged text, to detect stale entries
-};
-
-// Highest score first; on equal scores the leftmost pair first.
-struct BigramLess {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  }
-};
 
 std::string escape_spaces(std::string_view s) {
   std::string out;
@@ -71,7 +50,7 @@ void SpmTokenizer::encode_fragment(const std::string& text, std::vector<int32_t>
   if (text.empty()) return;
   // Split into characters; a byte that does not start a valid UTF-8 character is a
   // symbol of its own (it can only end up as a byte token).
-  std::vector<Symbol> sym;
+  std::vector<MergeSymbol> sym;
   sym.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     size_t n = 0;
@@ -81,35 +60,16 @@ void SpmTokenizer::encode_fragment(const std::string& text, std::vector<int32_t>
     if (idx > 0) sym[static_cast<size_t>(idx - 1)].next = idx;
     i += n;
   }
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue;
-  auto try_add = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const Symbol& l = sym[static_cast<size_t>(left)];
-    const Symbol& r = sym[static_cast<size_t>(right)];
-    const size_t size = l.n + r.n;
-    auto it = token_to_id_.find(text.substr(l.start, size));
-    if (it == token_to_id_.end()) return;
-    const float score = vocab_.scores.empty() ? 0.0f : vocab_.scores[static_cast<size_t>(it->second)];
-    queue.push({left, right, score, size});
+  // Highest vocab score first; a pair merges only if the merged text is a piece.
+  auto score_of = [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<float> {
+    auto it = token_to_id_.find(text.substr(l.start, l.n + r.n));
+    if (it == token_to_id_.end()) return std::nullopt;
+    return vocab_.scores.empty() ? 0.0f : vocab_.scores[static_cast<size_t>(it->second)];
   };
-  for (size_t i = 1; i < sym.size(); ++i) try_add(static_cast<int>(i - 1), static_cast<int>(i));
-
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
-    Symbol& l = sym[static_cast<size_t>(b.left)];
-    Symbol& r = sym[static_cast<size_t>(b.right)];
-    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size || l.next != b.right) continue;  // stale
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = b.left;
-    try_add(l.prev, b.left);
-    try_add(b.left, l.next);
-  }
+  merge_symbols<float>(sym, std::greater<float>(), score_of);
 
   for (int i = 0; i >= 0; i = sym[static_cast<size_t>(i)].next) {
-    const Symbol& s = sym[static_cast<size_t>(i)];
+    const MergeSymbol& s = sym[static_cast<size_t>(i)];
     auto it = token_to_id_.find(text.substr(s.start, s.n));
     if (it != token_to_id_.end()) {
       out.push_back(it->second);
