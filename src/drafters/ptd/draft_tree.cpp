@@ -3,19 +3,13 @@
 #include <algorithm>
 
 #include "core/assert.h"
+#include "drafters/ptd/slots.h"
 
 namespace treespec::drafters::ptd {
 
 int32_t DraftTree::add(int32_t tok, int32_t parent) {
   TREESPEC_ASSERT(parent == -1 || alive(parent), "draft tree: parent must be alive");
-  int32_t id;
-  if (!free_.empty()) {
-    id = free_.back();
-    free_.pop_back();
-  } else {
-    id = static_cast<int32_t>(nodes_.size());
-    nodes_.emplace_back();
-  }
+  const int32_t id = take_slot(nodes_, free_);
   DraftNode& n = nodes_[static_cast<size_t>(id)];
   n.tok = tok;
   n.parent = parent;

@@ -4,6 +4,7 @@
 
 #include "core/assert.h"
 #include "drafters/ptd/draft_tree.h"
+#include "drafters/ptd/slots.h"
 
 namespace treespec::drafters::ptd {
 
@@ -25,14 +26,7 @@ int32_t Trie::child(int32_t id, int32_t t, bool* added) {
     if (added) *added = false;
     return c;
   }
-  int32_t c;
-  if (!free_.empty()) {
-    c = free_.back();
-    free_.pop_back();
-  } else {
-    c = static_cast<int32_t>(nodes_.size());
-    nodes_.emplace_back();
-  }
+  const int32_t c = take_slot(nodes_, free_);
   TrieNode& n = nodes_[static_cast<size_t>(c)];
   n.tok = t;
   n.parent = id;
