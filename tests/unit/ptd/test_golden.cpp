@@ -32,25 +32,30 @@ double counter(const drafters::Drafter& d, const std::string& name) {
   return -1.0;
 }
 
+// What BudgetChecker saw, over every sequence it wrapped.
+struct BudgetRecord {
+  int violations = 0;    // proposals larger than their budget
+  int32_t max_seen = 0;  // largest proposal
+};
+
 // Wraps a drafter and records any proposal larger than the budget it was given.
 class BudgetChecker final : public drafters::Drafter {
  public:
-  explicit BudgetChecker(std::unique_ptr<drafters::Drafter> inner) : inner_(std::move(inner)) {}
+  BudgetChecker(std::unique_ptr<drafters::Drafter> inner, BudgetRecord* rec) : inner_(std::move(inner)), rec_(rec) {}
   std::string name() const override { return inner_->name(); }
   void begin(std::span<const int32_t> prompt) override { inner_->begin(prompt); }
   tree::TokenTree propose(const drafters::DraftInput& in) override {
     tree::TokenTree t = inner_->propose(in);
-    if (t.size() > in.budget) ++violations;
-    max_seen = std::max(max_seen, t.size());
+    if (t.size() > in.budget) ++rec_->violations;
+    rec_->max_seen = std::max(rec_->max_seen, t.size());
     return t;
   }
   void observe(const drafters::StepFeedback& fb) override { inner_->observe(fb); }
   int32_t max_nodes() const override { return inner_->max_nodes(); }
-  int violations = 0;
-  int32_t max_seen = 0;
 
  private:
   std::unique_ptr<drafters::Drafter> inner_;
+  BudgetRecord* rec_;
 };
 
 // A stand-in for the ProPD controller: a budget that cycles through 1..23 rows.
@@ -98,41 +103,14 @@ TEST(PtdGolden, ReferenceConfigurationAlsoMatches) {
 TEST(PtdGolden, FollowsAChangingBudgetAndStaysExact) {
   TREESPEC_REQUIRE_SHARED();
   const auto m = test::load_stories();
-  const auto goldens = test::load_goldens();
-  engine::EngineParams ep;
-  ep.n_ctx = 256;
-  ep.n_slots = 4;
-  engine::Engine eng(*m.model, ep);
-  eng.set_eog_ids(m.tok->eog_ids());
   CyclingBudget policy;
-  eng.set_budget_policy(&policy);
-  const auto make = ptd_maker(m);
-  for (size_t b = 0; b < goldens.size(); b += 4) {
-    std::vector<std::unique_ptr<engine::Sequence>> seqs;
-    std::vector<engine::Sequence*> ptrs;
-    std::vector<BudgetChecker*> checkers;
-    for (size_t i = b; i < goldens.size() && i < b + 4; ++i) {
-      engine::SequenceParams sp;
-      sp.sampling.temp = 0.0f;
-      sp.n_predict = goldens[i].n_predict();
-      auto chk = std::make_unique<BudgetChecker>(make(*m.model));
-      checkers.push_back(chk.get());
-      seqs.push_back(std::make_unique<engine::Sequence>(goldens[i].prompt_tokens, sp, std::move(chk)));
-      ASSERT_TRUE(eng.add(*seqs.back()).ok());
-      ptrs.push_back(seqs.back().get());
-    }
-    for (int guard = 0; guard < 10000; ++guard) {
-      bool all = true;
-      for (auto* s : ptrs) all &= s->finished();
-      if (all) break;
-      eng.step(ptrs);
-    }
-    for (size_t k = 0; k < seqs.size(); ++k) {
-      EXPECT_EQ(seqs[k]->generated(), goldens[b + k].generated_tokens) << "prompt " << (b + k);
-      EXPECT_EQ(checkers[k]->violations, 0) << "prompt " << (b + k);
-      EXPECT_LE(checkers[k]->max_seen, 23);
-    }
-  }
+  BudgetRecord rec;
+  const auto ptd = ptd_maker(m);
+  test::expect_goldens(
+      m, [&](const model::Model& model) { return std::make_unique<BudgetChecker>(ptd(model), &rec); }, 4, 1,
+      [&](engine::Engine& eng) { eng.set_budget_policy(&policy); });
+  EXPECT_EQ(rec.violations, 0);
+  EXPECT_LE(rec.max_seen, 23);
 }
 
 TEST(PtdGolden, DrafterCountersDescribeTheSteps) {
