@@ -11,6 +11,7 @@
 #include "drafters/propd/prune_train.h"
 #include "engine/budget_controller.h"
 #include "model/model.h"
+#include "unit/medusa/medusa_test_util.h"
 
 namespace treespec::test {
 
@@ -27,15 +28,7 @@ inline const PropdStories& propd_stories() {
   static PropdStories ps;
   std::call_once(once, [] {
     ps.m = load_stories();
-    drafters::MedusaTrainParams p;
-    p.n_heads = 4;
-    p.n_blocks = 1;
-    p.samples = 48;
-    p.seq_len = 128;
-    p.steps = 150;
-    p.batch = 128;
-    p.seed = 7;
-    p.n_threads = 2;
+    drafters::MedusaTrainParams p = short_stories_training();  // the Medusa tests' schedule
     p.eog_ids = ps.m.tok->eog_ids();
     p.bos_id = ps.m.tok->bos_id();
     p.tap_layers = {2, 3, 4};
