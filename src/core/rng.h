@@ -6,6 +6,21 @@
 
 namespace treespec::core {
 
+// splitmix64: advances x by the golden-ratio increment and returns a mixed value.
+inline uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// An independent seed for stream i derived from `seed` (the i-th splitmix64 output of a
+// generator started at seed): for per-sample or per-layer generators.
+inline uint64_t derive_seed(uint64_t seed, uint64_t i) {
+  uint64_t x = seed + 0x9e3779b97f4a7c15ULL * i;
+  return splitmix64(x);
+}
+
 class Rng {
  public:
   explicit Rng(uint64_t seed = 0) { reseed(seed); }
@@ -46,12 +61,6 @@ class Rng {
 
  private:
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  static uint64_t splitmix64(uint64_t& x) {
-    uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
   uint64_t s_[4];
 };
 

@@ -55,13 +55,6 @@ double MedusaEval::mean_loss() const {
 
 namespace {
 
-uint64_t mix_seed(uint64_t seed, uint64_t i) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (i + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 // One generated sample: tokens[0] is the last prompt token; hidden row t is the final
 // normed state at tokens[t] (it predicted tokens[t + 1]).
 struct Sample {
@@ -137,7 +130,7 @@ std::vector<Sample> generate_samples(const model::Model& m, const MedusaTrainPar
       sp.top_k = 0;
       sp.top_p = p.top_p;
       sp.min_p = 0.0f;
-      sp.seed = mix_seed(p.seed, static_cast<uint64_t>(i));
+      sp.seed = core::derive_seed(p.seed, static_cast<uint64_t>(i));
       samplers.emplace_back(sp);
       kv.clear(s);
       if (prompt.size() > 1) {  // prefill all but the last prompt token
@@ -421,7 +414,7 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
   const int64_t M = p.batch;
   const bool kl = p.kl_weight > 0.0f;
   const int32_t kl_top = std::min(p.kl_top, V);
-  core::Rng rng(mix_seed(p.seed, 0x5eed));
+  core::Rng rng(core::derive_seed(p.seed, 0x5eed));
   std::vector<float> hbuf(static_cast<size_t>(M) * static_cast<size_t>(E));
   std::vector<int32_t> tgt(static_cast<size_t>(M));
   std::vector<int32_t> sid(kl ? static_cast<size_t>(M) * static_cast<size_t>(kl_top) : 0);

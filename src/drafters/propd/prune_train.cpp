@@ -33,13 +33,6 @@ void PruneTrainParams::validate() const {
 
 namespace {
 
-uint64_t mix(uint64_t seed, uint64_t i) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (i + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 int32_t rank_in(const float* lg, int32_t n, int32_t target) {
   const float v = lg[target];
   int32_t rank = 0;
@@ -161,7 +154,7 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
     rep.recall_before.insert(rep.recall_before.end(), before.begin(), before.end());
     rep.loss_before.push_back(loss0);
 
-    core::Rng rng(mix(p.seed, static_cast<uint64_t>(layer)));
+    core::Rng rng(core::derive_seed(p.seed, static_cast<uint64_t>(layer)));
     std::vector<float> hbuf(static_cast<size_t>(M) * E);
     std::vector<int32_t> tgt(static_cast<size_t>(M));
     std::vector<int32_t> sid(soft ? static_cast<size_t>(M) * taps.kl_top : 0);
