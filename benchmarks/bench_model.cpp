@@ -38,6 +38,24 @@ const model::Model* bench_model() {
   return m.get();
 }
 
+// Random tokens [n_ctx] prefilled into slot 0 of kv and committed: the context every
+// step benchmark decodes on top of. Returns the tokens.
+std::vector<int32_t> prefill_random(benchmark::State& st, const model::Model& m, model::ForwardContext& ctx,
+                                    kv::KvCache& kv, int32_t n_ctx, core::Rng& rng) {
+  const int32_t V = m.hparams().n_vocab;
+  std::vector<int32_t> toks(static_cast<size_t>(n_ctx));
+  for (auto& t : toks) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
+  model::Batch b;
+  b.add_chain(0, 0, toks);
+  std::vector<float> logits(static_cast<size_t>(V));
+  const int32_t last = n_ctx - 1;
+  if (!m.forward(ctx, b, kv, {&last, 1}, logits.data()).ok()) st.SkipWithError("prefill failed");
+  std::vector<int32_t> path(static_cast<size_t>(n_ctx));
+  for (int32_t i = 0; i < n_ctx; ++i) path[static_cast<size_t>(i)] = i;
+  if (!kv.commit(0, path).ok()) st.SkipWithError("commit failed");
+  return toks;
+}
+
 void BM_Step(benchmark::State& st) {
   const model::Model* m = bench_model();
   if (!m) {
@@ -51,18 +69,7 @@ void BM_Step(benchmark::State& st) {
   kv::KvCache kv(m->kv_shape(1, n_ctx + 64 + 1));
   const int32_t V = m->hparams().n_vocab;
   core::Rng rng(1);
-  {  // committed context
-    std::vector<int32_t> toks(static_cast<size_t>(n_ctx));
-    for (auto& t : toks) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
-    model::Batch b;
-    b.add_chain(0, 0, toks);
-    std::vector<float> logits(static_cast<size_t>(V));
-    const int32_t last = n_ctx - 1;
-    if (!m->forward(ctx, b, kv, {&last, 1}, logits.data()).ok()) st.SkipWithError("prefill failed");
-    std::vector<int32_t> path(static_cast<size_t>(n_ctx));
-    for (int32_t i = 0; i < n_ctx; ++i) path[static_cast<size_t>(i)] = i;
-    if (!kv.commit(0, path).ok()) st.SkipWithError("commit failed");
-  }
+  prefill_random(st, *m, ctx, kv, n_ctx, rng);  // committed context
   tree::TokenTree tree(static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V))));
   while (tree.size() < rows) {
     const auto parent = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(tree.size())));
@@ -95,18 +102,7 @@ void BM_StepRatio(benchmark::State& st) {
   kv::KvCache kv(m->kv_shape(1, n_ctx + rows + 1));
   const int32_t V = m->hparams().n_vocab;
   core::Rng rng(1);
-  std::vector<int32_t> toks(static_cast<size_t>(n_ctx));
-  for (auto& t : toks) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
-  {
-    model::Batch b;
-    b.add_chain(0, 0, toks);
-    std::vector<float> logits(static_cast<size_t>(V));
-    const int32_t last = n_ctx - 1;
-    if (!m->forward(ctx, b, kv, {&last, 1}, logits.data()).ok()) st.SkipWithError("prefill failed");
-    std::vector<int32_t> path(static_cast<size_t>(n_ctx));
-    for (int32_t i = 0; i < n_ctx; ++i) path[static_cast<size_t>(i)] = i;
-    if (!kv.commit(0, path).ok()) st.SkipWithError("commit failed");
-  }
+  const std::vector<int32_t> toks = prefill_random(st, *m, ctx, kv, n_ctx, rng);
   tree::TokenTree one(toks[0]);
   tree::TokenTree tree(toks[1]);
   while (tree.size() < rows) {
