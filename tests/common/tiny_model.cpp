@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "gguf/gguf.h"
 #include "tensor/fp16.h"
+#include "tensor/quant.h"
 #include "tokenizer/bpe_pretok.h"
 #include "tokenizer/unicode.h"
 
@@ -45,6 +46,13 @@ std::vector<uint8_t> encode(const std::vector<float>& v, tensor::DType t) {
       }
       out.insert(out.end(), blk, blk + 34);
     }
+  } else if (tensor::quant_supported(t)) {
+    // Q4_0 and the K-quants: our quantiser, rows laid end to end (every matrix's row
+    // length is a multiple of the block, so this equals quantising row by row).
+    const auto n = static_cast<int64_t>(v.size());
+    if (n % tensor::dtype_traits(t).block_size != 0) throw std::runtime_error("tiny_model: size not a multiple of the block");
+    out.resize(static_cast<size_t>(tensor::row_bytes(t, n)));
+    tensor::quantize_row(t, v.data(), out.data(), n);
   } else {
     throw std::runtime_error("tiny_model: unsupported weight type");
   }

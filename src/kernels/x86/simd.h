@@ -538,29 +538,32 @@ void attention_rows_t(const AttentionRows& a) {
     float* o = optr(iq);
     for (int64_t j = 0; j < hd; ++j) o[j] = 0.0f;
   }
-  for (int64_t c0 = 0; c0 < a.n_committed; c0 += kChunk) {
-    const int64_t c1 = imin(a.n_committed, c0 + kChunk);
+  // Value sum over the visible cells in *logical* order (committed cells, then the row's
+  // tree cells), in chunks at fixed multiples of kChunk of that order. A row at depth d
+  // over n committed cells and a one-row step over n + d committed cells see the same
+  // list of (weight, value) pairs, so the chunk and chain boundaries, and hence the
+  // bits, must depend on the logical index alone, never on where the committed part
+  // ends (that split is what differs between a tree row and the plain step).
+  for (int64_t c0 = 0; c0 < stride; c0 += kChunk) {
     for (int64_t iq = 0; iq < nq; ++iq) {
+      const int64_t i = iq / a.n_head;
+      const int64_t n_vis = a.n_committed + a.n_extra[i];
+      if (c0 >= n_vis) continue;
+      const int64_t c1 = imin(n_vis, c0 + kChunk);
+      const int32_t* ex = a.extra[i];
+      const int64_t nc = a.n_committed;
       const float* s = a.scratch + iq * stride;
       float* o = optr(iq);
+      auto cell = [&](int64_t t) {
+        const int64_t l = c0 + t;
+        return l < nc ? l : static_cast<int64_t>(ex[l - nc]);
+      };
       if (vec) {
-        values_list(s + c0, a.v, hd, c1 - c0, [&](int64_t t) { return c0 + t; }, o);
+        values_list(s + c0, a.v, hd, c1 - c0, cell, o);
       } else {
-        for (int64_t t = c0; t < c1; ++t)
-          for (int64_t j = 0; j < hd; ++j) o[j] += s[t] * a.v[t * hd + j];
+        for (int64_t t = 0; t < c1 - c0; ++t)
+          for (int64_t j = 0; j < hd; ++j) o[j] += s[c0 + t] * a.v[cell(t) * hd + j];
       }
-    }
-  }
-  for (int64_t iq = 0; iq < nq; ++iq) {
-    const int64_t i = iq / a.n_head;
-    const int32_t* ex = a.extra[i];
-    const float* s = a.scratch + iq * stride + a.n_committed;
-    float* o = optr(iq);
-    if (vec) {
-      values_list(s, a.v, hd, a.n_extra[i], [&](int64_t t) { return static_cast<int64_t>(ex[t]); }, o);
-    } else {
-      for (int32_t e = 0; e < a.n_extra[i]; ++e)
-        for (int64_t j = 0; j < hd; ++j) o[j] += s[e] * a.v[static_cast<int64_t>(ex[e]) * hd + j];
     }
   }
 }

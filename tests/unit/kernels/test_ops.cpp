@@ -142,6 +142,93 @@ TEST_P(OpsTest, AttentionRowsMatchReferenceAndAreBatchInvariant) {
   }
 }
 
+// The lossless contract at the kernel level: a tree row at depth d over n committed
+// cells must give the bits of the one-row decode step that reaches the same context,
+// i.e. n + d committed cells (the prefix, then the row's ancestors in order) and the row
+// itself as the only extra cell. The two differ only in where the committed part ends,
+// so every chunk / chain boundary of the value sum must follow the logical cell index.
+// Committed lengths straddle the 128-cell chunks; deep chains cross them inside the tree.
+TEST_P(OpsTest, AttentionTreeRowEqualsOneRowStepOverTheSameContext) {
+  core::Rng rng(77);
+  for (const int64_t hd : {int64_t{8}, int64_t{128}, int64_t{12}}) {
+    for (const int64_t nc : {int64_t{0}, int64_t{1}, int64_t{37}, int64_t{120}, int64_t{127}, int64_t{128},
+                             int64_t{129}, int64_t{300}}) {
+      const int64_t n_rows = 64, n_head = 2;
+      const int64_t n_cells = nc + n_rows;
+      const auto q = rnd(n_rows * n_head * hd, 20 + static_cast<uint64_t>(nc));
+      const auto k = rnd(n_cells * hd, 21), v = rnd(n_cells * hd, 22);
+      // Random tree with some long chains (parent = i - 1 half of the time).
+      std::vector<std::vector<int32_t>> extra(static_cast<size_t>(n_rows));
+      std::vector<int32_t> parent(static_cast<size_t>(n_rows), -1);
+      for (int64_t i = 0; i < n_rows; ++i) {
+        if (i > 0) {
+          parent[static_cast<size_t>(i)] = rng.uniform() < 0.5 ? static_cast<int32_t>(i - 1)
+                                                               : static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(i)));
+        }
+        std::vector<int32_t> anc;
+        for (int64_t a = i; a >= 0; a = parent[static_cast<size_t>(a)]) anc.push_back(static_cast<int32_t>(nc + a));
+        extra[static_cast<size_t>(i)].assign(anc.rbegin(), anc.rend());
+      }
+      std::vector<const int32_t*> ptr;
+      std::vector<int32_t> len;
+      for (auto& e : extra) {
+        ptr.push_back(e.data());
+        len.push_back(static_cast<int32_t>(e.size()));
+      }
+      const int64_t ld = n_head * hd;
+      std::vector<float> out(q.size());
+      std::vector<float> scratch(static_cast<size_t>(kernels::attention_scratch_floats(n_rows, n_head, n_cells)));
+      kernels::AttentionRows a;
+      a.q = q.data();
+      a.ldq = ld;
+      a.out = out.data();
+      a.ldo = ld;
+      a.n_rows = n_rows;
+      a.n_head = n_head;
+      a.head_dim = hd;
+      a.k = k.data();
+      a.v = v.data();
+      a.n_committed = nc;
+      a.extra = ptr.data();
+      a.n_extra = len.data();
+      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      a.scratch = scratch.data();
+      t_->attention_rows(a);
+      for (int64_t i = 0; i < n_rows; ++i) {
+        const auto& ex = extra[static_cast<size_t>(i)];
+        const int64_t nc2 = nc + static_cast<int64_t>(ex.size()) - 1;  // prefix + ancestors, committed
+        std::vector<float> k2(static_cast<size_t>((nc2 + 1) * hd)), v2(k2.size());
+        for (int64_t c = 0; c <= nc2; ++c) {
+          const int64_t src = c < nc ? c : ex[static_cast<size_t>(c - nc)];
+          std::copy_n(k.begin() + src * hd, hd, k2.begin() + c * hd);
+          std::copy_n(v.begin() + src * hd, hd, v2.begin() + c * hd);
+        }
+        const int32_t self = static_cast<int32_t>(nc2);
+        const int32_t* self_ptr = &self;
+        const int32_t one_len = 1;
+        std::vector<float> one(static_cast<size_t>(ld));
+        std::vector<float> sc2(static_cast<size_t>(kernels::attention_scratch_floats(1, n_head, nc2 + 1)));
+        kernels::AttentionRows b = a;
+        b.q = q.data() + i * ld;
+        b.out = one.data();
+        b.n_rows = 1;
+        b.k = k2.data();
+        b.v = v2.data();
+        b.n_committed = nc2;
+        b.extra = &self_ptr;
+        b.n_extra = &one_len;
+        b.scratch = sc2.data();
+        t_->attention_rows(b);
+        for (int64_t j = 0; j < ld; ++j) {
+          ASSERT_EQ(out[static_cast<size_t>(i * ld + j)], one[static_cast<size_t>(j)])
+              << "head_dim " << hd << ", " << nc << " committed: tree row " << i << " (depth " << ex.size() - 1
+              << ") differs from the one-row step over the same context at " << j;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, OpsTest, ::testing::ValuesIn(kIsas),
                          [](const auto& info) { return std::string(kernels::isa_name(info.param)); });
 
