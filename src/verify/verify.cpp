@@ -50,6 +50,30 @@ VerifyResult verify_greedy(const tree::TokenTree& tree, std::span<const float* c
   }
 }
 
+namespace {
+// q as a dense [n_vocab] table for O(1) look-ups, so that each rejection costs O(|p|)
+// (one pass to build the residual) instead of O(|p| |q|): top-k/top-p/min-p off makes
+// both the whole vocabulary. Entries are set for one node's q and cleared after it.
+class DenseQ {
+ public:
+  void set(const sampling::Distribution& q, int32_t n_vocab) {
+    if (dense_.empty()) dense_.assign(static_cast<size_t>(n_vocab), 0.0f);
+    q_ = &q;
+    for (size_t i = 0; i < q.ids.size(); ++i) dense_[static_cast<size_t>(q.ids[i])] = q.p[i];
+  }
+  void clear() {
+    if (q_ == nullptr) return;
+    for (int32_t id : q_->ids) dense_[static_cast<size_t>(id)] = 0.0f;
+    q_ = nullptr;
+  }
+  float operator[](int32_t id) const { return dense_[static_cast<size_t>(id)]; }
+
+ private:
+  std::vector<float> dense_;
+  const sampling::Distribution* q_ = nullptr;
+};
+}  // namespace
+
 VerifyResult verify_lossless(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
                              const sampling::SamplingParams& params, core::Rng& rng,
                              std::span<const sampling::Distribution* const> q_of_children) {
@@ -58,17 +82,23 @@ VerifyResult verify_lossless(const tree::TokenTree& tree, std::span<const float*
   VerifyResult res;
   int32_t node = 0;
   res.path.push_back(0);
+  DenseQ qd;
   for (;;) {
     sampling::Distribution p = sampling::warp(node_logits[static_cast<size_t>(node)], n_vocab, params);
     const sampling::Distribution* q =
         static_cast<size_t>(node) < q_of_children.size() ? q_of_children[static_cast<size_t>(node)] : nullptr;
+    if (q != nullptr) qd.set(*q, n_vocab);
     int32_t accepted = -1;
     // Children are tried in insertion order (fixed before any randomness is drawn).
     for (int32_t c : tree.children(node)) {
-      if (!acceptable(tree, node_logits, c)) continue;  // pruned or aux: as if never proposed
+      if (!tree.is_candidate(c)) continue;  // aux rows are not proposals
       const int32_t tok = tree.token(c);
+      const bool live = has_logits(node_logits, c);
       const float pc = p.prob_of(tok);
       if (q == nullptr) {
+        // A point-mass child is a deterministic function of the context, and so is its
+        // pruning: skipping a pruned one is as if it had never been proposed.
+        if (!live) continue;
         // Point mass: accept with probability p(c); otherwise remove c from p.
         if (pc > 0.0f && rng.uniform() < pc) {
           accepted = c;
@@ -76,17 +106,26 @@ VerifyResult verify_lossless(const tree::TokenTree& tree, std::span<const float*
         }
         if (!p.remove(tok)) break;
       } else {
-        const float qc = q->prob_of(tok);
+        // A child drawn from q goes through the test whether or not it was pruned: which
+        // tokens get pruned depends on the draw, so skipping pruned ones would bias the
+        // output toward tokens that survive pruning. A pruned child that passes is a
+        // correct sample from p at this position, emitted as the bonus token (it has no
+        // logits to continue from).
+        const float qc = qd[tok];
         const double ratio = qc > 0.0f ? static_cast<double>(pc) / qc : (pc > 0.0f ? 1.0 : 0.0);
         if (rng.uniform() < std::min(1.0, ratio)) {
-          accepted = c;
-          break;
+          if (live) {
+            accepted = c;
+            break;
+          }
+          res.bonus = tok;
+          return res;
         }
         // Residual norm(max(p - q, 0)) over p's support (q mass outside p's support is irrelevant).
         sampling::Distribution r;
         double sum = 0.0;
         for (size_t i = 0; i < p.ids.size(); ++i) {
-          const float v = std::max(0.0f, p.p[i] - q->prob_of(p.ids[i]));
+          const float v = std::max(0.0f, p.p[i] - qd[p.ids[i]]);
           if (v > 0.0f) {
             r.ids.push_back(p.ids[i]);
             r.p.push_back(v);
@@ -102,6 +141,7 @@ VerifyResult verify_lossless(const tree::TokenTree& tree, std::span<const float*
         p = std::move(r);
       }
     }
+    qd.clear();
     if (accepted < 0) {
       if (p.ids.empty()) p = sampling::warp(node_logits[static_cast<size_t>(node)], n_vocab, params);
       res.bonus = p.sample(rng);

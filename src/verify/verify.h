@@ -14,7 +14,12 @@
 //   newest first, and the ARGMAX of the residual (not a sample) when every child is
 //   rejected or at a leaf; a root without candidate children samples normally.
 //
-// Nodes whose logits pointer is null (pruned before the last layer) cannot be accepted.
+// Nodes whose logits pointer is null (pruned before the last layer) cannot be accepted
+// as a path node. In the lossless walk a pruned child drawn from q is still tested at its
+// parent (skipping it would bias the output toward tokens that survive pruning); if it
+// passes, its token is the bonus and the walk stops there. Pruned point-mass children
+// are skipped (they and their pruning are deterministic functions of the context).
+// Each rejection costs O(|p|): q is looked up in a dense table, not searched.
 #pragma once
 
 #include <cstdint>

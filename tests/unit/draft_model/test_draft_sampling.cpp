@@ -14,8 +14,10 @@
 // them at the same significance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "common/test_util.h"
 #include "common/tiny_model.h"
@@ -101,37 +103,55 @@ struct Result {
   double mean_accepted_length = 0.0;
   int64_t accepted = 0;
   int64_t sampled_nodes = 0;  // draft tokens drawn from q (drafter counter)
+  int64_t pruned = 0;         // tree rows removed by early pruning
 };
 
+// n sequences with seeds derived from `seed`, `batch` of them decoding together (one
+// forward pass for all: a row's result must not depend on the others).
 Result simulate(const model::Model& target, const drafters::SpecConfig& cfg, const sampling::SamplingParams& sp0,
-                int32_t n, uint64_t seed, bool wrong_q) {
+                int32_t n, uint64_t seed, bool wrong_q, int32_t batch = 1) {
   const std::vector<int32_t> prompt = {1, 7, 11};
   engine::EngineParams ep;
   ep.n_ctx = 32;
+  ep.n_slots = batch;
   engine::Engine eng(target, ep);
   eng.set_eog_ids({});
   std::vector<int64_t> first(kV, 0), pairs(kV * kV, 0);
   engine::SpecStats total;
   int64_t sampled = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    engine::SequenceParams sp;
-    sp.sampling = sp0;
-    sp.sampling.seed = seed * 1000003 + static_cast<uint64_t>(i);
-    sp.mode = verify::Mode::lossless;
-    sp.n_predict = 2;
-    sp.ignore_eog = true;
-    auto d = drafters::make_drafter(cfg, drafters::DrafterEnv{&target, {}, sp.sampling.seed});
-    if (wrong_q) d = std::make_unique<WrongQ>(std::move(d));
-    engine::Sequence seq(prompt, sp, std::move(d));
-    EXPECT_TRUE(eng.generate(seq).ok());
-    for (const auto& [k, v] : seq.drafter().counters()) {
-      if (k == "draft_sampled_nodes") sampled += static_cast<int64_t>(v);
+  for (int32_t i0 = 0; i0 < n; i0 += batch) {
+    std::vector<std::unique_ptr<engine::Sequence>> group;
+    for (int32_t i = i0; i < std::min(n, i0 + batch); ++i) {
+      engine::SequenceParams sp;
+      sp.sampling = sp0;
+      sp.sampling.seed = seed * 1000003 + static_cast<uint64_t>(i);
+      sp.mode = verify::Mode::lossless;
+      sp.n_predict = 2;
+      sp.ignore_eog = true;
+      auto d = drafters::make_drafter(cfg, drafters::DrafterEnv{&target, {}, sp.sampling.seed});
+      if (wrong_q) d = std::make_unique<WrongQ>(std::move(d));
+      group.push_back(std::make_unique<engine::Sequence>(prompt, sp, std::move(d)));
+      EXPECT_TRUE(eng.add(*group.back()).ok());
     }
-    EXPECT_EQ(seq.generated().size(), 2u);
-    const int32_t x = seq.generated()[0], y = seq.generated()[1];
-    first[static_cast<size_t>(x)] += 1;
-    pairs[static_cast<size_t>(x * kV + y)] += 1;
-    total.merge(seq.stats());
+    for (;;) {
+      std::vector<engine::Sequence*> active;
+      for (auto& q : group) {
+        if (!q->finished()) active.push_back(q.get());
+      }
+      if (active.empty()) break;
+      eng.step(active);
+    }
+    for (auto& q : group) {
+      const engine::Sequence& seq = *q;
+      for (const auto& [k, v] : seq.drafter().counters()) {
+        if (k == "draft_sampled_nodes") sampled += static_cast<int64_t>(v);
+      }
+      EXPECT_EQ(seq.generated().size(), 2u);
+      const int32_t x = seq.generated()[0], y = seq.generated()[1];
+      first[static_cast<size_t>(x)] += 1;
+      pairs[static_cast<size_t>(x * kV + y)] += 1;
+      total.merge(seq.stats());
+    }
   }
   const auto p1 = target_dist(target, prompt, sp0);
   std::vector<double> p2(kV * kV, 0.0);
@@ -148,6 +168,7 @@ Result simulate(const model::Model& target, const drafters::SpecConfig& cfg, con
   r.mean_accepted_length = total.mean_accepted_length();
   r.accepted = total.n_accepted;
   r.sampled_nodes = sampled;
+  r.pruned = total.n_pruned;
   return r;
 }
 
@@ -159,6 +180,13 @@ drafters::SpecConfig cfg_of(const std::string& model_path, const std::string& la
   c.draft.tree = tree;
   c.draft.n_draft_max = 3;  // only the first two tokens are counted
   c.draft.p_min = 0.0f;     // always draft: every step exercises the verifier
+  return c;
+}
+
+drafters::SpecConfig pruned(drafters::SpecConfig c) {
+  c.prune.enabled = true;
+  c.prune.layer = 1;
+  c.prune.top_k = 1;
   return c;
 }
 
@@ -180,6 +208,7 @@ TEST(DraftSampling, EmittedTokensKeepTheTargetDistribution) {
     drafters::SpecConfig cfg;
     sampling::SamplingParams sp;
     double min_mal;  // the drafts were really verified and accepted
+    int32_t batch = 1;
   };
   // An unrelated random draft is accepted rarely; a layer of the target often.
   const Case cases[] = {
@@ -189,11 +218,17 @@ TEST(DraftSampling, EmittedTokensKeepTheTargetDistribution) {
       {"layer 0 of the target, tree, temp 1", cfg_of("", "0", true), params(1.0f, 0, 1.0f, 0.0f), 1.3},
       {"layer 0, chain, temp 0.8 top-k 6 top-p 0.9 min-p 0.05", cfg_of("", "0", false), params(0.8f, 6, 0.9f, 0.05f), 1.3},
       {"layer 0, tree, temp 1.3 top-p 0.8", cfg_of("", "0", true), params(1.3f, 0, 0.8f, 0.0f), 1.2},
+      {"layer 0, chain, temp 1, batch 3", cfg_of("", "0", false), params(1.0f, 0, 1.0f, 0.0f), 1.3, 3},
+      {"second model, tree, temp 0.9 top-k 8, batch 4", cfg_of(s.dir + "/draft.gguf", "", true), params(0.9f, 8, 1.0f, 0.0f), 1.03, 4},
+      // Early pruning after layer 1 at k 1 (the logit lens keeps only its argmax): most
+      // sampled children are pruned, and each must still be tested at its parent.
+      {"layer 0, chain, temp 1, pruned after layer 1 at k 1", pruned(cfg_of("", "0", false)), params(1.0f, 0, 1.0f, 0.0f), 1.05},
+      {"layer 0, tree, temp 1, pruned, batch 3", pruned(cfg_of("", "0", true)), params(1.0f, 0, 1.0f, 0.0f), 1.05, 3},
   };
   uint64_t seed = 1;  // fixed seeds: the test is deterministic
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const Result r = simulate(*s.target, c.cfg, c.sp, kSamples, seed++, false);
+    const Result r = simulate(*s.target, c.cfg, c.sp, kSamples, seed++, false, c.batch);
     std::printf("%s: first chi2 %.1f df %d p %.3g; pairs chi2 %.1f df %d p %.3g; mean accepted length %.3f\n", c.name,
                 r.first.stat, r.first.df, r.first.p_value, r.pairs.stat, r.pairs.df, r.pairs.p_value, r.mean_accepted_length);
     EXPECT_EQ(r.first.impossible, 0) << "emitted a token the warped target excludes";
@@ -202,6 +237,9 @@ TEST(DraftSampling, EmittedTokensKeepTheTargetDistribution) {
     EXPECT_GT(r.pairs.p_value, kAlpha);
     EXPECT_GT(r.mean_accepted_length, c.min_mal);
     EXPECT_GT(r.sampled_nodes, 0) << "no draft token was sampled from q";
+    if (c.cfg.prune.enabled) {
+      EXPECT_GT(r.pruned, kSamples / 10) << "the pruned cases must really prune sampled children";
+    }
   }
 }
 
