@@ -23,8 +23,10 @@ build: configure
 run: build
 	@scripts/run_demo.sh $(BUILD)
 
+# After the run, scripts/test_summary.sh lists skipped tests, loudly those skipped for a
+# missing ../shared; the exit code stays ctest's.
 test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS); rc=$$?; $(CURDIR)/scripts/test_summary.sh .; exit $$rc
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build (RelWithDebInfo) of the tests; any
 # finding fails the test (abort on error, leaks included). SANITIZE_TESTS is a ctest
@@ -34,10 +36,13 @@ test: build
 # Medusa and the draft model, Medusa head training and its greedy-equality decodes): they
 # re-run code the remaining tests already cover, and take most of the suite's time
 # under ASan, so the subset keeps
+# The lossless contract's wide-model tests (LosslessContract: Q8_0 only under ASan; the
+# other types run the same forward code) and the end-to-end drafter checks through the
+# binary (LosslessE2E) are left out for the same reason.
 # .ci/run (make test, then this) well under its 30 minutes on 2 cores. Measurements and
 # the reasoning: docs/reliability.md. `make test-sanitize SANITIZE_EXCLUDE=` runs all.
 SANITIZE_TESTS ?= .
-SANITIZE_EXCLUDE ?= ^(VerifyLossless\..*Distribution|MedusaLossless\.EmittedTokens.*|DraftSampling\.EmittedTokens.*|MedusaTrain\.Stories.*|MedusaDecode\..*|MedusaDrafterParts\.LiveTable.*)$$
+SANITIZE_EXCLUDE ?= ^(VerifyLossless\..*Distribution|MedusaLossless\.EmittedTokens.*|DraftSampling\.EmittedTokens.*|MedusaTrain\.Stories.*|MedusaDecode\..*|MedusaDrafterParts\.LiveTable.*|LosslessE2E\..*|LosslessContractIsa\..*|AllWeightTypes/LosslessContract\..*/(f32|f16|bf16|q4_0|q4_k|q6_k))$$
 # allocator_may_return_null: a failed allocation returns NULL as in a normal build (the
 # code turns that into an "out of memory" error, which tests check) instead of aborting.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:allocator_may_return_null=1 \

@@ -10,7 +10,7 @@
 #include "common/test_util.h"
 #include "common/tiny_model.h"
 #include "gguf/gguf.h"
-#include "server_process.h"
+#include "common/server_process.h"
 
 using namespace treespec;
 using namespace treespec::test;

@@ -15,7 +15,7 @@
 
 #include "common/golden.h"
 #include "common/test_util.h"
-#include "server_process.h"
+#include "common/server_process.h"
 
 using namespace treespec;
 using namespace treespec::test;
