@@ -4,8 +4,9 @@
 // for every weight type we compute, at realistic widths (n_embd 2048, n_ff 5632, 16
 // heads of 128 over 8 KV heads: every matmul tile, tail and prefetch path and the
 // 128-cell attention chunks run), for random trees of 1..64 rows at random committed
-// lengths, with the tree and the reference on different thread counts (1 vs 2), and
-// with another sequence's rows sharing the forward pass.
+// lengths, with the tree and the reference on different thread counts (1 vs 2), with
+// another sequence's rows sharing the forward pass, logits rows gathered in any order,
+// and the KV cells a committed path leaves equal to those the one-row steps leave.
 //
 // Greedy speculation emits exactly plain greedy output only if this holds bit for bit:
 // a tolerance would hide the near ties that flip a token on quantised models
@@ -53,6 +54,21 @@ struct Wide {
     ctx2 = std::make_unique<model::ForwardContext>(*m, 2);
     kv = std::make_unique<kv::KvCache>(m->kv_shape(2, 512));
     V = m->hparams().n_vocab;
+  }
+
+  // K then V of cells [from, from + n) of `seq`, every layer and KV head.
+  std::vector<float> cells(int32_t seq, int32_t from, int32_t n) const {
+    const auto& sh = kv->shape();
+    std::vector<float> out;
+    for (int32_t l = 0; l < sh.n_layer; ++l) {
+      for (const float* base : {kv->k(l, seq), kv->v(l, seq)}) {
+        for (int32_t g = 0; g < sh.n_head_kv; ++g) {
+          const float* p = base + (static_cast<int64_t>(g) * sh.n_cells + from) * sh.head_dim;
+          out.insert(out.end(), p, p + static_cast<int64_t>(n) * sh.head_dim);
+        }
+      }
+    }
+    return out;
   }
 
   model::ForwardContext& ctx(int threads) { return threads == 1 ? *ctx1 : *ctx2; }
@@ -144,7 +160,19 @@ void check_type(DType wtype) {
       b.add_tree(0, w.kv->n_past(0), t);
       if (with_other && k % 2 == 1) b.add_tree(1, w.kv->n_past(1), other);
       std::vector<float> all(static_cast<size_t>(b.n_rows()) * w.V);
-      ASSERT_TRUE(w.m->forward(w.ctx(tree_threads), b, *w.kv, {}, all.data()).ok());
+      // Every other tree gathers its logits rows in reverse (the engine asks for row subsets).
+      std::vector<int32_t> out_rows;
+      if (k % 2 == 1) {
+        for (int32_t r = b.n_rows() - 1; r >= 0; --r) out_rows.push_back(r);
+      }
+      {
+        std::vector<float> got(all.size());
+        ASSERT_TRUE(w.m->forward(w.ctx(tree_threads), b, *w.kv, out_rows, got.data()).ok());
+        for (int32_t i = 0; i < b.n_rows(); ++i) {
+          const int32_t r = out_rows.empty() ? i : out_rows[static_cast<size_t>(i)];
+          std::copy_n(got.begin() + static_cast<ptrdiff_t>(i) * w.V, w.V, all.begin() + static_cast<ptrdiff_t>(r) * w.V);
+        }
+      }
       const int32_t first = with_other && k % 2 == 0 ? other.size() : 0;
       const std::vector<float> tl(all.begin() + static_cast<ptrdiff_t>(first) * w.V,
                                   all.begin() + static_cast<ptrdiff_t>(first + t.size()) * w.V);
@@ -154,6 +182,23 @@ void check_type(DType wtype) {
       check_subtree(w, 0, t, 0, tl, 3 - tree_threads, what, &n_checked);
       if (::testing::Test::HasFatalFailure()) return;
       ASSERT_EQ(w.kv->n_past(0), len);
+      // KV commit: the deepest path's cells committed from the tree forward equal those the
+      // one-row steps commit, in every layer.
+      int32_t deepest = 0;
+      for (int32_t i = 0; i < t.size(); ++i) deepest = t.depth(i) > t.depth(deepest) ? i : deepest;
+      const std::vector<int32_t> path = t.path_to(deepest);
+      const int32_t one[1] = {0};
+      for (int32_t node : path) {
+        w.step(0, t.token(node), 3 - tree_threads);
+        ASSERT_TRUE(w.kv->commit(0, one).ok());
+      }
+      const std::vector<float> want = w.cells(0, len, static_cast<int32_t>(path.size()));
+      w.kv->truncate(0, len);
+      ASSERT_TRUE(w.m->forward(w.ctx(tree_threads), b, *w.kv, {}, all.data()).ok());
+      ASSERT_TRUE(w.kv->commit(0, path).ok());
+      const std::vector<float> got = w.cells(0, len, static_cast<int32_t>(path.size()));
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << what << ": committed KV differs at " << i;
+      w.kv->truncate(0, len);
     }
   }
   EXPECT_GT(n_checked, 100);
