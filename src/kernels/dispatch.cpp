@@ -240,6 +240,20 @@ void matmul_multi(const WeightView* const* ws, float* const* ys, int n, const fl
   pool->parallel_for(first_tile[n], 1, run_tiles);
 }
 
+int64_t packed_bytes(const WeightView& w) {
+  const auto id = static_cast<uint32_t>(w.type);
+  if (id >= impl::kMaxTypeId) return 0;
+  const impl::PackFn fn = impl::table_for(best_isa()).pack[id];
+  return fn == nullptr ? 0 : fn(w, nullptr);
+}
+
+void pack_weights(const WeightView& w, void* dst) {
+  const auto id = static_cast<uint32_t>(w.type);
+  TREESPEC_ASSERT(id < impl::kMaxTypeId && impl::table_for(best_isa()).pack[id], "pack_weights: no packed layout");
+  TREESPEC_ASSERT((reinterpret_cast<uintptr_t>(dst) & 63) == 0, "pack_weights: dst must be 64-byte aligned");
+  impl::table_for(best_isa()).pack[id](w, dst);
+}
+
 void to_float(tensor::DType type, const void* src, float* dst, int64_t n) {
   const auto id = static_cast<uint32_t>(type);
   TREESPEC_ASSERT(id < impl::kMaxTypeId && impl::table_for(Isa::scalar).to_float[id], "to_float: unsupported dtype");

@@ -37,6 +37,9 @@ using RmsnormFn = void (*)(const float* x, const float* weight, float* y, int64_
 using SwigluFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
 using SoftmaxFn = void (*)(float* x, int64_t n);
 using AttentionRowsFn = void (*)(const AttentionRows& a);
+// Packed copy of w (kernels.h pack_weights): returns its size in bytes; writes it when
+// dst is non-null.
+using PackFn = int64_t (*)(const WeightView& w, void* dst);
 
 constexpr int kMaxTypeId = 40;
 
@@ -45,6 +48,7 @@ struct KernelTable {
   ActFormat act[kMaxTypeId] = {};
   int32_t row_grain[kMaxTypeId] = {};  // output rows per work item (the kernel's tile height)
   ToFloatFn to_float[kMaxTypeId] = {};
+  PackFn pack[kMaxTypeId] = {};  // null: the matmul kernel reads the GGUF layout only
   QuantizeActFn quantize_act = nullptr;
   RmsnormFn rmsnorm = nullptr;
   SwigluFn swiglu = nullptr;
@@ -59,6 +63,7 @@ void register_ref(KernelTable& t);
 void register_avx2(KernelTable& t);
 void register_avx512(KernelTable& t);
 void register_avx512_vnni(KernelTable& t);
+void register_avx512_vnni_kquant(KernelTable& t);  // called by register_avx512_vnni
 
 const KernelTable& table_for(Isa isa);
 

@@ -32,8 +32,19 @@ struct WeightView {
   tensor::DType type = tensor::DType::f32;
   int64_t n_in = 0;
   int64_t n_out = 0;
+  // Optional copy of the same matrix in the avx512_vnni kernels' tile layout (made once
+  // at load by pack_weights). When set, those kernels read it instead of `data`, with
+  // bit-identical results; every other kernel and get_row keep reading `data`.
+  const void* packed = nullptr;
   int64_t row_bytes() const { return tensor::row_bytes(type, n_in); }
 };
+
+// Load-time repacking into the tile layout of the best ISA's matmul kernels, so the
+// inner loop needs no in-register transposes and each 16-row tile is one contiguous
+// stream. packed_bytes(w) is the size of the copy (0: no packed kernel for this type on
+// this CPU); pack_weights writes it to dst (64-byte aligned, packed_bytes(w) bytes).
+int64_t packed_bytes(const WeightView& w);
+void pack_weights(const WeightView& w, void* dst);
 
 // True if matmul/get_row handle this dtype.
 bool dtype_supported(tensor::DType type);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_set>
 
@@ -49,6 +50,7 @@ std::unique_ptr<Model> Model::from_gguf(std::shared_ptr<const gguf::GgufFile> fi
   std::unique_ptr<Model> m(new Model());
   m->file_ = std::move(file);
   m->bind();
+  m->repack();
   return m;
 }
 
@@ -221,6 +223,28 @@ void Model::bind() {
                                     "the architecture)", path, t.name, hp_.arch));
     }
   }
+}
+
+// Every matmul weight gets a copy in the tile layout of the best ISA's kernel, if it has
+// one for the type (docs/kernels.md, "Packed weights"); the GGUF bytes stay mapped for
+// get_row and anything else that reads them. TREESPEC_REPACK=0 turns this off (the
+// kernels then read the GGUF layout; results are bit-identical either way).
+void Model::repack() {
+  const char* env = std::getenv("TREESPEC_REPACK");
+  if (env != nullptr && std::string(env) == "0") return;
+  auto pack = [&](kernels::WeightView& w) {
+    const int64_t n = kernels::packed_bytes(w);
+    if (n <= 0) return;
+    core::AlignedBuffer<uint8_t> buf(static_cast<size_t>(n), "repacked weights");
+    kernels::pack_weights(w, buf.data());
+    w.packed = buf.data();
+    packed_bytes_ += static_cast<uint64_t>(n);
+    packed_.push_back(std::move(buf));
+  };
+  for (auto& L : layers_) {
+    for (kernels::WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*w);
+  }
+  pack(output_);  // the embedding lookup (get_row) keeps reading the GGUF rows
 }
 
 uint64_t Model::weight_bytes() const {

@@ -75,6 +75,9 @@ class Model {
   const std::vector<float>& output_norm() const { return output_norm_; }
   // Bytes of weights a plain decode step reads (for bandwidth reports).
   uint64_t weight_bytes() const;
+  // Bytes of the load-time repacked copies of the matrices (kernels::pack_weights; 0 when
+  // nothing was repacked: no packed kernel for the types on this CPU, or TREESPEC_REPACK=0).
+  uint64_t packed_bytes() const { return packed_bytes_; }
   uint64_t n_params() const;
 
   // x[n_rows, n_embd] = embedding of batch tokens.
@@ -107,6 +110,8 @@ class Model {
  private:
   Model() = default;
   void bind();
+  // Repacks every matrix the forward multiplies with into the best kernels' tile layout.
+  void repack();
   // Checks the batch against kv and fills ctx's per-row visible tree cells.
   Status prepare_rows(ForwardContext& ctx, const Batch& batch, kv::KvCache& kv) const;
   // One layer `il` on x, its K/V in KV layer `kv_layer` (prepare_rows ran first).
@@ -119,6 +124,8 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<float> inv_freq_;  // [n_rot / 2]
   std::vector<LayerWeights> layers_;
+  std::vector<core::AlignedBuffer<uint8_t>> packed_;  // owned by the views' `packed`
+  uint64_t packed_bytes_ = 0;
 };
 
 // Scratch buffers and the thread pool of one forward pass at a time.

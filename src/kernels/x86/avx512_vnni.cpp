@@ -15,40 +15,12 @@
 //
 // Per (row, output) the float accumulation is acc += float(dot_b) * (d_w[b] * d_x[b])
 // over blocks b in order: the same operations whatever M is (batch invariant).
-#include "kernels/x86/simd.h"
+#include <cstring>
+
+#include "kernels/x86/vnni_common.h"
 
 namespace treespec::kernels {
 namespace {
-
-// a[i] = [row i bytes 0..31 | row i+8 bytes 0..31]  ->  w[k] lane r = dword k of row r.
-inline void transpose_16x8(const __m512i a[8], __m512i w[8]) {
-  __m512i t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]);
-  }
-  // rows 0-3 (per 128-bit lane): u0 = dword 0, u1 = dword 1, u2 = dword 2, u3 = dword 3
-  u[0] = _mm512_unpacklo_epi64(t[0], t[2]);
-  u[1] = _mm512_unpackhi_epi64(t[0], t[2]);
-  u[2] = _mm512_unpacklo_epi64(t[1], t[3]);
-  u[3] = _mm512_unpackhi_epi64(t[1], t[3]);
-  // rows 4-7
-  u[4] = _mm512_unpacklo_epi64(t[4], t[6]);
-  u[5] = _mm512_unpackhi_epi64(t[4], t[6]);
-  u[6] = _mm512_unpacklo_epi64(t[5], t[7]);
-  u[7] = _mm512_unpackhi_epi64(t[5], t[7]);
-  // 128-bit lanes of u[j]: L0 = dword j of rows 0-3 (j+4 for L1), L2/L3 the same for rows 8-11.
-  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
-  const __m512i hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-  for (int j = 0; j < 4; ++j) {
-    w[j] = _mm512_permutex2var_epi64(u[j], lo, u[j + 4]);
-    w[j + 4] = _mm512_permutex2var_epi64(u[j], hi, u[j + 4]);
-  }
-}
-
-constexpr int64_t kPrefetch = 256;  // bytes ahead in each weight row
-constexpr int64_t kPrefetchEvery = 0;  // mask: prefetch when (block & mask) == 0
-
 // Loads block b of 16 rows (rows[0..15]) and transposes it into W[8] (unsigned bytes).
 template <bool kQ4>
 inline void load_tile_block(const uint8_t* const* rows, int64_t ob, __m512i W[8]) {
@@ -75,6 +47,41 @@ inline void load_tile_block(const uint8_t* const* rows, int64_t ob, __m512i W[8]
   if constexpr (!kQ4) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(W[k], flip);
+  }
+}
+
+// For every activation row m: facc[m, tile t] += float(block b's integer dot with
+// W[t]) * (dw[t] * dx[m, b]); the one float operation per (row, output, block), in block
+// order, that makes every tile kernel batch invariant and packed == unpacked.
+template <int kT>
+inline void accumulate_block(const __m512i (&W)[kT][8], const __m512 (&dw)[kT], const int8_t* __restrict xqq,
+                             const float* __restrict xqd, const int32_t* __restrict corr, int64_t M, int64_t n,
+                             int64_t nb, int64_t b, float* __restrict facc) {
+  for (int64_t m = 0; m < M; ++m) {
+    const auto* xb = reinterpret_cast<const int32_t*>(xqq + m * n + b * 32);
+    const int64_t ib = m * nb + b;
+    const __m512i c = _mm512_set1_epi32(corr[ib]);
+    // Two short chains per tile (integer sums are exact in any order).
+    __m512i acc0[kT], acc1[kT];
+    for (int t = 0; t < kT; ++t) {
+      acc0[t] = c;
+      acc1[t] = _mm512_setzero_si512();
+    }
+    for (int k = 0; k < 8; k += 2) {
+      const __m512i x0 = _mm512_set1_epi32(xb[k]);
+      const __m512i x1 = _mm512_set1_epi32(xb[k + 1]);
+      for (int t = 0; t < kT; ++t) {
+        acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
+        acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
+      }
+    }
+    for (int t = 0; t < kT; ++t) acc0[t] = _mm512_add_epi32(acc0[t], acc1[t]);
+    const __m512 dx = _mm512_set1_ps(xqd[ib]);
+    for (int t = 0; t < kT; ++t) {
+      float* f = facc + (m * kT + t) * 16;
+      const __m512 dot = _mm512_cvtepi32_ps(acc0[t]);
+      _mm512_storeu_ps(f, _mm512_fmadd_ps(dot, _mm512_mul_ps(dw[t], dx), _mm512_loadu_ps(f)));
+    }
   }
 }
 
@@ -112,41 +119,97 @@ void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __res
       load_tile_block<kQ4>(rows[t], ob, W[t]);
       dw[t] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(gidx[t], tile + ob, 1)));
     }
-    for (int64_t m = 0; m < M; ++m) {
-      const auto* xb = reinterpret_cast<const int32_t*>(xqq + m * n + b * 32);
-      const int64_t ib = m * nb + b;
-      const __m512i c = _mm512_set1_epi32(corr[ib]);
-      // Two short chains per tile (integer sums are exact in any order).
-      __m512i acc0[kT], acc1[kT];
-      for (int t = 0; t < kT; ++t) {
-        acc0[t] = c;
-        acc1[t] = _mm512_setzero_si512();
-      }
-      for (int k = 0; k < 8; k += 2) {
-        const __m512i x0 = _mm512_set1_epi32(xb[k]);
-        const __m512i x1 = _mm512_set1_epi32(xb[k + 1]);
-        for (int t = 0; t < kT; ++t) {
-          acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
-          acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
+    accumulate_block<kT>(W, dw, xqq, xqd, corr, M, n, nb, b, facc);
+  }
+  store_tiles<kT>(facc, M, y, ldy, t0, nr);
+}
+
+// ---- Packed Q8_0 / Q4_0 (load-time repacking, kernels.h pack_weights) --------------
+// The same tiles, stored the way the loop above consumes them, so a block needs no
+// transpose, no sign flip and no gather, and a tile is one contiguous stream. Tile t
+// (rows 16t..16t+15) occupies tile_bytes = align64(nb * 32) + nb * kQuant bytes:
+//   scales: block b at 32 b: the 16 rows' f16 d;
+//   quants: block b at align64(nb * 32) + kQuant b:
+//     Q8_0 (kQuant 512): 8 vectors of 64 bytes, vector k lane r = bytes 4k..4k+3 of
+//       row r's 32 quants, sign-flipped (q + 128, unsigned);
+//     Q4_0 (kQuant 256): 4 vectors, vector k lane r = bytes 4k..4k+3 of row r's 16
+//       nibble bytes (low nibbles: values 4k..4k+3, high: 16+4k..16+4k+3).
+// Rows past n_out are zero (scale 0). Results equal the unpacked kernel bit for bit:
+// the integer block dots and the float accumulation are the same operations.
+template <bool kQ4>
+struct PackedLayout {
+  static constexpr int64_t kQuant = kQ4 ? 256 : 512;
+  int64_t nb, scales, tile;
+  explicit PackedLayout(int64_t n_in)
+      : nb(n_in / 32), scales((nb * 32 + 63) / 64 * 64), tile(scales + nb * kQuant) {}
+};
+
+template <bool kQ4>
+int64_t pack_q40_q80(const WeightView& w, void* dst) {
+  const PackedLayout<kQ4> L(w.n_in);
+  const int64_t n_tiles = (w.n_out + 15) / 16;
+  if (dst == nullptr) return n_tiles * L.tile;
+  constexpr int64_t kBlockBytes = kQ4 ? 18 : 34;
+  constexpr int kQB = kQ4 ? 16 : 32;  // quant bytes per block and row
+  const int64_t rb = w.row_bytes();
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    uint8_t* tile = out + t * L.tile;
+    for (int64_t b = 0; b < L.nb; ++b) {
+      uint8_t* sc = tile + b * 32;
+      uint8_t* q = tile + L.scales + b * L.kQuant;
+      for (int r = 0; r < 16; ++r) {
+        const int64_t row = 16 * t + r;
+        const uint8_t* blk = row < w.n_out ? src + row * rb + b * kBlockBytes : nullptr;
+        sc[2 * r] = blk ? blk[0] : 0;
+        sc[2 * r + 1] = blk ? blk[1] : 0;
+        for (int j = 0; j < kQB; ++j) {
+          const int k = j / 4;  // destination vector
+          uint8_t v = blk ? blk[2 + j] : (kQ4 ? 0x88 : 0x00);
+          if constexpr (!kQ4) v ^= 0x80;
+          q[64 * k + 4 * r + j % 4] = v;
         }
       }
-      for (int t = 0; t < kT; ++t) acc0[t] = _mm512_add_epi32(acc0[t], acc1[t]);
-      const __m512 dx = _mm512_set1_ps(xqd[ib]);
-      for (int t = 0; t < kT; ++t) {
-        float* f = facc + (m * kT + t) * 16;
-        const __m512 dot = _mm512_cvtepi32_ps(acc0[t]);
-        _mm512_storeu_ps(f, _mm512_fmadd_ps(dot, _mm512_mul_ps(dw[t], dx), _mm512_loadu_ps(f)));
-      }
     }
   }
+  return n_tiles * L.tile;
+}
+
+template <bool kQ4, int kT>
+void vnni_tiles_packed(const uint8_t* packed, const PackedLayout<kQ4>& L, const int8_t* __restrict xqq,
+                       const float* __restrict xqd, const int32_t* __restrict corr, int64_t M, int64_t n, float* y,
+                       int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  const int64_t nb = L.nb;
+  const uint8_t* sc[kT];
+  const uint8_t* qs[kT];
   for (int t = 0; t < kT; ++t) {
-    const int rows_here = imin(16, nr - 16 * t);
-    if (rows_here <= 0) break;
-    const auto keep = static_cast<__mmask16>((1u << rows_here) - 1);
-    for (int64_t m = 0; m < M; ++m) {
-      _mm512_mask_storeu_ps(y + m * ldy + t0 + 16 * t, keep, _mm512_loadu_ps(facc + (m * kT + t) * 16));
-    }
+    const uint8_t* tile = packed + (t0 / 16 + t) * L.tile;
+    sc[t] = tile;
+    qs[t] = tile + L.scales;
   }
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i W[kT][8];
+    __m512 dw[kT];
+    for (int t = 0; t < kT; ++t) {
+      const uint8_t* q = qs[t] + b * L.kQuant;
+      for (int64_t l = 0; l < L.kQuant; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
+      if constexpr (kQ4) {
+        for (int k = 0; k < 4; ++k) {
+          const __m512i v = _mm512_load_si512(q + 64 * k);
+          W[t][k] = _mm512_and_si512(v, m4);
+          W[t][k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+      } else {
+        for (int k = 0; k < 8; ++k) W[t][k] = _mm512_load_si512(q + 64 * k);
+      }
+      dw[t] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc[t] + b * 32)));
+    }
+    accumulate_block<kT>(W, dw, xqq, xqd, corr, M, n, nb, b, facc);
+  }
+  store_tiles<kT>(facc, M, y, ldy, t0, nr);
 }
 
 template <bool kQ4>
@@ -161,273 +224,18 @@ void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, 
   // broadcasts it from memory: -128 * sum(x_q) (Q8_0, weights + 128) or -8 * sum(x_q) (Q4_0).
   auto* corr = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb)));
   for (int64_t i = 0; i < M * nb; ++i) corr[i] = (kQ4 ? -8 : -128) * xq->s[i];
-  int64_t t0 = r0;
-  for (; t0 + 16 < r1; t0 += 32) {
-    vnni_tiles<kQ4, 2>(base, rb, nb, xq->q, xq->d, corr, M, n, y, ldy, t0, static_cast<int>(imin<int64_t>(32, r1 - t0)), facc);
-  }
-  if (t0 < r1) vnni_tiles<kQ4, 1>(base, rb, nb, xq->q, xq->d, corr, M, n, y, ldy, t0, static_cast<int>(r1 - t0), facc);
-}
-
-// ---- K-quants ---------------------------------------------------------------------
-// Same tile scheme; the activation blocks of 32 line up with Q4_K's sub-blocks of 32 and
-// with pairs of Q6_K's sub-blocks of 16. Per super-block of 256 the 16 rows' sub-block
-// scales are unpacked into lane vectors once and shared by all M activation rows.
-
-// Transposes 16 rows of 32 prepared bytes: a[i] = [row i | row i+8] (32 bytes each).
-inline void transpose_prepared(__m512i a[8], __m512i W[8]) { transpose_16x8(a, W); }
-
-// Q4_K: value = d*sc*q - dmin*m, q in 0..15. Per (row, activation block j):
-// acc += float(sum q*x_q) * (d*sc_j*dx) - (dmin*m_j) * (dx * sum x_q).
-template <int kT>
-void q4k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* xq, int64_t M, int64_t n, float* y,
-               int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
-  const uint8_t* tile = base + t0 * rb;
-  const tensor::BlockQ4_K* rows[kT][16];
-  __m512i gidx[kT];  // byte offset of each lane's row from `tile`, for gathering scales
-  for (int t = 0; t < kT; ++t) {
-    alignas(64) int32_t offs[16];
-    for (int i = 0; i < 16; ++i) {
-      const int ri = imin(16 * t + i, nr - 1);
-      rows[t][i] = reinterpret_cast<const tensor::BlockQ4_K*>(tile + ri * rb);
-      offs[i] = static_cast<int32_t>(ri * rb);
-    }
-    gidx[t] = _mm512_load_si512(offs);
-  }
-  const int64_t nb = n / 32;
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    if (sb + 2 < nsb) {  // as in the Q8_0 kernel: 32 row streams need software prefetch
-      for (int t = 0; t < kT; ++t)
-        for (int i = 0; i < 16; ++i)
-          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockQ4_K)); l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
-    }
-    // Sub-block scales of the 16 rows, one lane per row: gather d/dmin and the 12 scale
-    // bytes as dwords and unpack the 6-bit fields (q4k_scale_min) in vectors.
-    alignas(64) float dsc[kT][8][16], dmn[kT][8][16];
-    for (int t = 0; t < kT; ++t) {
-      const uint8_t* bp = tile + sb * static_cast<int64_t>(sizeof(tensor::BlockQ4_K));
-      const __m512i g0 = _mm512_i32gather_epi32(gidx[t], bp, 1);
-      const __m512i s0 = _mm512_i32gather_epi32(gidx[t], bp + 4, 1);
-      const __m512i s1 = _mm512_i32gather_epi32(gidx[t], bp + 8, 1);
-      const __m512i s2 = _mm512_i32gather_epi32(gidx[t], bp + 12, 1);
-      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
-      const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
-      const __m512i c63 = _mm512_set1_epi32(63), c15 = _mm512_set1_epi32(15), c3 = _mm512_set1_epi32(3);
-      for (int j = 0; j < 4; ++j) {
-        const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), c63);
-        const __m512i mn = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), c63);
-        _mm512_store_ps(dsc[t][j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
-        _mm512_store_ps(dmn[t][j], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
-      }
-      for (int k = 0; k < 4; ++k) {
-        const __m512i b2 = _mm512_srli_epi32(s2, 8 * k);
-        const __m512i hs = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 6), c3), 4);
-        const __m512i hm = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 6), c3), 4);
-        const __m512i sc = _mm512_or_si512(_mm512_and_si512(b2, c15), hs);
-        const __m512i mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), c15), hm);
-        _mm512_store_ps(dsc[t][4 + k], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
-        _mm512_store_ps(dmn[t][4 + k], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
-      }
-    }
-    for (int j = 0; j < 8; ++j) {
-      __m512i W[kT][8];
-      for (int t = 0; t < kT; ++t) {
-        __m512i a[8];
-        for (int i = 0; i < 8; ++i) {
-          const uint8_t* lo = rows[t][i][sb].qs + 32 * (j / 2);
-          const uint8_t* hi = rows[t][i + 8][sb].qs + 32 * (j / 2);
-          __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
-                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
-          if (j & 1) z = _mm512_srli_epi16(z, 4);
-          a[i] = _mm512_and_si512(z, m4);
-        }
-        transpose_prepared(a, W[t]);
-      }
-      const int64_t jb = sb * 8 + j;  // activation block
-      __m512 vsc[kT], vmn[kT];
-      for (int t = 0; t < kT; ++t) {
-        vsc[t] = _mm512_load_ps(dsc[t][j]);
-        vmn[t] = _mm512_load_ps(dmn[t][j]);
-      }
-      for (int64_t m = 0; m < M; ++m) {
-        const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
-        const float dx = xq->d[m * nb + jb];
-        const __m512 vdx = _mm512_set1_ps(dx);
-        const __m512 vms = _mm512_set1_ps(dx * static_cast<float>(xq->s[m * nb + jb]));
-        __m512i acc0[kT], acc1[kT];
-        for (int t = 0; t < kT; ++t) acc0[t] = acc1[t] = _mm512_setzero_si512();
-        for (int k = 0; k < 8; k += 2) {
-          const __m512i x0 = _mm512_set1_epi32(xb[k]), x1 = _mm512_set1_epi32(xb[k + 1]);
-          for (int t = 0; t < kT; ++t) {
-            acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
-            acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
-          }
-        }
-        for (int t = 0; t < kT; ++t) {
-          float* f = facc + (m * kT + t) * 16;
-          const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(acc0[t], acc1[t]));
-          __m512 r = _mm512_fmadd_ps(dot, _mm512_mul_ps(vsc[t], vdx), _mm512_loadu_ps(f));
-          _mm512_storeu_ps(f, _mm512_fnmadd_ps(vmn[t], vms, r));
-        }
-      }
-    }
-  }
-  for (int t = 0; t < kT; ++t) {
-    const int rows_here = imin(16, nr - 16 * t);
-    if (rows_here <= 0) break;
-    const auto keep = static_cast<__mmask16>((1u << rows_here) - 1);
-    for (int64_t m = 0; m < M; ++m) _mm512_mask_storeu_ps(y + m * ldy + t0 + 16 * t, keep, _mm512_loadu_ps(facc + (m * kT + t) * 16));
-  }
-}
-
-// Q6_K: value = d*sc_s*(q - 32), q in 0..63, sub-blocks s of 16. Activation block j
-// (32 values) covers sub-blocks 2j and 2j+1; their integer dots start at -32 * (sum of
-// the x_q of that half) and each gets its own scale:
-// acc += float(dot_a) * (d*sc_2j*dx) + float(dot_b) * (d*sc_2j+1*dx).
-template <int kT>
-void q6k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* xq, const int32_t* half_corr, int64_t M,
-               int64_t n, float* y, int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
-  const uint8_t* tile = base + t0 * rb;
-  const tensor::BlockQ6_K* rows[kT][16];
-  __m512i gidx[kT];
-  for (int t = 0; t < kT; ++t) {
-    alignas(64) int32_t offs[16];
-    for (int i = 0; i < 16; ++i) {
-      const int ri = imin(16 * t + i, nr - 1);
-      rows[t][i] = reinterpret_cast<const tensor::BlockQ6_K*>(tile + ri * rb);
-      offs[i] = static_cast<int32_t>(ri * rb);
-    }
-    gidx[t] = _mm512_load_si512(offs);
-  }
-  const int64_t nb = n / 32;
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
-  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    if (sb + 2 < nsb) {
-      for (int t = 0; t < kT; ++t)
-        for (int i = 0; i < 16; ++i)
-          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockQ6_K)); l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
-    }
-    // int8 scales (bytes 192..207) and d (208..209) of the 16 rows, gathered as dwords;
-    // d is read from the dword at 206 so no gather touches a byte past the block.
-    alignas(64) float dsc[kT][16][16];
-    for (int t = 0; t < kT; ++t) {
-      const uint8_t* bp = tile + sb * static_cast<int64_t>(sizeof(tensor::BlockQ6_K));
-      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(gidx[t], bp + 206, 1), 16)));
-      for (int q = 0; q < 4; ++q) {
-        const __m512i v = _mm512_i32gather_epi32(gidx[t], bp + 192 + 4 * q, 1);
-        for (int b = 0; b < 4; ++b) {
-          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);  // sign-extended byte b
-          _mm512_store_ps(dsc[t][4 * q + b], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
-        }
-      }
-    }
-    for (int j = 0; j < 8; ++j) {
-      const int h = j / 4, k = j % 4;  // half of the super-block, quarter within it
-      __m512i W[kT][8];
-      for (int t = 0; t < kT; ++t) {
-        __m512i a[8];
-        for (int i = 0; i < 8; ++i) {
-          auto ld2 = [&](const uint8_t* p0, const uint8_t* p1) {
-            return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
-                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
-          };
-          const auto& b0 = rows[t][i][sb];
-          const auto& b1 = rows[t][i + 8][sb];
-          __m512i ql = ld2(b0.ql + 64 * h + 32 * (k & 1), b1.ql + 64 * h + 32 * (k & 1));
-          __m512i qh = ld2(b0.qh + 32 * h, b1.qh + 32 * h);
-          if (k >> 1) ql = _mm512_srli_epi16(ql, 4);
-          ql = _mm512_and_si512(ql, m4);
-          qh = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), m3);
-          a[i] = _mm512_or_si512(ql, _mm512_slli_epi16(qh, 4));
-        }
-        transpose_prepared(a, W[t]);
-      }
-      const int64_t jb = sb * 8 + j;
-      __m512 vsa[kT], vsb[kT];
-      for (int t = 0; t < kT; ++t) {
-        vsa[t] = _mm512_load_ps(dsc[t][2 * j]);
-        vsb[t] = _mm512_load_ps(dsc[t][2 * j + 1]);
-      }
-      for (int64_t m = 0; m < M; ++m) {
-        const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
-        const __m512 vdx = _mm512_set1_ps(xq->d[m * nb + jb]);
-        const __m512i ca = _mm512_set1_epi32(half_corr[2 * (m * nb + jb)]);
-        const __m512i cb = _mm512_set1_epi32(half_corr[2 * (m * nb + jb) + 1]);
-        __m512i acc_a[kT], acc_b[kT];
-        for (int t = 0; t < kT; ++t) {
-          acc_a[t] = ca;
-          acc_b[t] = cb;
-        }
-        for (int kk = 0; kk < 4; ++kk) {
-          const __m512i x0 = _mm512_set1_epi32(xb[kk]), x1 = _mm512_set1_epi32(xb[kk + 4]);
-          for (int t = 0; t < kT; ++t) {
-            acc_a[t] = _mm512_dpbusd_epi32(acc_a[t], W[t][kk], x0);
-            acc_b[t] = _mm512_dpbusd_epi32(acc_b[t], W[t][kk + 4], x1);
-          }
-        }
-        for (int t = 0; t < kT; ++t) {
-          float* f = facc + (m * kT + t) * 16;
-          __m512 r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc_a[t]), _mm512_mul_ps(vsa[t], vdx), _mm512_loadu_ps(f));
-          _mm512_storeu_ps(f, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc_b[t]), _mm512_mul_ps(vsb[t], vdx), r));
-        }
-      }
-    }
-  }
-  for (int t = 0; t < kT; ++t) {
-    const int rows_here = imin(16, nr - 16 * t);
-    if (rows_here <= 0) break;
-    const auto keep = static_cast<__mmask16>((1u << rows_here) - 1);
-    for (int64_t m = 0; m < M; ++m) _mm512_mask_storeu_ps(y + m * ldy + t0 + 16 * t, keep, _mm512_loadu_ps(facc + (m * kT + t) * 16));
-  }
-}
-
-template <bool kQ6>
-void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
-                        int64_t r0, int64_t r1) {
-  const int64_t n = w.n_in;
-  const int64_t nsb = n / 256;
-  const int64_t rb = w.row_bytes();
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 32));
-  const int32_t* half_corr = nullptr;
-  if constexpr (kQ6) {
-    // -32 * sum of x_q over each half (16 values) of every activation block.
-    const int64_t nb = n / 32;
-    auto* hc = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb * 2)));
-    for (int64_t m = 0; m < M; ++m) {
-      for (int64_t b = 0; b < nb; ++b) {
-        const int8_t* q = xq->q + m * n + b * 32;
-        int32_t s0 = 0, s1 = 0;
-        for (int j = 0; j < 16; ++j) {
-          s0 += q[j];
-          s1 += q[16 + j];
-        }
-        hc[2 * (m * nb + b)] = -32 * s0;
-        hc[2 * (m * nb + b) + 1] = -32 * s1;
-      }
-    }
-    half_corr = hc;
-  }
-  int64_t t0 = r0;
-  for (; t0 + 16 < r1; t0 += 32) {
-    const int nr = static_cast<int>(imin<int64_t>(32, r1 - t0));
-    if constexpr (kQ6) {
-      q6k_tiles<2>(base, rb, nsb, xq, half_corr, M, n, y, ldy, t0, nr, facc);
+  const auto* pk = static_cast<const uint8_t*>(w.packed);
+  const PackedLayout<kQ4> L(n);
+  auto pass = [&]<int kT>(int64_t t0, int nr) {
+    if (pk != nullptr) {
+      vnni_tiles_packed<kQ4, kT>(pk, L, xq->q, xq->d, corr, M, n, y, ldy, t0, nr, facc);
     } else {
-      q4k_tiles<2>(base, rb, nsb, xq, M, n, y, ldy, t0, nr, facc);
+      vnni_tiles<kQ4, kT>(base, rb, nb, xq->q, xq->d, corr, M, n, y, ldy, t0, nr, facc);
     }
-  }
-  if (t0 < r1) {
-    if constexpr (kQ6) {
-      q6k_tiles<1>(base, rb, nsb, xq, half_corr, M, n, y, ldy, t0, static_cast<int>(r1 - t0), facc);
-    } else {
-      q4k_tiles<1>(base, rb, nsb, xq, M, n, y, ldy, t0, static_cast<int>(r1 - t0), facc);
-    }
-  }
+  };
+  int64_t t0 = r0;
+  for (; t0 + 16 < r1; t0 += 32) pass.template operator()<2>(t0, static_cast<int>(imin<int64_t>(32, r1 - t0)));
+  if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
 }
 
 // Same numbers as impl::ref_quantize_act, bit for bit (same expressions, round to
@@ -464,8 +272,9 @@ void impl::register_avx512_vnni(KernelTable& t) {
   };
   set(DType::q8_0, matmul_rows_vnni<false>);
   set(DType::q4_0, matmul_rows_vnni<true>);
-  set(DType::q4_k, matmul_rows_kquant<false>);
-  set(DType::q6_k, matmul_rows_kquant<true>);
+  t.pack[static_cast<int>(DType::q8_0)] = pack_q40_q80<false>;
+  t.pack[static_cast<int>(DType::q4_0)] = pack_q40_q80<true>;
+  register_avx512_vnni_kquant(t);
 }
 
 }  // namespace treespec::kernels

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "kernels/impl.h"
@@ -231,6 +232,41 @@ TEST(MatmulMulti, EqualsSeparateCallsOnEveryIsa) {
       EXPECT_EQ(yb, rb) << kernels::isa_name(isa) << " M=" << M;
       EXPECT_EQ(yc, rc) << kernels::isa_name(isa) << " M=" << M;
     }
+  }
+}
+
+// Load-time repacking (kernels::pack_weights): the packed kernels give the unpacked
+// kernels' results bit for bit, for every M, 1 and 2 threads, row counts that leave a
+// partial tile and block counts that pad the scale region.
+TEST(PackedWeights, EqualUnpackedBitForBit) {
+  IsaGuard guard;
+  kernels::set_active_isa(kernels::best_isa());
+  core::ThreadPool pool(2);
+  int n_packed_types = 0;
+  for (DType t : kTypes) {
+    for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{160, 45}, {512, 70}, {2048, 33}}) {
+      if (n_in % tensor::dtype_traits(t).block_size != 0) continue;
+      Weights w = make_weights(t, n_in, n_out, 31 + static_cast<uint64_t>(t));
+      const int64_t nbytes = kernels::packed_bytes(w.view);
+      if (nbytes == 0) continue;
+      ++n_packed_types;
+      core::AlignedBuffer<uint8_t> buf(static_cast<size_t>(nbytes));
+      kernels::pack_weights(w.view, buf.data());
+      kernels::WeightView packed = w.view;
+      packed.packed = buf.data();
+      for (int64_t M : kMs) {
+        const auto x = random_x(M * n_in, 50 + static_cast<uint64_t>(M));
+        std::vector<float> y0(static_cast<size_t>(M * n_out)), y1(y0.size()), y2(y0.size());
+        kernels::matmul(w.view, x.data(), M, y0.data(), nullptr);
+        kernels::matmul(packed, x.data(), M, y1.data(), nullptr);
+        kernels::matmul(packed, x.data(), M, y2.data(), &pool);
+        ASSERT_EQ(y1, y0) << tensor::dtype_name(t) << " n_in " << n_in << " M " << M;
+        ASSERT_EQ(y2, y0) << tensor::dtype_name(t) << " n_in " << n_in << " M " << M << ", 2 threads";
+      }
+    }
+  }
+  if (kernels::best_isa() == kernels::Isa::avx512_vnni) {
+    EXPECT_GT(n_packed_types, 0);
   }
 }
 

@@ -1,0 +1,445 @@
+// AVX-512 VNNI kernels for the K-quants (Q4_K, Q6_K): the tile scheme of
+// avx512_vnni.cpp (16 weight rows per tile, VPDPBUSD on activations quantised per block
+// of 32), reading either the GGUF rows or the load-time packed copy (kernels.h
+// pack_weights), with bit-identical results.
+#include <cstring>
+
+#include "kernels/x86/vnni_common.h"
+
+namespace treespec::kernels {
+namespace {
+
+// ---- K-quants ---------------------------------------------------------------------
+// Same tile scheme; the activation blocks of 32 line up with Q4_K's sub-blocks of 32 and
+// with pairs of Q6_K's sub-blocks of 16. Per super-block of 256 the 16 rows' sub-block
+// scales are unpacked into lane vectors once and shared by all M activation rows.
+
+// Transposes 16 rows of 32 prepared bytes: a[i] = [row i | row i+8] (32 bytes each).
+inline void transpose_prepared(__m512i a[8], __m512i W[8]) { transpose_16x8(a, W); }
+
+// Q4_K, activation block jb against the kT tiles' sub-block W (unsigned nibbles) with
+// lane scales vsc = d*sc and mins vmn = dmin*m: the float operations per (row, output,
+// sub-block) that the packed and unpacked kernels share.
+template <int kT>
+inline void accumulate_q4k(const __m512i (&W)[kT][8], const __m512 (&vsc)[kT], const __m512 (&vmn)[kT],
+                           const impl::ActQ8* xq, int64_t M, int64_t n, int64_t nb, int64_t jb, float* __restrict facc) {
+  for (int64_t m = 0; m < M; ++m) {
+    const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
+    const float dx = xq->d[m * nb + jb];
+    const __m512 vdx = _mm512_set1_ps(dx);
+    const __m512 vms = _mm512_set1_ps(dx * static_cast<float>(xq->s[m * nb + jb]));
+    __m512i acc0[kT], acc1[kT];
+    for (int t = 0; t < kT; ++t) acc0[t] = acc1[t] = _mm512_setzero_si512();
+    for (int k = 0; k < 8; k += 2) {
+      const __m512i x0 = _mm512_set1_epi32(xb[k]), x1 = _mm512_set1_epi32(xb[k + 1]);
+      for (int t = 0; t < kT; ++t) {
+        acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
+        acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
+      }
+    }
+    for (int t = 0; t < kT; ++t) {
+      float* f = facc + (m * kT + t) * 16;
+      const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(acc0[t], acc1[t]));
+      __m512 r = _mm512_fmadd_ps(dot, _mm512_mul_ps(vsc[t], vdx), _mm512_loadu_ps(f));
+      _mm512_storeu_ps(f, _mm512_fnmadd_ps(vmn[t], vms, r));
+    }
+  }
+}
+
+// Q4_K: value = d*sc*q - dmin*m, q in 0..15. Per (row, activation block j):
+// acc += float(sum q*x_q) * (d*sc_j*dx) - (dmin*m_j) * (dx * sum x_q).
+template <int kT>
+void q4k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* xq, int64_t M, int64_t n, float* y,
+               int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  const uint8_t* tile = base + t0 * rb;
+  const tensor::BlockQ4_K* rows[kT][16];
+  __m512i gidx[kT];  // byte offset of each lane's row from `tile`, for gathering scales
+  for (int t = 0; t < kT; ++t) {
+    alignas(64) int32_t offs[16];
+    for (int i = 0; i < 16; ++i) {
+      const int ri = imin(16 * t + i, nr - 1);
+      rows[t][i] = reinterpret_cast<const tensor::BlockQ4_K*>(tile + ri * rb);
+      offs[i] = static_cast<int32_t>(ri * rb);
+    }
+    gidx[t] = _mm512_load_si512(offs);
+  }
+  const int64_t nb = n / 32;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    if (sb + 2 < nsb) {  // as in the Q8_0 kernel: 32 row streams need software prefetch
+      for (int t = 0; t < kT; ++t)
+        for (int i = 0; i < 16; ++i)
+          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockQ4_K)); l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
+    }
+    // Sub-block scales of the 16 rows, one lane per row: gather d/dmin and the 12 scale
+    // bytes as dwords and unpack the 6-bit fields (q4k_scale_min) in vectors.
+    alignas(64) float dsc[kT][8][16], dmn[kT][8][16];
+    for (int t = 0; t < kT; ++t) {
+      const uint8_t* bp = tile + sb * static_cast<int64_t>(sizeof(tensor::BlockQ4_K));
+      const __m512i g0 = _mm512_i32gather_epi32(gidx[t], bp, 1);
+      const __m512i s0 = _mm512_i32gather_epi32(gidx[t], bp + 4, 1);
+      const __m512i s1 = _mm512_i32gather_epi32(gidx[t], bp + 8, 1);
+      const __m512i s2 = _mm512_i32gather_epi32(gidx[t], bp + 12, 1);
+      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g0));
+      const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g0, 16)));
+      const __m512i c63 = _mm512_set1_epi32(63), c15 = _mm512_set1_epi32(15), c3 = _mm512_set1_epi32(3);
+      for (int j = 0; j < 4; ++j) {
+        const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), c63);
+        const __m512i mn = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), c63);
+        _mm512_store_ps(dsc[t][j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
+        _mm512_store_ps(dmn[t][j], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
+      }
+      for (int k = 0; k < 4; ++k) {
+        const __m512i b2 = _mm512_srli_epi32(s2, 8 * k);
+        const __m512i hs = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, 8 * k + 6), c3), 4);
+        const __m512i hm = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, 8 * k + 6), c3), 4);
+        const __m512i sc = _mm512_or_si512(_mm512_and_si512(b2, c15), hs);
+        const __m512i mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), c15), hm);
+        _mm512_store_ps(dsc[t][4 + k], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
+        _mm512_store_ps(dmn[t][4 + k], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      __m512i W[kT][8];
+      for (int t = 0; t < kT; ++t) {
+        __m512i a[8];
+        for (int i = 0; i < 8; ++i) {
+          const uint8_t* lo = rows[t][i][sb].qs + 32 * (j / 2);
+          const uint8_t* hi = rows[t][i + 8][sb].qs + 32 * (j / 2);
+          __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+          if (j & 1) z = _mm512_srli_epi16(z, 4);
+          a[i] = _mm512_and_si512(z, m4);
+        }
+        transpose_prepared(a, W[t]);
+      }
+      const int64_t jb = sb * 8 + j;  // activation block
+      __m512 vsc[kT], vmn[kT];
+      for (int t = 0; t < kT; ++t) {
+        vsc[t] = _mm512_load_ps(dsc[t][j]);
+        vmn[t] = _mm512_load_ps(dmn[t][j]);
+      }
+      accumulate_q4k<kT>(W, vsc, vmn, xq, M, n, nb, jb, facc);
+    }
+  }
+  store_tiles<kT>(facc, M, y, ldy, t0, nr);
+}
+
+// Packed Q4_K (kernels.h pack_weights): per tile of 16 rows and super-block, kQ4KPacked
+// bytes, tile-major: [0, 32) the rows' f16 d, [32, 64) f16 dmin, [64, 192) the 6-bit
+// scales unpacked to bytes, sub-block j at 64 + 16j (lane r = row r), [192, 320) the
+// mins likewise, then the quants: byte group g (qs[32g, 32g + 32): sub-block 2g in the
+// low nibbles, 2g + 1 in the high) at 320 + 512g as 8 vectors, vector k lane r = bytes
+// 4k..4k+3 of row r's group. Same size as the GGUF rows plus 4 bytes per row and
+// super-block; same results bit for bit (the scales go through the same float ops).
+constexpr int64_t kQ4KPacked = 320 + 2048;
+
+int64_t pack_q4k(const WeightView& w, void* dst) {
+  const int64_t nsb = w.n_in / 256, n_tiles = (w.n_out + 15) / 16;
+  if (dst == nullptr) return n_tiles * nsb * kQ4KPacked;
+  const int64_t rb = w.row_bytes();
+  auto* out = static_cast<uint8_t*>(dst);
+  std::memset(out, 0, static_cast<size_t>(n_tiles * nsb * kQ4KPacked));
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      uint8_t* p = out + (t * nsb + sb) * kQ4KPacked;
+      for (int r = 0; r < 16 && 16 * t + r < w.n_out; ++r) {
+        const auto* blk = reinterpret_cast<const tensor::BlockQ4_K*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
+        std::memcpy(p + 2 * r, &blk->d, 2);
+        std::memcpy(p + 32 + 2 * r, &blk->dmin, 2);
+        for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk->scales, p + 64 + 16 * j + r, p + 192 + 16 * j + r);
+        for (int i = 0; i < 128; ++i) p[320 + 512 * (i / 32) + 64 * ((i % 32) / 4) + 4 * r + i % 4] = blk->qs[i];
+      }
+    }
+  }
+  return n_tiles * nsb * kQ4KPacked;
+}
+
+template <int kT>
+void q4k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq, int64_t M, int64_t n, float* y,
+                      int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  const uint8_t* tp[kT];
+  for (int t = 0; t < kT; ++t) tp[t] = packed + (t0 / 16 + t) * nsb * kQ4KPacked;
+  const int64_t nb = n / 32;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    __m512 d[kT], dmin[kT];
+    for (int t = 0; t < kT; ++t) {
+      const uint8_t* p = tp[t] + sb * kQ4KPacked;
+      d[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+      dmin[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    }
+    for (int j = 0; j < 8; ++j) {
+      __m512i W[kT][8];
+      __m512 vsc[kT], vmn[kT];
+      for (int t = 0; t < kT; ++t) {
+        const uint8_t* p = tp[t] + sb * kQ4KPacked;
+        const uint8_t* q = p + 320 + 512 * (j / 2);
+        if ((j & 1) == 0) {
+          for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
+        }
+        for (int k = 0; k < 8; ++k) {
+          __m512i v = _mm512_load_si512(q + 64 * k);
+          if (j & 1) v = _mm512_srli_epi16(v, 4);
+          W[t][k] = _mm512_and_si512(v, m4);
+        }
+        const __m128i sc = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 64 + 16 * j));
+        const __m128i mn = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 192 + 16 * j));
+        vsc[t] = _mm512_mul_ps(d[t], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
+        vmn[t] = _mm512_mul_ps(dmin[t], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+      }
+      accumulate_q4k<kT>(W, vsc, vmn, xq, M, n, nb, sb * 8 + j, facc);
+    }
+  }
+  store_tiles<kT>(facc, M, y, ldy, t0, nr);
+}
+
+// Q6_K, activation block jb (sub-blocks 2jb, 2jb + 1) against the kT tiles' W (6-bit
+// unsigned values) with lane scales vsa, vsb (d * sc): shared by the packed and
+// unpacked kernels.
+template <int kT>
+inline void accumulate_q6k(const __m512i (&W)[kT][8], const __m512 (&vsa)[kT], const __m512 (&vsb)[kT],
+                           const impl::ActQ8* xq, const int32_t* half_corr, int64_t M, int64_t n, int64_t nb, int64_t jb,
+                           float* __restrict facc) {
+  for (int64_t m = 0; m < M; ++m) {
+    const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
+    const __m512 vdx = _mm512_set1_ps(xq->d[m * nb + jb]);
+    const __m512i ca = _mm512_set1_epi32(half_corr[2 * (m * nb + jb)]);
+    const __m512i cb = _mm512_set1_epi32(half_corr[2 * (m * nb + jb) + 1]);
+    __m512i acc_a[kT], acc_b[kT];
+    for (int t = 0; t < kT; ++t) {
+      acc_a[t] = ca;
+      acc_b[t] = cb;
+    }
+    for (int kk = 0; kk < 4; ++kk) {
+      const __m512i x0 = _mm512_set1_epi32(xb[kk]), x1 = _mm512_set1_epi32(xb[kk + 4]);
+      for (int t = 0; t < kT; ++t) {
+        acc_a[t] = _mm512_dpbusd_epi32(acc_a[t], W[t][kk], x0);
+        acc_b[t] = _mm512_dpbusd_epi32(acc_b[t], W[t][kk + 4], x1);
+      }
+    }
+    for (int t = 0; t < kT; ++t) {
+      float* f = facc + (m * kT + t) * 16;
+      __m512 r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc_a[t]), _mm512_mul_ps(vsa[t], vdx), _mm512_loadu_ps(f));
+      _mm512_storeu_ps(f, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc_b[t]), _mm512_mul_ps(vsb[t], vdx), r));
+    }
+  }
+}
+
+// Q6_K: value = d*sc_s*(q - 32), q in 0..63, sub-blocks s of 16. Activation block j
+// (32 values) covers sub-blocks 2j and 2j+1; their integer dots start at -32 * (sum of
+// the x_q of that half) and each gets its own scale:
+// acc += float(dot_a) * (d*sc_2j*dx) + float(dot_b) * (d*sc_2j+1*dx).
+template <int kT>
+void q6k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* xq, const int32_t* half_corr, int64_t M,
+               int64_t n, float* y, int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  const uint8_t* tile = base + t0 * rb;
+  const tensor::BlockQ6_K* rows[kT][16];
+  __m512i gidx[kT];
+  for (int t = 0; t < kT; ++t) {
+    alignas(64) int32_t offs[16];
+    for (int i = 0; i < 16; ++i) {
+      const int ri = imin(16 * t + i, nr - 1);
+      rows[t][i] = reinterpret_cast<const tensor::BlockQ6_K*>(tile + ri * rb);
+      offs[i] = static_cast<int32_t>(ri * rb);
+    }
+    gidx[t] = _mm512_load_si512(offs);
+  }
+  const int64_t nb = n / 32;
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    if (sb + 2 < nsb) {
+      for (int t = 0; t < kT; ++t)
+        for (int i = 0; i < 16; ++i)
+          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockQ6_K)); l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
+    }
+    // int8 scales (bytes 192..207) and d (208..209) of the 16 rows, gathered as dwords;
+    // d is read from the dword at 206 so no gather touches a byte past the block.
+    alignas(64) float dsc[kT][16][16];
+    for (int t = 0; t < kT; ++t) {
+      const uint8_t* bp = tile + sb * static_cast<int64_t>(sizeof(tensor::BlockQ6_K));
+      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(gidx[t], bp + 206, 1), 16)));
+      for (int q = 0; q < 4; ++q) {
+        const __m512i v = _mm512_i32gather_epi32(gidx[t], bp + 192 + 4 * q, 1);
+        for (int b = 0; b < 4; ++b) {
+          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);  // sign-extended byte b
+          _mm512_store_ps(dsc[t][4 * q + b], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
+        }
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      const int h = j / 4, k = j % 4;  // half of the super-block, quarter within it
+      __m512i W[kT][8];
+      for (int t = 0; t < kT; ++t) {
+        __m512i a[8];
+        for (int i = 0; i < 8; ++i) {
+          auto ld2 = [&](const uint8_t* p0, const uint8_t* p1) {
+            return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
+                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
+          };
+          const auto& b0 = rows[t][i][sb];
+          const auto& b1 = rows[t][i + 8][sb];
+          __m512i ql = ld2(b0.ql + 64 * h + 32 * (k & 1), b1.ql + 64 * h + 32 * (k & 1));
+          __m512i qh = ld2(b0.qh + 32 * h, b1.qh + 32 * h);
+          if (k >> 1) ql = _mm512_srli_epi16(ql, 4);
+          ql = _mm512_and_si512(ql, m4);
+          qh = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), m3);
+          a[i] = _mm512_or_si512(ql, _mm512_slli_epi16(qh, 4));
+        }
+        transpose_prepared(a, W[t]);
+      }
+      const int64_t jb = sb * 8 + j;
+      __m512 vsa[kT], vsb[kT];
+      for (int t = 0; t < kT; ++t) {
+        vsa[t] = _mm512_load_ps(dsc[t][2 * j]);
+        vsb[t] = _mm512_load_ps(dsc[t][2 * j + 1]);
+      }
+      accumulate_q6k<kT>(W, vsa, vsb, xq, half_corr, M, n, nb, jb, facc);
+    }
+  }
+  store_tiles<kT>(facc, M, y, ldy, t0, nr);
+}
+
+// Packed Q6_K: per tile of 16 rows and super-block, kQ6KPacked bytes: [0, 32) the rows'
+// f16 d, [32, 288) the int8 scales, sub-block s at 32 + 16s (lane r = row r), padding
+// to 320, then ql as 4 groups of 32 bytes (group g at 320 + 512g) and qh as 2 groups
+// (at 2368 + 512h), each as 8 vectors whose lane r holds bytes 4k..4k+3 of row r's
+// group. The byte-wise unpacking of the unpacked kernel commutes with that dword
+// transpose, so the values, and the results, are the same bit for bit.
+constexpr int64_t kQ6KPacked = 320 + 2048 + 1024;
+
+int64_t pack_q6k(const WeightView& w, void* dst) {
+  const int64_t nsb = w.n_in / 256, n_tiles = (w.n_out + 15) / 16;
+  if (dst == nullptr) return n_tiles * nsb * kQ6KPacked;
+  const int64_t rb = w.row_bytes();
+  auto* out = static_cast<uint8_t*>(dst);
+  std::memset(out, 0, static_cast<size_t>(n_tiles * nsb * kQ6KPacked));
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      uint8_t* p = out + (t * nsb + sb) * kQ6KPacked;
+      for (int r = 0; r < 16 && 16 * t + r < w.n_out; ++r) {
+        const auto* blk = reinterpret_cast<const tensor::BlockQ6_K*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
+        std::memcpy(p + 2 * r, &blk->d, 2);
+        for (int sub = 0; sub < 16; ++sub) std::memcpy(p + 32 + 16 * sub + r, &blk->scales[sub], 1);
+        auto lane = [&](int64_t group_base, int i) { return group_base + 512 * (i / 32) + 64 * ((i % 32) / 4) + 4 * r + i % 4; };
+        for (int i = 0; i < 128; ++i) p[lane(320, i)] = blk->ql[i];
+        for (int i = 0; i < 64; ++i) p[lane(2368, i)] = blk->qh[i];
+      }
+    }
+  }
+  return n_tiles * nsb * kQ6KPacked;
+}
+
+template <int kT>
+void q6k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq, const int32_t* half_corr, int64_t M,
+                      int64_t n, float* y, int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  const uint8_t* tp[kT];
+  for (int t = 0; t < kT; ++t) tp[t] = packed + (t0 / 16 + t) * nsb * kQ6KPacked;
+  const int64_t nb = n / 32;
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    __m512 d[kT];
+    for (int t = 0; t < kT; ++t) {
+      d[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(tp[t] + sb * kQ6KPacked)));
+    }
+    for (int j = 0; j < 8; ++j) {
+      const int h = j / 4, k = j % 4;
+      __m512i W[kT][8];
+      __m512 vsa[kT], vsb[kT];
+      for (int t = 0; t < kT; ++t) {
+        const uint8_t* p = tp[t] + sb * kQ6KPacked;
+        const uint8_t* ql = p + 320 + 512 * (2 * h + (k & 1));
+        const uint8_t* qh = p + 2368 + 512 * h;
+        if (k < 2) {
+          for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(ql + kPackedPrefetch + l), _MM_HINT_T0);
+        }
+        if (k == 0) {
+          for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(qh + kPackedPrefetch + l), _MM_HINT_T0);
+        }
+        for (int kk = 0; kk < 8; ++kk) {
+          __m512i lo = _mm512_load_si512(ql + 64 * kk);
+          if (k >> 1) lo = _mm512_srli_epi16(lo, 4);
+          lo = _mm512_and_si512(lo, m4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(_mm512_load_si512(qh + 64 * kk), 2 * k), m3);
+          W[t][kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        }
+        const __m128i sa = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * (2 * j)));
+        const __m128i sbv = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * (2 * j + 1)));
+        vsa[t] = _mm512_mul_ps(d[t], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sa)));
+        vsb[t] = _mm512_mul_ps(d[t], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sbv)));
+      }
+      accumulate_q6k<kT>(W, vsa, vsb, xq, half_corr, M, n, nb, sb * 8 + j, facc);
+    }
+  }
+  store_tiles<kT>(facc, M, y, ldy, t0, nr);
+}
+
+template <bool kQ6>
+void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
+                        int64_t r0, int64_t r1) {
+  const int64_t n = w.n_in;
+  const int64_t nsb = n / 256;
+  const int64_t rb = w.row_bytes();
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 32));
+  const int32_t* half_corr = nullptr;
+  if constexpr (kQ6) {
+    // -32 * sum of x_q over each half (16 values) of every activation block.
+    const int64_t nb = n / 32;
+    auto* hc = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb * 2)));
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* q = xq->q + m * n + b * 32;
+        int32_t s0 = 0, s1 = 0;
+        for (int j = 0; j < 16; ++j) {
+          s0 += q[j];
+          s1 += q[16 + j];
+        }
+        hc[2 * (m * nb + b)] = -32 * s0;
+        hc[2 * (m * nb + b) + 1] = -32 * s1;
+      }
+    }
+    half_corr = hc;
+  }
+  const auto* pk = static_cast<const uint8_t*>(w.packed);
+  auto pass = [&]<int kT>(int64_t t0, int nr) {
+    if constexpr (kQ6) {
+      if (pk != nullptr) {
+        q6k_tiles_packed<kT>(pk, nsb, xq, half_corr, M, n, y, ldy, t0, nr, facc);
+      } else {
+        q6k_tiles<kT>(base, rb, nsb, xq, half_corr, M, n, y, ldy, t0, nr, facc);
+      }
+    } else {
+      if (pk != nullptr) {
+        q4k_tiles_packed<kT>(pk, nsb, xq, M, n, y, ldy, t0, nr, facc);
+      } else {
+        q4k_tiles<kT>(base, rb, nsb, xq, M, n, y, ldy, t0, nr, facc);
+      }
+    }
+  };
+  int64_t t0 = r0;
+  for (; t0 + 16 < r1; t0 += 32) pass.template operator()<2>(t0, static_cast<int>(imin<int64_t>(32, r1 - t0)));
+  if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
+}
+
+}  // namespace
+
+void impl::register_avx512_vnni_kquant(KernelTable& t) {
+  const int q4k = static_cast<int>(tensor::DType::q4_k), q6k = static_cast<int>(tensor::DType::q6_k);
+  t.matmul_rows[q4k] = matmul_rows_kquant<false>;
+  t.matmul_rows[q6k] = matmul_rows_kquant<true>;
+  t.pack[q4k] = pack_q4k;
+  t.pack[q6k] = pack_q6k;
+  for (int id : {q4k, q6k}) {
+    t.act[id] = ActFormat::q8;
+    t.row_grain[id] = 16;
+  }
+}
+
+}  // namespace treespec::kernels
