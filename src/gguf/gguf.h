@@ -154,6 +154,11 @@ class GgufFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;  // nullptr if absent
 
+  // The whole pages inside [p, p + n) (tensor data of this file) leave the process's
+  // resident set; reading them again re-reads the file, so the data stays valid. Used
+  // after load-time repacking, when the kernels read a copy. No-op for from_bytes images.
+  void release_pages(const void* p, size_t n) const;
+
  private:
   GgufFile() = default;
   void parse();

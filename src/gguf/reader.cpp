@@ -190,6 +190,16 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   return f;
 }
 
+void GgufFile::release_pages(const void* p, size_t n) const {
+  if (!mapped_ || n == 0) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + n;
+  const auto base = reinterpret_cast<uintptr_t>(base_);
+  if (lo < base || hi > base + size_) return;
+  const uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;
+  if (a < b) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
 std::unique_ptr<GgufFile> GgufFile::from_bytes(const uint8_t* data, size_t size, const std::string& name) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = name;

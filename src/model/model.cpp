@@ -238,6 +238,9 @@ void Model::repack() {
     core::AlignedBuffer<uint8_t> buf(static_cast<size_t>(n), "repacked weights");
     kernels::pack_weights(w, buf.data());
     w.packed = buf.data();
+    // The kernels read the copy now: the mapped rows need not stay resident (get_row and
+    // other readers of `data` fault them back in from the file).
+    file_->release_pages(w.data, static_cast<size_t>(w.row_bytes() * w.n_out));
     packed_bytes_ += static_cast<uint64_t>(n);
     packed_.push_back(std::move(buf));
   };
