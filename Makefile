@@ -7,7 +7,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build run test test-sanitize test-tsan fuzz build-fuzz-targets fuzz-corpus bench clean
+.PHONY: all setup configure build run test soak test-sanitize test-tsan fuzz build-fuzz-targets fuzz-corpus bench clean
 
 all: build
 
@@ -28,6 +28,12 @@ run: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS); rc=$$?; $(CURDIR)/scripts/test_summary.sh .; exit $$rc
 
+# The server load test (docs/reliability.md, "Load") for SOAK_SECONDS of rounds.
+SOAK_SECONDS ?= 600
+soak: build
+	@cd $(BUILD) && TREESPEC_LOAD_SECONDS=$(SOAK_SECONDS) TREESPEC_SHARED=$${TREESPEC_SHARED:-$(CURDIR)/../shared} \
+	  tests/itest_server --gtest_also_run_disabled_tests --gtest_filter='ServerLoad.*'
+
 # AddressSanitizer + UndefinedBehaviorSanitizer build (RelWithDebInfo) of the tests; any
 # finding fails the test (abort on error, leaks included). SANITIZE_TESTS is a ctest
 # label regex (labels: test_<dir>, itest_<dir>); SANITIZE_EXCLUDE a test-name regex of
@@ -45,8 +51,9 @@ SANITIZE_TESTS ?= .
 SANITIZE_EXCLUDE ?= ^(VerifyLossless\..*Distribution|MedusaLossless\.EmittedTokens.*|DraftSampling\.EmittedTokens.*|MedusaTrain\.Stories.*|MedusaDecode\..*|MedusaDrafterParts\.LiveTable.*|LosslessE2E\..*|LosslessContractIsa\..*|AllWeightTypes/LosslessContract\..*/(f32|f16|bf16|q4_0|q4_k|q6_k))$$
 # allocator_may_return_null: a failed allocation returns NULL as in a normal build (the
 # code turns that into an "out of memory" error, which tests check) instead of aborting.
+# TREESPEC_LOAD_*: the server load test (docs/reliability.md, "Load") with smaller counts.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:allocator_may_return_null=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TREESPEC_LOAD_CLIENTS=20 TREESPEC_LOAD_ROUNDS=2
 # The sanitizer runtimes come with gcc (build-essential); named here so that a machine
 # where they were removed gets them back. Installed only when missing (scripts/setup.sh).
 SAN_PACKAGES = libasan8 libubsan1

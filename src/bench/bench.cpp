@@ -317,7 +317,7 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
     for (const auto& other : models) {
       if (other.name == lm.name) lm.name += fmt::format("#{}", models.size());
     }
-    const int32_t limit = cfg.n_ctx > 0 ? cfg.n_ctx : std::min(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
+    const int32_t limit = engine::resolve_context_size(cfg.n_ctx, hp.n_ctx_train);
     for (const auto& set : sets) {
       std::vector<std::vector<int32_t>> toks;
       int64_t n_trunc = 0;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/assert.h"
+#include "core/log.h"
 #include "core/timer.h"
 #include "drafters/medusa/medusa_drafter.h"
 #include "drafters/propd/prune_head.h"
@@ -78,6 +79,15 @@ int32_t Engine::free_slots() const {
 }
 
 bool Engine::is_eog(int32_t tok) const { return std::find(eog_ids_.begin(), eog_ids_.end(), tok) != eog_ids_.end(); }
+
+int32_t resolve_context_size(int32_t requested, int32_t n_ctx_train) {
+  if (requested <= 0) return std::min(n_ctx_train > 0 ? n_ctx_train : 4096, 4096);
+  if (n_ctx_train > 0 && requested > n_ctx_train) {
+    TS_LOG_WARN("-c/--ctx-size {} is beyond the model's training context ({}): output past {} tokens may degrade", requested,
+                n_ctx_train, n_ctx_train);
+  }
+  return requested;
+}
 
 Status Engine::add(Sequence& seq) {
   const auto& hp = model_.hparams();

@@ -28,6 +28,11 @@ namespace treespec::engine {
 enum class FinishReason { none, eog, length, context, cancelled, stop };
 const char* finish_reason_name(FinishReason r);
 
+// -c/--ctx-size as run, serve and bench resolve it: 0 = the model's training context, at
+// most 4096 (4096 when the model gives none); a size beyond the training context is kept
+// but logs a one-line warning (positions the model never saw in training).
+int32_t resolve_context_size(int32_t requested, int32_t n_ctx_train);
+
 struct SequenceParams {
   sampling::SamplingParams sampling;
   verify::Mode mode = verify::Mode::lossless;  // used when sampling.temp > 0

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -249,7 +251,7 @@ void Server::Impl::load() {
       throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", cfg.model_path,
                                     t->n_vocab(), hp.n_vocab));
     }
-    n_ctx = cfg.n_ctx > 0 ? cfg.n_ctx : std::min(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
+    n_ctx = engine::resolve_context_size(cfg.n_ctx, hp.n_ctx_train);
     if (!cfg.chat_template.empty()) {
       chat_family = chat_family_from_name(cfg.chat_template);
     } else {
@@ -280,7 +282,9 @@ void Server::Impl::load() {
       failure = e.what();
     }
     owner.state_.store(State::failed);
-    TS_LOG_ERROR("cannot load model: {}", e.what());
+    // Not logged as an error here: the owner reports failure() once (treespec serve
+    // prints it as its error line).
+    TS_LOG_DEBUG("cannot load model: {}", e.what());
   }
 }
 
@@ -317,12 +321,22 @@ void Server::start() {
   im.http.set_write_timeout(c.timeout_s, 0);
   im.setup_routes();
 
+  // cpp-httplib's default sets SO_REUSEPORT, with which a second server binds a port that
+  // is in use and the kernel splits the connections between the two. SO_REUSEADDR only:
+  // a restart may rebind a port in TIME_WAIT, a port with a listener is refused.
+  im.http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  errno = 0;
   if (c.port == 0) {
     port_ = im.http.bind_to_any_port(c.host);
-    if (port_ <= 0) throw IoError(fmt::format("cannot listen on {} (any port)", c.host));
+    if (port_ <= 0) throw IoError(fmt::format("cannot listen on {} (any port): {}", c.host, std::strerror(errno)));
   } else {
     if (!im.http.bind_to_port(c.host, c.port)) {
-      throw IoError(fmt::format("cannot listen on {}:{} (in use, or not a local address?)", c.host, c.port));
+      if (errno == EADDRINUSE) throw IoError(fmt::format("cannot listen on {}:{}: port {} is already in use", c.host, c.port, c.port));
+      throw IoError(fmt::format("cannot listen on {}:{} ({})", c.host, c.port,
+                                errno != 0 ? std::strerror(errno) : "not a local address?"));
     }
     port_ = c.port;
   }

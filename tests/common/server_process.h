@@ -22,6 +22,7 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   int port() const { return port_; }
+  int pid() const { return pid_; }  // -1 once it has exited
   bool wait_healthy(double timeout_s);
   httplib::Client client(double read_timeout_s = 60.0) const;
   // Sends a signal and waits for the exit; returns the exit code (-1 on timeout or a

@@ -79,6 +79,7 @@ std::string command_line() {
 // drafter's parameters work in the bench without the bench knowing them.
 drafters::SpecConfig resolve_spec(const bench::MethodSpec& m) {
   drafters::SpecConfig cfg;
+  cfg.method = m.name;  // named: flags of other methods are errors
   CLI::App app{"method parameters"};
   cli::add_spec_options(app, cfg);
   std::vector<std::string> args = m.to_flags();
@@ -94,7 +95,11 @@ drafters::SpecConfig resolve_spec(const bench::MethodSpec& m) {
     throw InvalidArgument(fmt::format("method spec '{}': {} (parameters of {}: {})", m.label, e.what(), m.name,
                                       known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))));
   }
-  cfg.method = m.name;
+  try {
+    cli::resolve_spec_method(app, cfg);
+  } catch (const Error& e) {
+    throw InvalidArgument(fmt::format("method spec '{}': {}", m.label, e.what()));
+  }
   return cfg;
 }
 

@@ -60,7 +60,7 @@ int run(const RunArgs& a) {
   engine::EngineParams ep;
   ep.n_threads = cli::resolve_threads(a.model.n_threads);
   if (a.model.n_ctx < 0) throw InvalidArgument(fmt::format("-c/--ctx-size must be >= 0, got {}", a.model.n_ctx));
-  ep.n_ctx = a.model.n_ctx > 0 ? a.model.n_ctx : std::min(hp.n_ctx_train, 4096);
+  ep.n_ctx = engine::resolve_context_size(a.model.n_ctx, hp.n_ctx_train);
   ep.n_batch = a.model.n_batch;
   engine::Engine eng(*model, ep);
   eng.set_eog_ids(tok->eog_ids());
@@ -80,12 +80,19 @@ int run(const RunArgs& a) {
   eng.set_budget_policy(policy.get());
 
   tokenizer::StreamDecoder stream(*tok);
-  if (!a.json) {
-    std::string shown = tok->decode(ids);
-    std::fputs(shown.c_str(), stdout);
+  // The prompt is echoed with the first tokens, once the engine has accepted it: a
+  // prompt it refuses (too long, empty) gives its error before anything is on stdout.
+  bool prompt_shown = a.json;
+  auto show_prompt = [&] {
+    if (prompt_shown) return;
+    prompt_shown = true;
+    std::fputs(tok->decode(ids).c_str(), stdout);
     std::fflush(stdout);
+  };
+  if (!a.json) {
     if (!ids.empty()) stream.prime(ids.back());  // empty: generate() reports it
     seq.on_tokens = [&](std::span<const int32_t> toks) {
+      show_prompt();
       std::string s;
       for (int32_t t : toks) s += stream.push(t);
       std::fputs(s.c_str(), stdout);
@@ -94,6 +101,7 @@ int run(const RunArgs& a) {
   }
   Status st = eng.generate(seq);
   if (!st.ok()) throw Error(st.to_string());
+  show_prompt();
 
   const auto& stats = seq.stats();
   if (a.json) {
@@ -148,7 +156,10 @@ std::function<int()> setup_run(CLI::App& sub) {
   sub.add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-generation tokens");
   sub.add_flag("--no-parse-special", a->no_parse_special, "treat special-token text in the prompt as plain text");
   sub.add_flag("-v,--verbose", a->verbose, "log more");
-  return [a] { return run(*a); };
+  return [a, &sub] {
+    cli::resolve_spec_method(sub, a->spec);
+    return run(*a);
+  };
 }
 
 }  // namespace

@@ -56,6 +56,8 @@ int serve(ServeArgs& a) {
 
   server::Server srv(c);
   srv.start();
+  // The log line with the port is an info line; a chosen port is printed even with -q.
+  if (a.quiet && a.server.port == 0) std::fprintf(stderr, "treespec: listening on http://%s:%d\n", c.host.c_str(), srv.port());
   int rc = 0;
   for (;;) {
     timespec ts{0, 200 * 1000 * 1000};
@@ -98,7 +100,10 @@ std::function<int()> setup_serve(CLI::App& sub) {
   cli::add_spec_options(sub, a->spec);
   sub.add_flag("-v,--verbose", a->verbose, "log every HTTP request");
   sub.add_flag("-q,--quiet", a->quiet, "log warnings and errors only");
-  return [a] { return serve(*a); };
+  return [a, &sub] {
+    cli::resolve_spec_method(sub, a->spec);
+    return serve(*a);
+  };
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "command.h"
 #include "core/mapped_files.h"
+#include "llama_flags.h"
 #include "options.h"
 #include "treespec/status.h"
 
@@ -40,6 +41,9 @@ int main(int argc, char** argv) {
     app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const Error& e) {  // a llama.cpp flag treespec refuses (-cnv, "-xyz")
+    std::fprintf(stderr, "treespec: error: %s\n", e.what());
+    return 1;
   }
   try {
     return to_run ? to_run() : 0;

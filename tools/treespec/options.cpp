@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 
 #include "core/thread_pool.h"
 #include "treespec/status.h"
@@ -106,17 +108,73 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--draft-tree-width", d.tree_width, "draft tree: nodes expanded per draft forward pass")->capture_default_str();
 }
 
-std::vector<std::string> rewrite_llama_flags(int argc, char** argv) {
-  static const std::pair<const char*, const char*> kAliases[] = {{"-np", "--parallel"}, {"-md", "--model-draft"}};
-  std::vector<std::string> out;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    for (const auto& [from, to] : kAliases) {
-      if (a == from) a = to;
+namespace {
+
+// The methods a given flag applies to, the one it selects first; empty: any method.
+std::vector<std::string> methods_of(const std::string& name, bool prune) {
+  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  if (starts("--lookup-")) return {"lookup"};
+  if (starts("--lookahead-")) return {"lookahead"};
+  if (starts("--ptd-")) return {"ptd"};
+  if (starts("--draft-") || name == "--model-draft") return {"draft"};
+  if (name == "--tree" || name == "--tree-nodes") return {"medusa"};
+  if (name == "--medusa-topk" || name == "--tree-file") return {"medusa", "propd"};
+  // --prune reads the prune heads of a heads file with any method.
+  if (name == "--heads") return prune ? std::vector<std::string>{} : std::vector<std::string>{"medusa", "propd"};
+  if (name == "--propd-heads") return prune ? std::vector<std::string>{} : std::vector<std::string>{"propd"};
+  if (starts("--propd-")) return {"propd"};
+  return {};
+}
+
+std::string flag_label(const std::string& name) { return name == "--model-draft" ? "-md/--model-draft" : name; }
+
+std::string spec_list(const std::vector<std::string>& methods) {
+  std::vector<std::string> s;
+  for (const auto& m : methods) s.push_back("--spec " + m);
+  return fmt::format("{}", fmt::join(s, " or "));
+}
+
+void check_readable(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  if (!std::ifstream(path, std::ios::binary)) throw IoError(fmt::format("{}: cannot open '{}'", flag, path));
+}
+
+}  // namespace
+
+void resolve_spec_method(const CLI::App& app, drafters::SpecConfig& c) {
+  const bool named = app.get_option("--spec")->count() > 0 || c.method != "none";
+  std::vector<std::string> allowed;  // methods every given flag applies to (unnamed method)
+  std::string first;                 // the flag that started `allowed`
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->count() == 0) continue;
+    const std::vector<std::string> ms = methods_of(o->get_name(), c.prune.enabled);
+    if (ms.empty()) continue;
+    const std::string flag = flag_label(o->get_name());
+    if (named) {
+      if (std::find(ms.begin(), ms.end(), c.method) == ms.end()) {
+        throw InvalidArgument(fmt::format("{} is an option of {}; it does nothing with --spec {}", flag, spec_list(ms), c.method));
+      }
+      continue;
     }
-    out.push_back(std::move(a));
+    if (first.empty()) {
+      allowed = ms;
+      first = flag;
+      continue;
+    }
+    std::vector<std::string> both;
+    for (const auto& m : allowed) {
+      if (std::find(ms.begin(), ms.end(), m) != ms.end()) both.push_back(m);
+    }
+    if (both.empty()) {
+      throw InvalidArgument(fmt::format("{} selects {} but {} is an option of {}; name the method with --spec", first,
+                                        spec_list(allowed), flag, spec_list(ms)));
+    }
+    allowed = std::move(both);
   }
-  return out;
+  if (!named && !allowed.empty()) c.method = allowed.front();
+  check_readable(c.draft.model_path, "-md/--model-draft");
+  check_readable(c.medusa.heads_path, "--heads");
+  check_readable(c.propd.heads_path, "--propd-heads");
 }
 
 int32_t resolve_threads(int32_t n_threads) {

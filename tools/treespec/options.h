@@ -33,11 +33,12 @@ void add_model_options(CLI::App& app, ModelOptions& o);
 void add_sampling_options(CLI::App& app, SamplingOptions& o);
 void add_spec_options(CLI::App& app, drafters::SpecConfig& c);
 
-// llama.cpp spells some flags as multi-letter words after one dash ("-np"), which CLI11
-// rejects as option names; this rewrites such arguments to their long forms
-// ("-np" -> "--parallel", "-md" -> "--model-draft") before parsing. Only whole
-// arguments are rewritten.
-std::vector<std::string> rewrite_llama_flags(int argc, char** argv);
+// After parsing `app` (which has add_spec_options): a drafter's own flags (-md, --heads,
+// --draft-*, --ptd-*, ...) select their method when no method was named (--spec absent
+// and c.method "none"), and are an InvalidArgument when the named method does not use
+// them; never ignored. Then the files they name (-md, --heads, --propd-heads) must be
+// readable (IoError naming the flag and the path), before any model is loaded.
+void resolve_spec_method(const CLI::App& app, drafters::SpecConfig& c);
 
 // Resolves defaults and validates (InvalidArgument naming the flag).
 int32_t resolve_threads(int32_t n_threads);

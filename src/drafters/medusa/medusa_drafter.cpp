@@ -153,7 +153,7 @@ void MedusaDrafter::observe(const StepFeedback& fb) {
 
 // ---------------------------------------------------------------------------------------
 
-std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, const model::Model& m) {
+std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, const model::Model& m, const char* method) {
   // Cache by (file, size, mtime, model): the server and the tests make one drafter per
   // sequence; loading and hashing once is enough.
   static std::mutex mu;
@@ -171,8 +171,9 @@ std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, cons
   std::shared_ptr<const MedusaHeads> h;
   if (p.heads_path.empty()) {
     if (!MedusaHeads::present_in(m.gguf())) {
-      throw InvalidArgument(fmt::format("--spec medusa: model '{}' holds no Medusa heads; pass --heads FILE (train with: treespec train-heads -m {} -o HEADS.gguf)",
-                                        m.gguf().path(), m.gguf().path()));
+      throw InvalidArgument(fmt::format("--spec {}: model '{}' holds no Medusa heads; give a heads file (run, serve: --heads FILE; "
+                                        "bench: --method {}:--heads=FILE; train one with: treespec train-heads -m {} -o HEADS.gguf)",
+                                        method, m.gguf().path(), method, m.gguf().path()));
     }
     h = MedusaHeads::from_gguf(m.gguf_shared());
   } else {

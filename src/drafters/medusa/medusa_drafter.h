@@ -117,7 +117,7 @@ class MedusaDrafter final : public Drafter {
 
 // Heads for this model: from p.heads_path, else from the model file. Checked against the
 // model (InvalidArgument naming what differs) and shared between drafters of the process.
-std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, const model::Model& m);
+std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, const model::Model& m, const char* method = "medusa");
 
 // The heads' calibration as an acceptance table of top_k ranks (InvalidArgument if the
 // heads carry no calibration).

@@ -109,7 +109,7 @@ std::unique_ptr<Drafter> make_propd_drafter(const PropdParams& p, const MedusaPa
   medusa.validate();
   MedusaParams mp = medusa;
   if (!p.heads_path.empty()) mp.heads_path = p.heads_path;
-  auto heads = load_medusa_heads(mp, m);
+  auto heads = load_medusa_heads(mp, m, "propd");
   tree::AcceptanceTable initial = heads->info().has_calibration() ? calibration_table(*heads, mp.top_k)
                                                                   : tree::AcceptanceTable(heads->n_heads(), mp.top_k);
   std::optional<tree::TreeShape> shape;
