@@ -32,7 +32,7 @@ test: build
 SOAK_SECONDS ?= 600
 soak: build
 	@cd $(BUILD) && TREESPEC_LOAD_SECONDS=$(SOAK_SECONDS) TREESPEC_SHARED=$${TREESPEC_SHARED:-$(CURDIR)/../shared} \
-	  tests/itest_server --gtest_also_run_disabled_tests --gtest_filter='ServerLoad.*'
+	  tests/itest_server --gtest_filter='ServerLoad.*'
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build (RelWithDebInfo) of the tests; any
 # finding fails the test (abort on error, leaks included). SANITIZE_TESTS is a ctest

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 
 #include "core/log.h"
@@ -19,6 +20,10 @@
 #include "treespec/status.h"
 
 namespace treespec::server {
+
+namespace {
+constexpr int kListenBacklog = 1024;  // the kernel caps it at net.core.somaxconn
+}  // namespace
 
 using nlohmann::json;
 
@@ -324,9 +329,12 @@ void Server::start() {
   // cpp-httplib's default sets SO_REUSEPORT, with which a second server binds a port that
   // is in use and the kernel splits the connections between the two. SO_REUSEADDR only:
   // a restart may rebind a port in TIME_WAIT, a port with a listener is refused.
-  im.http.set_socket_options([](socket_t sock) {
+  // The listening socket's fd is kept so its backlog can be raised after the bind (below).
+  auto listen_fd = std::make_shared<socket_t>(-1);
+  im.http.set_socket_options([listen_fd](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    *listen_fd = sock;
   });
   errno = 0;
   if (c.port == 0) {
@@ -340,6 +348,10 @@ void Server::start() {
     }
     port_ = c.port;
   }
+  // Debian's cpp-httplib (a compiled library) listens with a backlog of 5: a burst of
+  // clients overflows the accept queue and connections fail before a worker sees them
+  // (the load test's 100 streaming clients). listen() again on the bound socket raises it.
+  if (*listen_fd >= 0) ::listen(*listen_fd, kListenBacklog);
   state_.store(State::loading);
   im.listen_thread = std::thread([&im] { im.http.listen_after_bind(); });
   TS_LOG_INFO("listening on http://{}:{} ({} HTTP threads); loading {}", c.host, port_, n_http, c.model_path);

@@ -111,11 +111,9 @@ int run_round(const ServerProcess& srv, const std::vector<std::string>& prompts,
 
 }  // namespace
 
-// DISABLED: it fails today. With 100 concurrent clients some streams end with the client
-// error "Read" (no response; HTTP never answers), likely cpp-httplib 0.11's listen
-// backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG) overflowing; see docs/reliability.md, "Load".
-// Run it with --gtest_also_run_disabled_tests.
-TEST(ServerLoad, DISABLED_ConcurrentStreamsWithHangUpsStayExactAndFlat) {
+// Before the server raised its listen backlog (Debian's compiled cpp-httplib listens with
+// 5), a few streams per round got no response at all (client error "Read").
+TEST(ServerLoad, ConcurrentStreamsWithHangUpsStayExactAndFlat) {
   TREESPEC_REQUIRE_SHARED();
   const int n_clients = env_int("TREESPEC_LOAD_CLIENTS", 100);
   const int n_rounds = env_int("TREESPEC_LOAD_ROUNDS", 3);
