@@ -62,4 +62,12 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+CliResult run_treespec(const std::string& args) {
+  const std::string err_path = temp_dir() + "/stderr.txt";
+  CliResult r;
+  r.status = run_command(treespec_binary() + " " + args + " 2>'" + err_path + "'", &r.out);
+  r.err = read_file(err_path);
+  return r;
+}
+
 }  // namespace treespec::test

@@ -20,6 +20,14 @@ std::string treespec_binary();
 int run_command(const std::string& cmd, std::string* out = nullptr);
 std::string read_file(const std::string& path);
 
+// `treespec ARGS` (a shell-quoted argument string) with stdout and stderr apart.
+struct CliResult {
+  int status = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+CliResult run_treespec(const std::string& args);
+
 }  // namespace treespec::test
 
 // Use at the top of a test that needs ../shared.

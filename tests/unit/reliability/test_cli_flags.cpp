@@ -14,20 +14,9 @@ using namespace treespec;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Result = test::CliResult;
 
-// `treespec ARGS` with stdout and stderr apart.
-Result treespec_cmd(const std::string& args) {
-  const std::string err_path = test::temp_dir() + "/stderr.txt";
-  Result r;
-  r.status = test::run_command(test::treespec_binary() + " " + args + " 2>'" + err_path + "'", &r.out);
-  r.err = test::read_file(err_path);
-  return r;
-}
+Result treespec_cmd(const std::string& args) { return test::run_treespec(args); }
 
 size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;

@@ -19,19 +19,9 @@ using namespace treespec;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Result = test::CliResult;
 
-Result run(const std::string& args) {
-  const std::string err_path = test::temp_dir() + "/stderr.txt";
-  Result r;
-  r.status = test::run_command(test::treespec_binary() + " run " + args + " 2>'" + err_path + "'", &r.out);
-  r.err = test::read_file(err_path);
-  return r;
-}
+Result run(const std::string& args) { return test::run_treespec("run " + args); }
 
 const std::string& spm_model() {
   static const std::string path = [] {
