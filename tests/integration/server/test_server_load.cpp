@@ -6,6 +6,8 @@
 // only; > 0: keep starting rounds until this many seconds have passed).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -138,8 +140,18 @@ TEST(ServerLoad, ConcurrentStreamsWithHangUpsStayExactAndFlat) {
     ASSERT_TRUE(srv.running()) << srv.log();
   }
   const long rss1 = rss_kib(srv.pid());
-  EXPECT_LT(static_cast<double>(rss1), 1.10 * static_cast<double>(rss0))
-      << "RSS " << rss0 << " KiB -> " << rss1 << " KiB over " << rounds * n_clients << " requests";
+  std::printf("server RSS %ld KiB -> %ld KiB over %d requests\n", rss0, rss1, rounds * n_clients);
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan (the server is the same sanitized build) freed memory waits in ASan's
+  // quarantine, so RSS grows by design; LeakSanitizer checks leaks at the server's exit.
+  constexpr bool kCheckRss = false;
+#else
+  constexpr bool kCheckRss = true;
+#endif
+  if (kCheckRss) {
+    EXPECT_LT(static_cast<double>(rss1), 1.10 * static_cast<double>(rss0))
+        << "RSS " << rss0 << " KiB -> " << rss1 << " KiB over " << rounds * n_clients << " requests";
+  }
   EXPECT_EQ(wait_metric(srv, "treespec:num_requests_running", [](double v) { return v == 0.0; }, 30.0), 0.0);
   auto c = srv.client();
   EXPECT_EQ(get(c, "/health").status, 200);
