@@ -37,6 +37,35 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, floa
   }
 }
 
+// A random tree of n_rows nodes after nc committed cells: row i sees the cells of its
+// ancestors-or-self (nc + node), root first. p_chain: probability that a node's parent
+// is the node before it (deep chains); otherwise a uniform earlier node.
+struct TreeExtras {
+  std::vector<std::vector<int32_t>> extra;
+  std::vector<const int32_t*> ptr;
+  std::vector<int32_t> len;
+};
+TreeExtras tree_extras(core::Rng& rng, int64_t n_rows, int64_t nc, double p_chain) {
+  TreeExtras t;
+  t.extra.resize(static_cast<size_t>(n_rows));
+  std::vector<int32_t> parent(static_cast<size_t>(n_rows), -1);
+  for (int64_t i = 0; i < n_rows; ++i) {
+    if (i > 0) {
+      parent[static_cast<size_t>(i)] = p_chain > 0.0 && rng.uniform() < p_chain
+                                           ? static_cast<int32_t>(i - 1)
+                                           : static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(i)));
+    }
+    std::vector<int32_t> anc;
+    for (int64_t a = i; a >= 0; a = parent[static_cast<size_t>(a)]) anc.push_back(static_cast<int32_t>(nc + a));
+    t.extra[static_cast<size_t>(i)].assign(anc.rbegin(), anc.rend());
+  }
+  for (auto& e : t.extra) {
+    t.ptr.push_back(e.data());
+    t.len.push_back(static_cast<int32_t>(e.size()));
+  }
+  return t;
+}
+
 class OpsTest : public ::testing::TestWithParam<kernels::Isa> {
  protected:
   void SetUp() override {
@@ -92,20 +121,9 @@ TEST_P(OpsTest, AttentionRowsMatchReferenceAndAreBatchInvariant) {
     const auto q = rnd(c.n_rows * c.n_head * c.head_dim, 10);
     const auto k = rnd(n_cells * c.head_dim, 11), v = rnd(n_cells * c.head_dim, 12);
     core::Rng rng(13);
-    std::vector<std::vector<int32_t>> extra(static_cast<size_t>(c.n_rows));
-    std::vector<int32_t> parent(static_cast<size_t>(c.n_rows), -1);
-    for (int64_t i = 0; i < c.n_rows; ++i) {
-      if (i > 0) parent[static_cast<size_t>(i)] = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(i)));
-      std::vector<int32_t> anc;
-      for (int64_t a = i; a >= 0; a = parent[static_cast<size_t>(a)]) anc.push_back(static_cast<int32_t>(c.n_committed + a));
-      extra[static_cast<size_t>(i)].assign(anc.rbegin(), anc.rend());
-    }
-    std::vector<const int32_t*> ptr;
-    std::vector<int32_t> len;
-    for (auto& e : extra) {
-      ptr.push_back(e.data());
-      len.push_back(static_cast<int32_t>(e.size()));
-    }
+    TreeExtras tx = tree_extras(rng, c.n_rows, c.n_committed, 0.0);
+    auto& ptr = tx.ptr;
+    auto& len = tx.len;
     const int64_t ld = c.n_head * c.head_dim;
     std::vector<float> out(q.size()), out_ref(q.size()), one(q.size());
     std::vector<float> scratch(static_cast<size_t>(kernels::attention_scratch_floats(c.n_rows, c.n_head, n_cells)));
@@ -158,23 +176,10 @@ TEST_P(OpsTest, AttentionTreeRowEqualsOneRowStepOverTheSameContext) {
       const auto q = rnd(n_rows * n_head * hd, 20 + static_cast<uint64_t>(nc));
       const auto k = rnd(n_cells * hd, 21), v = rnd(n_cells * hd, 22);
       // Random tree with some long chains (parent = i - 1 half of the time).
-      std::vector<std::vector<int32_t>> extra(static_cast<size_t>(n_rows));
-      std::vector<int32_t> parent(static_cast<size_t>(n_rows), -1);
-      for (int64_t i = 0; i < n_rows; ++i) {
-        if (i > 0) {
-          parent[static_cast<size_t>(i)] = rng.uniform() < 0.5 ? static_cast<int32_t>(i - 1)
-                                                               : static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(i)));
-        }
-        std::vector<int32_t> anc;
-        for (int64_t a = i; a >= 0; a = parent[static_cast<size_t>(a)]) anc.push_back(static_cast<int32_t>(nc + a));
-        extra[static_cast<size_t>(i)].assign(anc.rbegin(), anc.rend());
-      }
-      std::vector<const int32_t*> ptr;
-      std::vector<int32_t> len;
-      for (auto& e : extra) {
-        ptr.push_back(e.data());
-        len.push_back(static_cast<int32_t>(e.size()));
-      }
+      TreeExtras tx = tree_extras(rng, n_rows, nc, 0.5);
+      const auto& extra = tx.extra;
+      auto& ptr = tx.ptr;
+      auto& len = tx.len;
       const int64_t ld = n_head * hd;
       std::vector<float> out(q.size());
       std::vector<float> scratch(static_cast<size_t>(kernels::attention_scratch_floats(n_rows, n_head, n_cells)));
