@@ -31,4 +31,4 @@ struct CommandRegistrar {
 #define TREESPEC_CONCAT_INNER(a, b) a##b
 #define TREESPEC_CONCAT(a, b) TREESPEC_CONCAT_INNER(a, b)
 #define TREESPEC_COMMAND(name, help, setup_fn) \
-  static ::treespec::cli::CommandRegistrar TREESPEC_CONCAT(treespec_cmd_, __LINE__)(name, help, setup_fn)
+  static ::treespec::cli::CommandRegistrar TREESPEC_CONCAT(treespec_cmd_, __COUNTER__)(name, help, setup_fn)
