@@ -4,9 +4,10 @@
 // and whether greedy outputs equal plain decoding token for token.
 //
 // Method of measurement (docs/benchmarks.md):
-// - Decoding is greedy (temp 0), so every method must reproduce `none` exactly; a
-//   difference is recorded per cell and fails the run (exit code, message naming
-//   model, method, prompt).
+// - Decoding is greedy (temp 0) unless --temp is given; greedy and coupled sampling
+//   (the default verifier at temp > 0) must reproduce `none` exactly; a difference is
+//   recorded per cell and fails the run (exit code, message naming model, method,
+//   prompt).
 // - Repetition-major interleaving: within one (model, prompt set, batch) group, each
 //   repetition runs every cell once, the order rotated by one each repetition, so slow
 //   drift of a shared machine hits all methods alike; speedup is the median of
@@ -30,6 +31,8 @@
 #include "bench/method_spec.h"
 #include "bench/prompts.h"
 #include "drafters/factory.h"
+#include "sampling/sampling.h"
+#include "verify/verify.h"
 
 namespace treespec::bench {
 
@@ -53,6 +56,19 @@ struct BenchConfig {
   uint64_t bandwidth_bytes = uint64_t{256} << 20;
   double bandwidth_seconds = 0.3;
   std::string command;                       // the command line, recorded in the JSON
+  // Decoding: greedy by default. At temp > 0 with the coupled verifier every method must
+  // still reproduce `none` token for token (same seed); with the other verifiers outputs
+  // legitimately differ and are not compared (config.outputs_checked = false).
+  sampling::SamplingParams sampling = greedy_sampling();
+  verify::Mode verify = verify::Mode::coupled;
+  verify::TypicalParams typical;
+  static sampling::SamplingParams greedy_sampling() {
+    sampling::SamplingParams p;
+    p.temp = 0.0f;
+    p.seed = 1;
+    return p;
+  }
+  bool outputs_checked() const { return sampling.greedy() || verify == verify::Mode::coupled; }
 };
 
 // Identifies one cell of the sweep.

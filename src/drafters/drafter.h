@@ -42,6 +42,10 @@ struct DraftInput {
   // The sequence's sampling parameters (nullptr: greedy). Drafters that sample their
   // proposals draw them from distributions warped the same way.
   const sampling::SamplingParams* sampling = nullptr;
+  // The verifier samples with coupled noise (verify::Mode::coupled at temp > 0): a
+  // drafter that samples should draw with sampling::coupled_choice at the draft's
+  // absolute position (context.size() + depth - 1), the noise the verifier uses there.
+  bool coupled = false;
 };
 
 // What the target model said about the proposed tree.

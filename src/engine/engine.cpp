@@ -356,6 +356,7 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     in.budget = std::clamp(budgets[i], 1, kv_.n_free(s.slot_));
     budgets[i] = in.budget;
     in.sampling = &s.params_.sampling;
+    in.coupled = s.params_.mode == verify::Mode::coupled && !s.params_.sampling.greedy();
     tree::TokenTree t = s.drafter_->propose(in);
     TREESPEC_ASSERT(!t.empty() && t.token(0) == s.context_.back(), "drafter must root its tree at the last token");
     if (t.size() > in.budget) {  // a topological prefix is ancestor-closed
@@ -400,7 +401,8 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
       node_argmax[node] = sampling::argmax(node_logits[node], hp.n_vocab);
     }
     const verify::VerifyResult res = verify::verify(s.params_.mode, t, node_logits, hp.n_vocab, s.params_.sampling,
-                                                    s.params_.typical, s.rng_, s.drafter_->draft_distributions());
+                                                    s.params_.typical, s.rng_, s.drafter_->draft_distributions(),
+                                                    static_cast<int64_t>(s.context_.size()));
     const double t1 = core::now_s();
     st = kv_.commit(s.slot_, res.path);
     TREESPEC_ASSERT(st.ok(), "commit of verified rows must fit");

@@ -35,7 +35,7 @@ int32_t resolve_context_size(int32_t requested, int32_t n_ctx_train);
 
 struct SequenceParams {
   sampling::SamplingParams sampling;
-  verify::Mode mode = verify::Mode::lossless;  // used when sampling.temp > 0
+  verify::Mode mode = verify::Mode::coupled;  // used when sampling.temp > 0
   verify::TypicalParams typical;
   int32_t n_predict = -1;   // max tokens to generate; -1 = until EOG or context end
   bool ignore_eog = false;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/assert.h"
@@ -116,6 +117,51 @@ Distribution warp(const float* logits, int32_t n_vocab, const SamplingParams& pa
 Distribution target_distribution(const float* logits, int32_t n_vocab, const SamplingParams& params) {
   if (params.greedy()) return Distribution{{argmax(logits, n_vocab)}, {1.0f}};
   return warp(logits, n_vocab, params);
+}
+
+namespace {
+// splitmix64's output function (a bijective 64-bit mixer).
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;  // splitmix64's increment
+}  // namespace
+
+uint64_t noise_key(uint64_t seed, int64_t pos) {
+  return mix64(mix64(seed ^ 0x5851f42d4c957f2dULL) + static_cast<uint64_t>(pos) * kGamma);
+}
+
+double noise_uniform(uint64_t key, int32_t token) {
+  const uint64_t h = mix64(key + (static_cast<uint64_t>(static_cast<uint32_t>(token)) + 1) * kGamma);
+  // 53 bits, centred in their interval: never 0 or 1.
+  return (static_cast<double>(h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+int32_t coupled_choice(const Distribution& d, uint64_t key) {
+  TREESPEC_ASSERT(!d.ids.empty(), "sample from an empty distribution");
+  int32_t best = -1;
+  double best_v = std::numeric_limits<double>::infinity();  // E_best / p_best
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    const double p = d.p[i];
+    if (!(p > 0.0)) continue;
+    const double u = noise_uniform(key, d.ids[i]);
+    // E = -log u >= 1 - u: when 1 - u >= best_v * p this token cannot win (d is sorted by
+    // p descending, so best_v * p shrinks and almost every tail token stops here).
+    if (1.0 - u >= best_v * p) continue;
+    const double v = -std::log(u) / p;
+    if (v < best_v) {
+      best_v = v;
+      best = d.ids[i];
+    }
+  }
+  return best >= 0 ? best : d.ids.front();
+}
+
+int32_t coupled_sample(const float* logits, int32_t n_vocab, const SamplingParams& params, int64_t pos) {
+  if (params.greedy()) return argmax(logits, n_vocab);
+  return coupled_choice(warp(logits, n_vocab, params), noise_key(params.seed, pos));
 }
 
 int32_t Sampler::sample(const float* logits, int32_t n_vocab) {

@@ -43,6 +43,27 @@ int32_t argmax(const float* logits, int32_t n_vocab);
 // Applies temperature/top-k/top-p/min-p to logits. Requires !params.greedy().
 Distribution warp(const float* logits, int32_t n_vocab, const SamplingParams& params);
 
+// Coupled sampling (Gumbel-max coupling; docs/sampling.md). The token at absolute
+// position `pos` of a sequence is drawn with noise that depends only on (seed, pos,
+// token), so the draw is a deterministic function of the model's logits at that
+// position: any verifier that reproduces those logits reproduces the token, whatever
+// was drafted. The draw is an exact sample of the filtered distribution (the
+// exponential race below is Gumbel-max on log p).
+//
+// noise_key: the per-position key. noise_uniform: u(key, token), uniform in (0, 1),
+// a counter-based hash (splitmix64 of key + token), so one position's noise costs one
+// hash per token it is asked for.
+uint64_t noise_key(uint64_t seed, int64_t pos);
+double noise_uniform(uint64_t key, int32_t token);
+
+// argmin over d's tokens of E/p with E = -log u(key, token) ~ Exp(1) independently per
+// token: P(token i) = p_i exactly. Only tokens that can still win need their logarithm
+// (-log u >= 1 - u bounds the rest), so a whole-vocabulary d costs ~one hash per token.
+int32_t coupled_choice(const Distribution& d, uint64_t key);
+
+// warp + coupled_choice at position pos; the argmax for greedy params.
+int32_t coupled_sample(const float* logits, int32_t n_vocab, const SamplingParams& params, int64_t pos);
+
 // For greedy params: a point mass on the argmax.
 Distribution target_distribution(const float* logits, int32_t n_vocab, const SamplingParams& params);
 

@@ -22,7 +22,7 @@ uint64_t random_seed() {
   static std::mutex mu;
   static std::mt19937_64 gen{std::random_device{}()};
   std::lock_guard<std::mutex> lock(mu);
-  return gen();
+  return gen() >> 1;  // reported in the response: a seed the request's "seed" field accepts
 }
 
 json usage_json(const RequestState& s) {
@@ -37,6 +37,9 @@ json treespec_json(const RequestState& s, const std::string& method) {
   const auto& st = s.stats;
   json j;
   j["spec"] = method;
+  // The seed the request sampled with (drawn per request when it gave none): sending it
+  // back with the same request reproduces the answer (docs/sampling.md).
+  j["seed"] = s.params.sampling.seed;
   j["steps"] = st.n_steps;
   j["num_drafts"] = st.n_drafts;
   j["num_draft_tokens"] = st.n_draft_tokens;

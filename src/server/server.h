@@ -47,7 +47,7 @@ struct ServerConfig {
   drafters::SpecConfig spec;
   sampling::SamplingParams sampling;  // request defaults (its seed is ignored; see default_seed)
   int64_t default_seed = -1;      // seed for requests without one; -1 = random per request
-  verify::Mode verify = verify::Mode::lossless;
+  verify::Mode verify = verify::Mode::coupled;
   verify::TypicalParams typical;
 };
 

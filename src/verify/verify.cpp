@@ -10,6 +10,7 @@ namespace treespec::verify {
 const char* mode_name(Mode m) {
   switch (m) {
     case Mode::greedy: return "greedy";
+    case Mode::coupled: return "coupled";
     case Mode::lossless: return "lossless";
     case Mode::typical: return "typical (lossy)";
     case Mode::ptd_reference: return "ptd-reference (lossy)";
@@ -27,13 +28,19 @@ bool acceptable(const tree::TokenTree& tree, std::span<const float* const> node_
 }
 }  // namespace
 
-VerifyResult verify_greedy(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab) {
+namespace {
+// The deterministic walk shared by greedy and coupled verification: choose(node) is the
+// token that follows node (its argmax, or its coupled sample); the walk follows the
+// candidate child with that token while it has logits, and that token is the bonus
+// where it stops (also when the matching child was pruned).
+template <class Choose>
+VerifyResult walk_deterministic(const tree::TokenTree& tree, std::span<const float* const> node_logits, Choose choose) {
   TREESPEC_ASSERT(has_logits(node_logits, 0), "verify: the root must have logits");
   VerifyResult res;
   int32_t node = 0;
   res.path.push_back(0);
   for (;;) {
-    const int32_t pred = sampling::argmax(node_logits[static_cast<size_t>(node)], n_vocab);
+    const int32_t pred = choose(node);
     int32_t next = -1;
     for (int32_t c : tree.children(node)) {
       if (tree.token(c) == pred && acceptable(tree, node_logits, c)) {
@@ -48,6 +55,20 @@ VerifyResult verify_greedy(const tree::TokenTree& tree, std::span<const float* c
     res.path.push_back(next);
     node = next;
   }
+}
+}  // namespace
+
+VerifyResult verify_greedy(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab) {
+  return walk_deterministic(tree, node_logits, [&](int32_t node) {
+    return sampling::argmax(node_logits[static_cast<size_t>(node)], n_vocab);
+  });
+}
+
+VerifyResult verify_coupled(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
+                            const sampling::SamplingParams& params, int64_t pos0) {
+  return walk_deterministic(tree, node_logits, [&](int32_t node) {
+    return sampling::coupled_sample(node_logits[static_cast<size_t>(node)], n_vocab, params, pos0 + tree.depth(node));
+  });
 }
 
 namespace {
@@ -241,8 +262,9 @@ VerifyResult verify_ptd_reference(const tree::TokenTree& tree, std::span<const f
 
 VerifyResult verify(Mode mode, const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
                     const sampling::SamplingParams& params, const TypicalParams& typical, core::Rng& rng,
-                    std::span<const sampling::Distribution* const> q_of_children) {
+                    std::span<const sampling::Distribution* const> q_of_children, int64_t pos0) {
   if (params.greedy()) return verify_greedy(tree, node_logits, n_vocab);
+  if (mode == Mode::coupled) return verify_coupled(tree, node_logits, n_vocab, params, pos0);
   if (mode == Mode::typical) return verify_typical(tree, node_logits, n_vocab, params, typical, rng);
   if (mode == Mode::ptd_reference) return verify_ptd_reference(tree, node_logits, n_vocab, params, rng);
   return verify_lossless(tree, node_logits, n_vocab, params, rng, q_of_children);

@@ -2,6 +2,10 @@
 // accepted root-to-node path and the bonus token that follows it.
 //
 // - greedy: exact; the output equals plain greedy decoding token for token.
+// - coupled: exact in distribution AND the same tokens as plain sampling with the same
+//   seed (sampling::coupled_sample): the token after node i is the coupled sample of
+//   i's logits at its absolute position, and the walk follows the child with that token,
+//   exactly as greedy verification follows the argmax. The default at temp > 0.
 // - lossless: SpecInfer-style multi-step speculative sampling; the emitted tokens have
 //   exactly the target distribution (temperature / top-k / top-p / min-p applied).
 //   Children are point-mass drafts (accept c with probability p(c), zero it and
@@ -33,7 +37,7 @@
 
 namespace treespec::verify {
 
-enum class Mode { greedy, lossless, typical, ptd_reference };
+enum class Mode { greedy, coupled, lossless, typical, ptd_reference };
 const char* mode_name(Mode m);
 
 struct TypicalParams {
@@ -50,6 +54,11 @@ struct VerifyResult {
 // node_logits[i]: logits row of node i (n_vocab floats) or nullptr if node i was pruned.
 VerifyResult verify_greedy(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab);
 
+// pos0: absolute position of the token that follows the root (the sequence's context
+// length); node i's successor is sampled at pos0 + depth(i).
+VerifyResult verify_coupled(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
+                            const sampling::SamplingParams& params, int64_t pos0);
+
 // q_of_children[i]: the distribution node i's children were sampled from, or nullptr for
 // point-mass (deterministic) children. Empty span = all point masses.
 VerifyResult verify_lossless(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
@@ -62,11 +71,11 @@ VerifyResult verify_typical(const tree::TokenTree& tree, std::span<const float* 
 VerifyResult verify_ptd_reference(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
                                   const sampling::SamplingParams& params, core::Rng& rng);
 
-// Dispatch: greedy whenever params.greedy(); otherwise typical if mode == typical,
-// the PTD reference walk if mode == ptd_reference, else lossless (Mode::greedy with
-// temp > 0 still samples losslessly: it never ignores temp).
+// Dispatch: greedy whenever params.greedy(); otherwise coupled, typical or the PTD
+// reference walk for those modes, else lossless (Mode::greedy with temp > 0 still samples
+// losslessly: it never ignores temp). pos0 is used by the coupled walk only.
 VerifyResult verify(Mode mode, const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
                     const sampling::SamplingParams& params, const TypicalParams& typical, core::Rng& rng,
-                    std::span<const sampling::Distribution* const> q_of_children = {});
+                    std::span<const sampling::Distribution* const> q_of_children = {}, int64_t pos0 = 0);
 
 }  // namespace treespec::verify

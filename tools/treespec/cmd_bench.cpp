@@ -45,6 +45,14 @@ struct BenchArgs {
   std::vector<std::string> compare;
   std::string output = "md";
   bool no_progress = false;
+  // Greedy unless --temp > 0; seed 1 so that runs repeat.
+  cli::SamplingOptions sampling = greedy_options();
+  static cli::SamplingOptions greedy_options() {
+    cli::SamplingOptions o;
+    o.params.temp = 0.0f;
+    o.seed = 1;
+    return o;
+  }
 };
 
 // The command line as typed (for the report), shell-quoted where needed.
@@ -181,6 +189,9 @@ int run_bench_cmd(const BenchArgs& a) {
   if (a.membw_mib < 1) throw InvalidArgument(fmt::format("--membw-mib must be >= 1, got {}", a.membw_mib));
   cfg.bandwidth_bytes = static_cast<uint64_t>(a.membw_mib) << 20;
   cfg.command = command_line();
+  cfg.sampling = cli::resolve_sampling(a.sampling);
+  cfg.verify = cli::resolve_verify(a.sampling);
+  cfg.typical = a.sampling.typical;
 
   bench::BenchHooks hooks;
   hooks.resolve_spec = resolve_spec;
@@ -189,7 +200,8 @@ int run_bench_cmd(const BenchArgs& a) {
   emit(a, report);
   const std::string failure = bench::greedy_failure_message(report);
   if (!failure.empty()) {
-    std::fprintf(stderr, "treespec: error: speculative decoding changed greedy output:\n%s", failure.c_str());
+    std::fprintf(stderr, "treespec: error: speculative decoding changed the output (%s):\n%s",
+                 report["config"].value("sampling", std::string("greedy")).c_str(), failure.c_str());
   }
   return bench::exit_code(report);
 }
@@ -228,6 +240,7 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--compare", a->compare, "print the ratio table between two reports: A.json B.json")->expected(2);
   sub.add_option("--from", a->from, "render tables and plots from a saved report instead of running");
   sub.add_flag("--no-progress", a->no_progress, "no progress bar on stderr");
+  cli::add_sampling_options(sub, a->sampling);
   return [a] { return run_bench_cmd(*a); };
 }
 

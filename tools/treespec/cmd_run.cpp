@@ -1,6 +1,8 @@
 // treespec run -m MODEL.gguf -p PROMPT -n N [--spec METHOD ...] [--json]
 // Generates text from a prompt, streaming it to stdout; --json prints one JSON object
 // with prompt_tokens, tokens, text and stats instead.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -119,6 +121,7 @@ int run(const RunArgs& a) {
     s["context_full"] = seq.finish_reason() == engine::FinishReason::context;
     s["spec"] = a.spec.method;
     s["verify"] = sp.sampling.greedy() ? "greedy" : verify::mode_name(sp.mode);
+    s["seed"] = sp.sampling.seed;  // drawn at start when -s was not given: -s SEED reproduces the run
     s["n_threads"] = ep.n_threads;
     s["n_ctx"] = ep.n_ctx;
     s["load_s"] = t_load;
@@ -137,7 +140,8 @@ int run(const RunArgs& a) {
     std::fputs(rest.c_str(), stdout);
     std::fputs("\n", stdout);
     std::fflush(stdout);
-    std::fprintf(stderr, "\n%s | spec %s | stop: %s\n", stats.summary().c_str(), a.spec.method.c_str(),
+    const std::string seed = sp.sampling.greedy() ? "" : fmt::format(" | seed {}", sp.sampling.seed);
+    std::fprintf(stderr, "\n%s | spec %s%s | stop: %s\n", stats.summary().c_str(), a.spec.method.c_str(), seed.c_str(),
                  engine::finish_reason_name(seq.finish_reason()));
   }
   return 0;

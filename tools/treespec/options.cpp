@@ -25,7 +25,8 @@ void add_sampling_options(CLI::App& app, SamplingOptions& o) {
   app.add_option("--min-p", o.params.min_p, "min-p (0 = off)")->capture_default_str();
   app.add_option("-s,--seed", o.seed, "RNG seed (-1 = random)")->capture_default_str();
   app.add_option("--verify", o.verify,
-                 "tree verification at temp > 0: lossless (exact distribution) | typical (Medusa, lossy) | "
+                 "tree verification at temp > 0: coupled (exact distribution, the same tokens as --spec none for a "
+                 "seed) | lossless (exact distribution, rejection sampling) | typical (Medusa, lossy) | "
                  "ptd-reference (the PTD reference code's walk with argmax fallback, lossy; for measuring PTD)")
       ->capture_default_str();
   app.add_option("--typical-threshold", o.typical.threshold, "typical acceptance epsilon (lossy mode)")->capture_default_str();
@@ -191,17 +192,19 @@ int32_t resolve_threads(int32_t n_threads) {
 sampling::SamplingParams resolve_sampling(const SamplingOptions& o) {
   sampling::SamplingParams p = o.params;
   if (o.seed < -1) throw InvalidArgument(fmt::format("--seed must be >= 0 or -1 (random), got {}", o.seed));
+  // A drawn seed is reported (run --json, the summary line) and must be one -s accepts.
   p.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed)
-                       : static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
+                       : static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count()) >> 1;
   p.validate();
   return p;
 }
 
 verify::Mode resolve_verify(const SamplingOptions& o) {
+  if (o.verify == "coupled") return verify::Mode::coupled;
   if (o.verify == "lossless") return verify::Mode::lossless;
   if (o.verify == "typical") return verify::Mode::typical;
   if (o.verify == "ptd-reference") return verify::Mode::ptd_reference;
-  throw InvalidArgument(fmt::format("--verify must be 'lossless', 'typical' or 'ptd-reference', got '{}'", o.verify));
+  throw InvalidArgument(fmt::format("--verify must be 'coupled', 'lossless', 'typical' or 'ptd-reference', got '{}'", o.verify));
 }
 
 }  // namespace treespec::cli

@@ -25,7 +25,7 @@ struct ModelOptions {
 struct SamplingOptions {
   sampling::SamplingParams params;
   int64_t seed = -1;       // -1 = random
-  std::string verify = "lossless";  // lossless | typical | ptd-reference
+  std::string verify = "coupled";  // coupled | lossless | typical | ptd-reference
   verify::TypicalParams typical;
 };
 

@@ -204,6 +204,15 @@ void DraftModelDrafter::add_children(int32_t node, const float* logits, const sa
     while (n_child < cand.ids.size() && cand.p[n_child] >= p_.p_split) cover += cand.p[n_child++];
   }
   if (cover < p_.p_min) return;
+  if (sampled && n_child == 1 && coupled_) {
+    // The coupled verifier emits the coupled sample of p at this position; proposing the
+    // coupled sample of q with the same noise agrees with it whenever q is close to p.
+    // The draw is a deterministic function of the context: a point-mass draft.
+    const int32_t tok = sampling::coupled_choice(q, sampling::noise_key(sampling->seed, noise_pos0_ + parent.depth));
+    add_node(tok, node, parent.depth + 1, parent.path_p * cand.p[0], q.prob_of(tok));
+    n_sampled_nodes_ += 1;
+    return;
+  }
   if (sampled && n_child == 1) {
     // One child drawn from q. Its ranking key must not depend on which token was drawn
     // (else keeping or cutting it would depend on its value and bias the output), so it
@@ -238,6 +247,8 @@ tree::TokenTree DraftModelDrafter::propose(const DraftInput& in) {
   const int32_t root = ctx.back();
   q_ptr_.clear();
   q_store_.clear();
+  coupled_ = in.coupled;
+  noise_pos0_ = static_cast<int64_t>(ctx.size());
   sync(ctx);
   tree::TokenTree out(root);
   // Chain: at most n_draft_max + 1 nodes. Tree: the budget (a budget policy may grow or

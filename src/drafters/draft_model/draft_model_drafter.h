@@ -94,6 +94,10 @@ class DraftModelDrafter final : public Drafter {
   std::unique_ptr<DraftLm> lm_;
   DraftModelParams p_;
   core::Rng rng_;
+  // This proposal's coupled noise (DraftInput::coupled): a sampled draft is the coupled
+  // sample of the draft's q at the child's absolute position, pos0 + parent depth.
+  bool coupled_ = false;
+  int64_t noise_pos0_ = 0;
   std::vector<int32_t> committed_;
   tree::TokenTree dtree_;             // last proposal: pending chain, root, drafted nodes
   std::vector<Node> nodes_;           // [dtree_.size()]

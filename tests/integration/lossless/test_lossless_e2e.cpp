@@ -68,6 +68,10 @@ struct Case {
   std::string heads;   // widened heads (Medusa + prune)
   std::vector<std::string> prompts;
   int n_predict = 48;
+  // Greedy by default; the sampled cases set temperature, filters and seed (the coupled
+  // verifier must then reproduce --spec none too).
+  std::string sampling = "--temp 0";
+  json request = {{"temperature", 0}};
 };
 
 std::string write_prompts(const std::string& dir, const std::vector<std::string>& prompts) {
@@ -98,7 +102,7 @@ void check_bench(const Case& c, const std::string& dir) {
   const std::string report = dir + "/bench.json";
   std::string out;
   const std::string cmd = bin() + " bench -m " + c.model + " --prompts " + prompts + " -n " + std::to_string(c.n_predict) +
-                          " --batch 1,3 -r 1 --no-membw --no-progress --no-warmup -t 2" +
+                          " --batch 1,3 -r 1 --no-membw --no-progress --no-warmup -t 2 " + c.sampling +
                           " --spec none,lookup,lookahead,ptd,draft:layers=0+1 --method medusa:--heads=" + c.heads +
                           " --method propd:heads=" + c.heads + " --json " + report;
   const int rc = run_command(cmd + " 2>&1", &out);
@@ -107,6 +111,7 @@ void check_bench(const Case& c, const std::string& dir) {
   ASSERT_TRUE(f.good()) << out;
   const json j = json::parse(f);
   EXPECT_TRUE(j.at("greedy_ok").get<bool>()) << out;
+  EXPECT_TRUE(j.at("config").at("outputs_checked").get<bool>()) << out;
   int n_cells = 0;
   for (const auto& cell : j.at("cells")) {
     ++n_cells;
@@ -118,7 +123,7 @@ void check_bench(const Case& c, const std::string& dir) {
 json run_json(const Case& c, const std::string& prompt, const std::string& flags) {
   std::string out;
   const std::string cmd = bin() + " run -m " + c.model + " -p " + quote(prompt) + " -n " + std::to_string(c.n_predict) +
-                          " --temp 0 --json -t 2 " + flags;
+                          " --json " + (flags.find("-t ") == std::string::npos ? "-t 2 " : "") + c.sampling + " " + flags;
   const int rc = run_command(cmd + " 2>/dev/null", &out);
   EXPECT_EQ(rc, 0) << cmd;
   try {
@@ -160,7 +165,9 @@ void check_serve(const Case& c, const std::vector<std::string>& want) {
     for (size_t i = 0; i < kClients; ++i) {
       threads.emplace_back([&, i] {
         auto cl = srv.client(300.0);
-        const json body = {{"prompt", c.prompts[i]}, {"max_tokens", c.n_predict}, {"temperature", 0}};
+        json body = c.request;
+        body["prompt"] = c.prompts[i];
+        body["max_tokens"] = c.n_predict;
         replies[i] = post_json(cl, "/v1/completions", body.dump());
       });
     }
@@ -264,4 +271,71 @@ TEST(LosslessE2E, StoriesF16SmallerWidthAllDrafters) {
   c.n_predict = 40;
   check_bench(c, dir);
   check_run(c, 2);
+}
+
+// Sampling with a seed: the coupled verifier (the default at temperature > 0) makes
+// every drafter print exactly the tokens --spec none prints with the same seed, under the
+// budget controller and with 1 thread too, in bench (batch 1 and 3), run and serve (-np 3,
+// four clients). kjv-5m itself with its shipped heads: the property rests on the same
+// bit-identical logits the greedy cases above check on the expansions.
+TEST(LosslessE2E, SampledKjvAllDraftersEqualPlainSamplingWithTheSameSeed) {
+  const std::string dir = temp_dir();
+  Case c;
+  c.model = repo_file("models/kjv-5m.gguf");
+  c.heads = repo_file("models/kjv-5m.medusa.gguf");
+  c.prompts = kjv_prompts(4);
+  c.n_predict = 48;
+  struct Sampling {
+    std::string flags;
+    json request;
+  };
+  const Sampling cases[] = {
+      {"--temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 -s 7",
+       {{"temperature", 0.8}, {"top_k", 40}, {"top_p", 0.95}, {"min_p", 0.05}, {"seed", 7}}},
+      {"--temp 1.0 --top-k 0 --top-p 1 --min-p 0 -s 12345",
+       {{"temperature", 1.0}, {"top_k", 0}, {"top_p", 1.0}, {"min_p", 0.0}, {"seed", 12345}}},
+  };
+  for (const Sampling& smp : cases) {
+    SCOPED_TRACE(smp.flags);
+    c.sampling = smp.flags;
+    c.request = smp.request;
+    check_bench(c, dir);
+    const auto texts = check_run(c, 2);
+    // The budget controller (tree sizes follow measured timing) and a thread count.
+    const json plain = run_json(c, c.prompts[0], "--spec none");
+    for (const char* flags : {"--spec medusa --heads {} --budget dynamic", "--spec ptd --budget dynamic -t 1",
+                              "--spec draft --draft-layers 0+1 --budget dynamic"}) {
+      std::string f = flags;
+      const auto at = f.find("{}");
+      if (at != std::string::npos) f.replace(at, 2, c.heads);
+      const json spec = run_json(c, c.prompts[0], f);
+      EXPECT_EQ(spec.value("tokens", json()), plain.value("tokens", json())) << f;
+      EXPECT_EQ(spec["stats"].value("verify", ""), "coupled");
+    }
+    // serve needs four texts: the two checked by run, two more from plain.
+    std::vector<std::string> want = texts;
+    for (size_t i = want.size(); i < 4; ++i) want.push_back(run_json(c, c.prompts[i], "--spec none").value("text", ""));
+    check_serve(c, want);
+  }
+  // A different seed gives a different text (the seed is really used).
+  Case other = c;
+  other.sampling = "--temp 1.0 --top-k 0 --top-p 1 --min-p 0 -s 12346";
+  EXPECT_NE(run_json(other, c.prompts[0], "--spec none").value("tokens", json()),
+            run_json(c, c.prompts[0], "--spec none").value("tokens", json()));
+}
+
+// Without a seed, one is drawn and reported; giving it back reproduces the run.
+TEST(LosslessE2E, AnUnseededRunReportsItsSeed) {
+  Case c;
+  c.model = repo_file("models/kjv-5m.gguf");
+  c.n_predict = 24;
+  c.sampling = "--temp 1.0";
+  const std::string prompt = kjv_prompts(1).at(0);
+  const json a = run_json(c, prompt, "--spec none");
+  ASSERT_TRUE(a.contains("stats")) << a.dump();
+  const uint64_t seed = a["stats"].at("seed").get<uint64_t>();
+  ASSERT_LT(seed, uint64_t{1} << 63) << "a drawn seed must be one -s accepts";
+  c.sampling = "--temp 1.0 -s " + std::to_string(seed);
+  const json b = run_json(c, prompt, "--spec lookup");
+  EXPECT_EQ(b.value("tokens", json()), a.value("tokens", json()));
 }

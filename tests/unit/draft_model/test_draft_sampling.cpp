@@ -108,8 +108,10 @@ struct Result {
 
 // n sequences with seeds derived from `seed`, `batch` of them decoding together (one
 // forward pass for all: a row's result must not depend on the others).
+// outputs (if given): the two tokens of every sample, in seed order.
 Result simulate(const model::Model& target, const drafters::SpecConfig& cfg, const sampling::SamplingParams& sp0,
-                int32_t n, uint64_t seed, bool wrong_q, int32_t batch = 1) {
+                int32_t n, uint64_t seed, bool wrong_q, int32_t batch = 1, verify::Mode mode = verify::Mode::lossless,
+                std::vector<int32_t>* outputs = nullptr) {
   const std::vector<int32_t> prompt = {1, 7, 11};
   engine::EngineParams ep;
   ep.n_ctx = 32;
@@ -125,7 +127,7 @@ Result simulate(const model::Model& target, const drafters::SpecConfig& cfg, con
       engine::SequenceParams sp;
       sp.sampling = sp0;
       sp.sampling.seed = seed * 1000003 + static_cast<uint64_t>(i);
-      sp.mode = verify::Mode::lossless;
+      sp.mode = mode;
       sp.n_predict = 2;
       sp.ignore_eog = true;
       auto d = drafters::make_drafter(cfg, drafters::DrafterEnv{&target, {}, sp.sampling.seed});
@@ -148,6 +150,7 @@ Result simulate(const model::Model& target, const drafters::SpecConfig& cfg, con
       }
       EXPECT_EQ(seq.generated().size(), 2u);
       const int32_t x = seq.generated()[0], y = seq.generated()[1];
+      if (outputs) outputs->insert(outputs->end(), {x, y});
       first[static_cast<size_t>(x)] += 1;
       pairs[static_cast<size_t>(x * kV + y)] += 1;
       total.merge(seq.stats());
@@ -251,4 +254,51 @@ TEST(DraftSampling, AWrongDraftDistributionIsDetected) {
   std::printf("wrong q: first chi2 %.1f df %d p %.3g; pairs chi2 %.1f df %d p %.3g\n", r.first.stat, r.first.df,
               r.first.p_value, r.pairs.stat, r.pairs.df, r.pairs.p_value);
   EXPECT_LT(std::min(r.first.p_value, r.pairs.p_value), kAlpha) << "a biased verifier went undetected";
+}
+
+// The coupled verifier (Gumbel-max coupling, docs/sampling.md): the same exactness
+// checks, and more: every sample equals plain coupled sampling (method none) with the
+// same seed, token for token, alone and batched, chain, tree and pruned. The draft
+// model proposes with the verifier's own noise, so it is accepted at least as often as
+// with independent draws.
+TEST(DraftSampling, CoupledSamplesEqualPlainSamplingAndKeepTheTargetDistribution) {
+  const Models s = make_setup();
+  struct Case {
+    const char* name;
+    drafters::SpecConfig cfg;
+    sampling::SamplingParams sp;
+    double min_mal;
+    int32_t batch = 1;
+  };
+  constexpr int32_t kN = 20000;
+  const Case cases[] = {
+      {"layer 0, chain, temp 1", cfg_of("", "0", false), params(1.0f, 0, 1.0f, 0.0f), 1.3},
+      {"second model, tree, temp 0.9 top-k 8, batch 4", cfg_of(s.dir + "/draft.gguf", "", true), params(0.9f, 8, 1.0f, 0.0f), 1.03, 4},
+      {"layer 0, chain, temp 0.8 top-k 6 top-p 0.9 min-p 0.05, batch 3", cfg_of("", "0", false), params(0.8f, 6, 0.9f, 0.05f), 1.3, 3},
+      {"layer 0, tree, temp 1, pruned, batch 3", pruned(cfg_of("", "0", true)), params(1.0f, 0, 1.0f, 0.0f), 1.05, 3},
+  };
+  uint64_t seed = 31;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    drafters::SpecConfig none;
+    std::vector<int32_t> want, got;
+    simulate(*s.target, none, c.sp, kN, seed, false, 1, verify::Mode::coupled, &want);
+    const Result r = simulate(*s.target, c.cfg, c.sp, kN, seed++, false, c.batch, verify::Mode::coupled, &got);
+    std::printf("coupled %s: first chi2 %.1f df %d p %.3g; pairs chi2 %.1f df %d p %.3g; mean accepted length %.3f\n",
+                c.name, r.first.stat, r.first.df, r.first.p_value, r.pairs.stat, r.pairs.df, r.pairs.p_value,
+                r.mean_accepted_length);
+    ASSERT_EQ(got.size(), want.size());
+    size_t n_diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) n_diff += got[i] != want[i];
+    EXPECT_EQ(n_diff, 0u) << "samples that differ from plain coupled sampling with the same seed";
+    EXPECT_EQ(r.first.impossible, 0);
+    EXPECT_EQ(r.pairs.impossible, 0);
+    EXPECT_GT(r.first.p_value, kAlpha);
+    EXPECT_GT(r.pairs.p_value, kAlpha);
+    EXPECT_GT(r.mean_accepted_length, c.min_mal);
+    EXPECT_GT(r.sampled_nodes, 0) << "no draft token was sampled";
+    if (c.cfg.prune.enabled) {
+      EXPECT_GT(r.pruned, kN / 10);
+    }
+  }
 }

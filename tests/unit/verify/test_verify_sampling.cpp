@@ -133,11 +133,16 @@ void simulate(ToyModel& m, const std::vector<int32_t>& ctx0, DraftKind kind, ver
   int64_t steps = 0, accepted = 0;
   for (int32_t it = 0; it < n; ++it) {
     std::vector<int32_t> ctx = ctx0, out;
+    // Coupled sampling is a deterministic function of the seed: each generation is a
+    // request with its own seed.
+    sampling::SamplingParams spi = sp;
+    spi.seed = core::derive_seed(seed, static_cast<uint64_t>(it));
     while (out.size() < 2) {
       StepTree s = make_tree(m, ctx, kind, draft_rng);
       std::vector<const float*> lp;
       for (const auto& l : s.logits) lp.push_back(l.data());
-      const auto res = verify::verify(mode, s.tree, lp, kV, sp, verify::TypicalParams{}, rng, s.q_ptr);
+      const auto res = verify::verify(mode, s.tree, lp, kV, spi, verify::TypicalParams{}, rng, s.q_ptr,
+                                      static_cast<int64_t>(ctx.size()));
       for (size_t k = 1; k < res.path.size(); ++k) {
         out.push_back(s.tree.token(res.path[k]));
         ctx.push_back(out.back());
@@ -218,7 +223,7 @@ sampling::SamplingParams params_of(const Config& c) {
   return sp;
 }
 
-void check_lossless(DraftKind kind, uint64_t seed) {
+void check_exact(DraftKind kind, verify::Mode mode, uint64_t seed) {
   ToyModel m;
   for (const Config& c : kConfigs) {
     SCOPED_TRACE(c.name);
@@ -228,7 +233,7 @@ void check_lossless(DraftKind kind, uint64_t seed) {
     expected(m, ctx0, sp, p1, p2);
     std::vector<int64_t> first, pairs;
     double mal = 0.0;
-    simulate(m, ctx0, kind, verify::Mode::lossless, sp, kSamples, seed, first, pairs, &mal);
+    simulate(m, ctx0, kind, mode, sp, kSamples, seed, first, pairs, &mal);
     // The drafts must actually be accepted often, or the test says little.
     EXPECT_GT(mal, 1.15) << "drafts were hardly accepted";
     const auto r1 = test::chi_square(first, p1);
@@ -254,9 +259,23 @@ TEST(ChiSquare, PValuesMatchKnownQuantiles) {
   EXPECT_NEAR(test::gamma_q(3.0, 0.0), 1.0, 1e-12);
 }
 
-TEST(VerifyLossless, PointMassDraftsKeepTheTargetDistribution) { check_lossless(DraftKind::point_mass, 101); }
+TEST(VerifyLossless, PointMassDraftsKeepTheTargetDistribution) {
+  check_exact(DraftKind::point_mass, verify::Mode::lossless, 101);
+}
 
-TEST(VerifyLossless, SampledDraftsWithQKeepTheTargetDistribution) { check_lossless(DraftKind::sampled_q, 202); }
+TEST(VerifyLossless, SampledDraftsWithQKeepTheTargetDistribution) {
+  check_exact(DraftKind::sampled_q, verify::Mode::lossless, 202);
+}
+
+// The coupled verifier: the same checks, one seed per generation (test_coupled.cpp has
+// its identity with plain coupled sampling).
+TEST(VerifyCoupled, PointMassDraftsKeepTheTargetDistribution) {
+  check_exact(DraftKind::point_mass, verify::Mode::coupled, 404);
+}
+
+TEST(VerifyCoupled, SampledDraftsKeepTheTargetDistribution) {
+  check_exact(DraftKind::sampled_q, verify::Mode::coupled, 505);
+}
 
 // Medusa's typical acceptance is labelled lossy: on the same toy model it must be
 // detectably biased (it accepts any likely-enough child, so the first token is skewed
@@ -284,7 +303,7 @@ TEST(VerifyGreedy, FollowsTheArgmaxChain) {
     StepTree s = make_tree(m, ctx, DraftKind::point_mass, rng);
     std::vector<const float*> lp;
     for (const auto& l : s.logits) lp.push_back(l.data());
-    for (auto mode : {verify::Mode::greedy, verify::Mode::lossless, verify::Mode::typical}) {
+    for (auto mode : {verify::Mode::greedy, verify::Mode::coupled, verify::Mode::lossless, verify::Mode::typical}) {
       const auto res = verify::verify(mode, s.tree, lp, kV, sp, verify::TypicalParams{}, rng);
       // Walk the argmax chain by hand.
       int32_t node = 0;
