@@ -62,10 +62,10 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--lookahead-g", c.lookahead.guess, "lookahead: n-grams kept per first token and verified per step G")
       ->capture_default_str();
   app.add_option("--heads,--medusa-heads", c.medusa.heads_path, "medusa: heads file (default: heads stored in the model file)");
-  app.add_option("--tree", c.medusa.tree, "medusa: tree shape: auto:N (best-first from the heads' calibration, N nodes incl. root), a name in the tree file (e.g. medusa_mc_sim_7b_63), FILE.json or FILE.json:NAME")
+  app.add_option("--tree,--medusa-tree", c.medusa.tree, "medusa: tree shape: auto:N (best-first from the heads' calibration, N nodes incl. root), a name in the tree file (e.g. medusa_mc_sim_7b_63), FILE.json or FILE.json:NAME")
       ->capture_default_str();
-  app.add_option("--tree-file", c.medusa.tree_file, "medusa: tree choices JSON for --tree NAME (default: $TREESPEC_SHARED/data/tree_choices.json, ../shared/data/tree_choices.json)");
-  app.add_option("--tree-nodes", c.medusa.tree_nodes, "medusa: keep only the first N tree nodes incl. the root (0 = all)")->capture_default_str();
+  app.add_option("--tree-file,--medusa-tree-file", c.medusa.tree_file, "medusa: tree choices JSON for --tree NAME (default: $TREESPEC_SHARED/data/tree_choices.json, ../shared/data/tree_choices.json)");
+  app.add_option("--tree-nodes,--medusa-tree-nodes", c.medusa.tree_nodes, "medusa: keep only the first N tree nodes incl. the root (0 = all)")->capture_default_str();
   app.add_option("--medusa-topk", c.medusa.top_k, "medusa: candidates per head")->capture_default_str();
   // ProPD (docs/propd.md): Medusa heads (--heads / --propd-heads), early pruning, dynamic trees.
   app.add_option("--propd-heads", c.propd.heads_path, "propd: Medusa + prune heads file (default: --heads, then the model file)");

@@ -65,7 +65,9 @@ std::string generated(treespec_model* m, const treespec_generation_params& p, Co
   size_t len = 0;
   std::string text(treespec_generation_text(g, &len));
   EXPECT_EQ(text.size(), len);
-  if (st != nullptr) EXPECT_EQ(treespec_generation_stats(g, st), TREESPEC_OK);
+  if (st != nullptr) {
+    EXPECT_EQ(treespec_generation_stats(g, st), TREESPEC_OK);
+  }
   treespec_generation_free(g);
   return text;
 }
