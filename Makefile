@@ -7,7 +7,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build run test soak test-sanitize test-tsan fuzz build-fuzz-targets fuzz-corpus bench clean
+.PHONY: all setup configure build install install-python uninstall run test soak test-sanitize test-tsan fuzz build-fuzz-targets fuzz-corpus bench clean
 
 all: build
 
@@ -19,6 +19,25 @@ configure: setup
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# make install PREFIX=DIR: bin/treespec, lib/libtreespec.so.0 (+ .so link) and
+# libtreespec.a, include/treespec.h, lib/pkgconfig/treespec.pc, lib/cmake/treespec/.
+# Builds only what it installs. make install-python PREFIX=DIR adds the Python module
+# in DIR/lib/pythonX.Y/site-packages/treespec (and the library it loads). make uninstall
+# removes what they installed (CMake's install manifests in $(BUILD)).
+PREFIX ?= /usr/local
+INSTALL_TARGETS = treespec treespec_shared treespec_static
+install: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target $(INSTALL_TARGETS)
+	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+install-python: install
+	@cmake --install $(BUILD) --prefix $(PREFIX) --component python
+
+uninstall:
+	@for m in $(BUILD)/install_manifest.txt $(BUILD)/install_manifest_python.txt; do \
+	  if [ -f $$m ]; then echo "uninstall: removing the files listed in $$m"; xargs -d '\n' rm -f -- < $$m; rm -f $$m; fi; \
+	done
 
 run: build
 	@scripts/run_demo.sh $(BUILD)

@@ -16,7 +16,7 @@
 #include "bench/report.h"
 #include "command.h"
 #include "drafters/factory.h"
-#include "options.h"
+#include "cli/options.h"
 #include "treespec/status.h"
 
 namespace {
@@ -81,34 +81,6 @@ std::string command_line() {
     b = e + 1;
   }
   return out;
-}
-
-// Maps a method spec onto the drafter flags `run` has (add_spec_options), so every
-// drafter's parameters work in the bench without the bench knowing them.
-drafters::SpecConfig resolve_spec(const bench::MethodSpec& m) {
-  drafters::SpecConfig cfg;
-  cfg.method = m.name;  // named: flags of other methods are errors
-  CLI::App app{"method parameters"};
-  cli::add_spec_options(app, cfg);
-  std::vector<std::string> args = m.to_flags();
-  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    std::vector<std::string> known;
-    for (const CLI::Option* o : app.get_options()) {
-      const std::string n = o->get_name();
-      if (n.rfind("--" + m.name + "-", 0) == 0) known.push_back(n.substr(m.name.size() + 3) + (o->get_expected_min() > 0 ? "=..." : ""));
-    }
-    throw InvalidArgument(fmt::format("method spec '{}': {} (parameters of {}: {})", m.label, e.what(), m.name,
-                                      known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))));
-  }
-  try {
-    cli::resolve_spec_method(app, cfg);
-  } catch (const Error& e) {
-    throw InvalidArgument(fmt::format("method spec '{}': {}", m.label, e.what()));
-  }
-  return cfg;
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -194,7 +166,7 @@ int run_bench_cmd(const BenchArgs& a) {
   cfg.typical = a.sampling.typical;
 
   bench::BenchHooks hooks;
-  hooks.resolve_spec = resolve_spec;
+  hooks.resolve_spec = cli::resolve_method_spec;
   hooks.progress = a.no_progress ? nullptr : stderr;
   const auto report = bench::run_bench(cfg, hooks);
   emit(a, report);

@@ -8,14 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/options.h"
+#include "cli/session.h"
 #include "command.h"
 #include "core/log.h"
-#include "core/timer.h"
 #include "engine/budget_controller.h"
 #include "engine/engine.h"
-#include "gguf/gguf.h"
-#include "model/model.h"
-#include "options.h"
 #include "tokenizer/tokenizer.h"
 #include "treespec/status.h"
 
@@ -50,36 +48,18 @@ int run(const RunArgs& a) {
   if (!a.prompt_file.empty() && !a.prompt.empty()) throw InvalidArgument("give either -p/--prompt or -f/--file, not both");
   const std::string prompt = a.prompt_file.empty() ? a.prompt : read_text_file(a.prompt_file);
 
-  const double t_load0 = core::now_s();
-  auto model = model::Model::load(a.model.model);
-  const auto tok = tokenizer::Tokenizer::from_gguf(model->gguf());
-  const double t_load = core::now_s() - t_load0;
-  const auto& hp = model->hparams();
-  if (tok->n_vocab() != hp.n_vocab) {
-    throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", a.model.model, tok->n_vocab(), hp.n_vocab));
-  }
-
-  engine::EngineParams ep;
-  ep.n_threads = cli::resolve_threads(a.model.n_threads);
-  if (a.model.n_ctx < 0) throw InvalidArgument(fmt::format("-c/--ctx-size must be >= 0, got {}", a.model.n_ctx));
-  ep.n_ctx = engine::resolve_context_size(a.model.n_ctx, hp.n_ctx_train);
-  ep.n_batch = a.model.n_batch;
-  engine::Engine eng(*model, ep);
-  eng.set_eog_ids(tok->eog_ids());
-
-  engine::SequenceParams sp;
-  sp.sampling = cli::resolve_sampling(a.sampling);
-  sp.mode = cli::resolve_verify(a.sampling);
-  sp.typical = a.sampling.typical;
-  sp.n_predict = a.n_predict > INT32_MAX ? INT32_MAX : static_cast<int32_t>(a.n_predict);
-  sp.ignore_eog = a.ignore_eos;
-
+  // Model, engine and sequence as the C API builds them (cli/session.h).
+  const cli::LoadedModel lm = cli::load_model(a.model.model);
+  const auto& tok = lm.tok;
+  const auto& hp = lm.model->hparams();
+  const double t_load = lm.load_s;
+  const engine::EngineParams ep = cli::resolve_engine_params(a.model, hp);
+  engine::Engine eng(*lm.model, ep);
+  const engine::SequenceParams sp = cli::resolve_sequence_params(a.sampling, a.n_predict, a.ignore_eos);
   std::vector<int32_t> ids = tok->encode(prompt, true, !a.no_parse_special);
-  drafters::DrafterEnv env{model.get(), tok->eog_ids(), sp.sampling.seed, &eng.ctx().pool()};
-  engine::Sequence seq(ids, sp, drafters::make_drafter(a.spec, env));
-  // The tree-budget policy (--budget, and propd's dynamic trees): the same factory serve and bench use.
-  const auto policy = engine::make_budget_policy(a.spec, eng);
-  eng.set_budget_policy(policy.get());
+  cli::PreparedSequence prepared = cli::prepare_sequence(eng, lm, ids, sp, a.spec);
+  engine::Sequence& seq = *prepared.seq;
+  const auto& policy = prepared.policy;
 
   tokenizer::StreamDecoder stream(*tok);
   // The prompt is echoed with the first tokens, once the engine has accepted it: a

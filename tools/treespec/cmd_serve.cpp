@@ -10,7 +10,7 @@
 
 #include "command.h"
 #include "core/log.h"
-#include "options.h"
+#include "cli/options.h"
 #include "server/chat_template.h"
 #include "server/server.h"
 #include "treespec/status.h"

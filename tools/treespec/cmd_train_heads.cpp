@@ -19,7 +19,7 @@
 #include "drafters/propd/heads_file.h"
 #include "drafters/propd/prune_train.h"
 #include "model/model.h"
-#include "options.h"
+#include "cli/options.h"
 #include "tokenizer/tokenizer.h"
 #include "treespec/status.h"
 

@@ -7,7 +7,7 @@
 #include "command.h"
 #include "core/mapped_files.h"
 #include "llama_flags.h"
-#include "options.h"
+#include "cli/options.h"
 #include "treespec/status.h"
 
 namespace treespec::cli {

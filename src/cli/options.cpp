@@ -1,4 +1,4 @@
-#include "options.h"
+#include "cli/options.h"
 
 #include <fmt/format.h>
 
@@ -62,11 +62,11 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--lookahead-w", c.lookahead.window, "lookahead: Jacobi window width W")->capture_default_str();
   app.add_option("--lookahead-g", c.lookahead.guess, "lookahead: n-grams kept per first token and verified per step G")
       ->capture_default_str();
-  app.add_option("--heads", c.medusa.heads_path, "medusa: heads file (default: heads stored in the model file)");
-  app.add_option("--tree", c.medusa.tree, "medusa: tree shape: auto:N (best-first from the heads' calibration, N nodes incl. root), a name in the tree file (e.g. medusa_mc_sim_7b_63), FILE.json or FILE.json:NAME")
+  app.add_option("--heads,--medusa-heads", c.medusa.heads_path, "medusa: heads file (default: heads stored in the model file)");
+  app.add_option("--tree,--medusa-tree", c.medusa.tree, "medusa: tree shape: auto:N (best-first from the heads' calibration, N nodes incl. root), a name in the tree file (e.g. medusa_mc_sim_7b_63), FILE.json or FILE.json:NAME")
       ->capture_default_str();
-  app.add_option("--tree-file", c.medusa.tree_file, "medusa: tree choices JSON for --tree NAME (default: $TREESPEC_SHARED/data/tree_choices.json, ../shared/data/tree_choices.json)");
-  app.add_option("--tree-nodes", c.medusa.tree_nodes, "medusa: keep only the first N tree nodes incl. the root (0 = all)")->capture_default_str();
+  app.add_option("--tree-file,--medusa-tree-file", c.medusa.tree_file, "medusa: tree choices JSON for --tree NAME (default: $TREESPEC_SHARED/data/tree_choices.json, ../shared/data/tree_choices.json)");
+  app.add_option("--tree-nodes,--medusa-tree-nodes", c.medusa.tree_nodes, "medusa: keep only the first N tree nodes incl. the root (0 = all)")->capture_default_str();
   app.add_option("--medusa-topk", c.medusa.top_k, "medusa: candidates per head")->capture_default_str();
   // ProPD (docs/propd.md): Medusa heads (--heads / --propd-heads), early pruning, dynamic trees.
   app.add_option("--propd-heads", c.propd.heads_path, "propd: Medusa + prune heads file (default: --heads, then the model file)");
@@ -176,6 +176,48 @@ void resolve_spec_method(const CLI::App& app, drafters::SpecConfig& c) {
   check_readable(c.draft.model_path, "-md/--model-draft");
   check_readable(c.medusa.heads_path, "--heads");
   check_readable(c.propd.heads_path, "--propd-heads");
+}
+
+drafters::SpecConfig resolve_method_spec(const bench::MethodSpec& m) {
+  drafters::SpecConfig cfg;
+  cfg.method = m.name;  // named: flags of other methods are errors
+  CLI::App app{"method parameters"};
+  add_spec_options(app, cfg);
+  std::vector<std::string> args = m.to_flags();
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    std::vector<std::string> known;
+    const std::string prefix = "--" + m.name + "-";
+    for (const CLI::Option* o : app.get_options()) {
+      for (const std::string& ln : o->get_lnames()) {
+        const std::string n = "--" + ln;
+        if (n.rfind(prefix, 0) == 0) known.push_back(n.substr(prefix.size()) + (o->get_expected_min() > 0 ? "=..." : ""));
+      }
+    }
+    throw InvalidArgument(fmt::format("method spec '{}': {} (parameters of {}: {})", m.label, e.what(), m.name,
+                                      known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))));
+  }
+  try {
+    resolve_spec_method(app, cfg);
+  } catch (const IoError& e) {  // an unreadable file stays an I/O error
+    throw IoError(fmt::format("method spec '{}': {}", m.label, e.what()));
+  } catch (const Error& e) {
+    throw InvalidArgument(fmt::format("method spec '{}': {}", m.label, e.what()));
+  }
+  return cfg;
+}
+
+drafters::SpecConfig spec_config_from_string(std::string_view text) {
+  const bool blank = text.find_first_not_of(" \t\r\n") == std::string_view::npos;
+  const bench::MethodSpec m = bench::parse_method_item(blank ? std::string_view("none") : text);
+  const auto known = drafters::spec_methods();
+  if (std::find(known.begin(), known.end(), m.name) == known.end()) {
+    throw InvalidArgument(fmt::format("unknown speculative method '{}' in '{}' (known: {})", m.name, text, fmt::join(known, ", ")));
+  }
+  if (m.name == "none" && !m.params.empty()) throw InvalidArgument(fmt::format("method 'none' takes no parameters (got '{}')", text));
+  return resolve_method_spec(m);
 }
 
 int32_t resolve_threads(int32_t n_threads) {

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "bench/method_spec.h"
 #include "drafters/factory.h"
 #include "engine/engine.h"
 #include "sampling/sampling.h"
@@ -39,6 +41,19 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c);
 // them; never ignored. Then the files they name (-md, --heads, --propd-heads) must be
 // readable (IoError naming the flag and the path), before any model is loaded.
 void resolve_spec_method(const CLI::App& app, drafters::SpecConfig& c);
+
+// Maps a method spec (bench/method_spec.h) onto the drafter flags `run` has
+// (add_spec_options), so every drafter's parameters work without their callers knowing
+// them: `lookup:draft=4` is `--spec lookup --lookup-draft 4`, `medusa:heads=F` is
+// `--spec medusa --medusa-heads F` (= --heads F). Then resolve_spec_method. InvalidArgument
+// naming the spec (and the method's parameters when one is unknown); IoError for an
+// unreadable file it names.
+drafters::SpecConfig resolve_method_spec(const bench::MethodSpec& m);
+
+// One method string as the C API takes it: a --spec item, NAME[:KEY[=VALUE]...] (e.g.
+// "ptd", "lookup:draft=4", "medusa:heads=FILE:tree=auto:16"); empty = "none". The name
+// must be one of drafters::spec_methods() (InvalidArgument listing them).
+drafters::SpecConfig spec_config_from_string(std::string_view text);
 
 // Resolves defaults and validates (InvalidArgument naming the flag).
 int32_t resolve_threads(int32_t n_threads);
