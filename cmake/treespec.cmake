@@ -45,3 +45,16 @@ function(treespec_add_module name)
   target_compile_options(treespec_${name} PRIVATE ${TREESPEC_WARNINGS})
   target_link_libraries(treespec_${name} PUBLIC ${ARG_DEPS})
 endfunction()
+
+# treespec_sanitizer_light(<target>...): in sanitizer builds, compile at -O0 the code that
+# is expensive to compile and cheap to run (the tests, the tool, option tables, the C
+# API, the server's HTTP layer, the bench's reports): ASan + UBSan at -O1 cost about twice
+# -O0's compile time there, while the tests spend their time in the model, the drafters
+# and the kernels, which keep -O1 (-O2 for the kernels). docs/reliability.md, "CI time".
+function(treespec_sanitizer_light)
+  if(TREESPEC_SANITIZE)
+    foreach(t IN LISTS ARGN)
+      target_compile_options(${t} PRIVATE -O0)
+    endforeach()
+  endif()
+endfunction()

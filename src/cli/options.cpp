@@ -1,5 +1,7 @@
 #include "cli/options.h"
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>

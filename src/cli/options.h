@@ -2,8 +2,6 @@
 // speculative method with each drafter's parameters (llama.cpp flag names where they exist).
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,6 +12,13 @@
 #include "engine/engine.h"
 #include "sampling/sampling.h"
 #include "verify/verify.h"
+
+// CLI11 is header-only and costs ~9 s per TU that includes it (~40 s under the
+// sanitizers): only the files that build option tables include it (options.cpp and the
+// tool's commands, via command.h), not the C API and the session code.
+namespace CLI {
+class App;
+}
 
 namespace treespec::cli {
 

@@ -1,12 +1,16 @@
 // Greedy output of every drafter equals plain greedy, end to end through the binary, on
-// memory-bound-shaped expansions (treespec expand) of kjv-5m and stories260K in Q8_0,
-// Q4_K and F16 (at a smaller width): `bench` at batch 1 and 3 (every cell `= none`),
-// `run` for each method, and `serve -np 3` with four concurrent clients per method.
+// memory-bound-shaped expansions (treespec expand) of kjv-5m and stories260K in Q8_0, and
+// of kjv-5m in Q4_K and F16 (at a smaller width): `bench` at batch 1 and 3 (every cell
+// `= none`), `run` for each method, and `serve -np 3` with four concurrent clients per
+// method (Q8_0).
 //
 // The kjv-5m Q8_0 expansion at width 512 is the cheap case that showed issue 17's bug
 // (the attention value sum split at the committed / tree boundary): before the fix its
 // bench marked medusa `NO` at batch 1 and 3 (prompt 4, token 16). The others are the
-// same check on other weight types and the other model. Prompts are passages of
+// same check on the other model and on the other kernel families. (Every weight type's
+// forward is checked bit for bit, tree rows against one-row steps, in
+// tests/unit/model/test_lossless_contract.cpp; stories260K's Q4_K and F16 cases left this
+// file for CI time on 2026-12-01, the kjv ones cover those kernels through the binary.) Prompts are passages of
 // models/kjv_heldout.txt and of stories260K-style text; near ties are what the check is
 // for, so every case uses enough tokens to meet some.
 #include <gtest/gtest.h>
@@ -253,30 +257,10 @@ TEST(LosslessE2E, StoriesQ8_0AllDrafters) {
   check_serve(c, texts);
 }
 
-TEST(LosslessE2E, StoriesQ4_KAllDrafters) {
-  TREESPEC_REQUIRE_SHARED();
-  const std::string dir = temp_dir();
-  Case c;
-  ASSERT_NO_FATAL_FAILURE(c = expand_stories(dir, "q4_k"));
-  check_bench(c, dir);
-  check_run(c, 2);
-}
-
-TEST(LosslessE2E, StoriesF16SmallerWidthAllDrafters) {
-  TREESPEC_REQUIRE_SHARED();
-  const std::string dir = temp_dir();
-  Case c;
-  ASSERT_NO_FATAL_FAILURE(c = expand_stories(dir, "f16", 512, 1024));
-  c.prompts.resize(3);  // the F16 float path is the slowest: a shorter check
-  c.n_predict = 40;
-  check_bench(c, dir);
-  check_run(c, 2);
-}
-
 // Sampling with a seed: the coupled verifier (the default at temperature > 0) makes
 // every drafter print exactly the tokens --spec none prints with the same seed, under the
-// budget controller and with 1 thread too, in bench (batch 1 and 3), run and serve (-np 3,
-// four clients). kjv-5m itself with its shipped heads: the property rests on the same
+// budget controller and with 1 thread too, in run (two sampling settings), bench (batch 1
+// and 3) and serve (-np 3, four clients; the first setting). kjv-5m itself with its shipped heads: the property rests on the same
 // bit-identical logits the greedy cases above check on the expansions.
 TEST(LosslessE2E, SampledKjvAllDraftersEqualPlainSamplingWithTheSameSeed) {
   const std::string dir = temp_dir();
@@ -295,11 +279,12 @@ TEST(LosslessE2E, SampledKjvAllDraftersEqualPlainSamplingWithTheSameSeed) {
       {"--temp 1.0 --top-k 0 --top-p 1 --min-p 0 -s 12345",
        {{"temperature", 1.0}, {"top_k", 0}, {"top_p", 1.0}, {"min_p", 0.0}, {"seed", 12345}}},
   };
+  bool first = true;  // bench and serve for the first sampling case, run for both
   for (const Sampling& smp : cases) {
     SCOPED_TRACE(smp.flags);
     c.sampling = smp.flags;
     c.request = smp.request;
-    check_bench(c, dir);
+    if (first) check_bench(c, dir);
     const auto texts = check_run(c, 2);
     // The budget controller (tree sizes follow measured timing) and a thread count.
     const json plain = run_json(c, c.prompts[0], "--spec none");
@@ -312,10 +297,13 @@ TEST(LosslessE2E, SampledKjvAllDraftersEqualPlainSamplingWithTheSameSeed) {
       EXPECT_EQ(spec.value("tokens", json()), plain.value("tokens", json())) << f;
       EXPECT_EQ(spec["stats"].value("verify", ""), "coupled");
     }
-    // serve needs four texts: the two checked by run, two more from plain.
-    std::vector<std::string> want = texts;
-    for (size_t i = want.size(); i < 4; ++i) want.push_back(run_json(c, c.prompts[i], "--spec none").value("text", ""));
-    check_serve(c, want);
+    if (first) {
+      // serve needs four texts: the two checked by run, two more from plain.
+      std::vector<std::string> want = texts;
+      for (size_t i = want.size(); i < 4; ++i) want.push_back(run_json(c, c.prompts[i], "--spec none").value("text", ""));
+      check_serve(c, want);
+    }
+    first = false;
   }
   // A different seed gives a different text (the seed is really used).
   Case other = c;

@@ -279,3 +279,24 @@ TEST(VerifyCoupled, EmitsExactlyWhatPlainCoupledSamplingEmitsWhateverTheTree) {
   // The trees really carried accepted drafts (else the identity says little).
   EXPECT_GT(static_cast<double>(emitted) / static_cast<double>(steps), 1.5);
 }
+
+// warp's order (the coupled race relies on it being most likely first): logit
+// descending, ties to the lower id, with top-k cut and without.
+TEST(CoupledSampling, WarpOrdersByLogitWithTiesToTheLowerId) {
+  core::Rng rng(17);
+  std::vector<float> logits(500);
+  for (auto& x : logits) x = static_cast<float>(std::round(4.0 * rng.normal()) / 2.0);  // many ties
+  for (int32_t top_k : {0, 7, 499, 600}) {
+    sampling::SamplingParams sp;
+    sp.temp = 1.0f;
+    sp.top_k = top_k;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    const auto d = sampling::warp(logits.data(), 500, sp);
+    std::vector<int32_t> want(500);
+    for (int32_t i = 0; i < 500; ++i) want[static_cast<size_t>(i)] = i;
+    std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    want.resize(top_k > 0 && top_k < 500 ? static_cast<size_t>(top_k) : 500u);
+    EXPECT_EQ(d.ids, want) << "top_k " << top_k;
+  }
+}
