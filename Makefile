@@ -62,7 +62,7 @@ soak: build
 # model), Medusa head training and its greedy-equality decodes, the lossless contract's
 # wide-model cases (LosslessContract: Q8_0 only; the other types run the same forward
 # code), the end-to-end drafter checks through the binary (LosslessE2E), and the
-# longest golden variants (the CLI expand-and-widen check, three ProPD and one PTD and
+# longest golden variants (the CLI expand-and-widen check, four ProPD and one PTD and
 # one draft-model golden whose code the other goldens of the same drafter run) and the
 # prune-head training loop (its file and fit checks stay). ctest
 # names of parametrised tests end in "  # GetParam() = ...", hence the "( .*)?".
