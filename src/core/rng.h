@@ -6,18 +6,22 @@
 
 namespace treespec::core {
 
-// splitmix64: advances x by the golden-ratio increment and returns a mixed value.
-inline uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+// splitmix64's increment (the golden ratio) and its output mixer (a bijection of 64-bit
+// values); also the counter-based hash of coupled sampling's noise (src/sampling).
+constexpr uint64_t kSplitmixGamma = 0x9e3779b97f4a7c15ULL;
+inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
 
+// splitmix64: advances x by the golden-ratio increment and returns a mixed value.
+inline uint64_t splitmix64(uint64_t& x) { return mix64(x += kSplitmixGamma); }
+
 // An independent seed for stream i derived from `seed` (the i-th splitmix64 output of a
 // generator started at seed): for per-sample or per-layer generators.
 inline uint64_t derive_seed(uint64_t seed, uint64_t i) {
-  uint64_t x = seed + 0x9e3779b97f4a7c15ULL * i;
+  uint64_t x = seed + kSplitmixGamma * i;
   return splitmix64(x);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "core/assert.h"
 #include "treespec/status.h"
@@ -67,7 +68,7 @@ Distribution warp(const float* logits, int32_t n_vocab, const SamplingParams& pa
   TREESPEC_ASSERT(!params.greedy(), "warp needs temp > 0");
   const float inv_t = 1.0f / params.temp;
   std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
-  for (int32_t i = 0; i < n_vocab; ++i) idx[static_cast<size_t>(i)] = i;
+  std::iota(idx.begin(), idx.end(), 0);
   // Most likely first, ties to the lower id. (Sorting (logit, id) pairs instead was
   // measured: 17% faster for a full 128k sort, twice as slow for top-k 40.)
   auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
@@ -120,22 +121,14 @@ Distribution target_distribution(const float* logits, int32_t n_vocab, const Sam
   return warp(logits, n_vocab, params);
 }
 
-namespace {
-// splitmix64's output function (a bijective 64-bit mixer).
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;  // splitmix64's increment
-}  // namespace
-
 uint64_t noise_key(uint64_t seed, int64_t pos) {
-  return mix64(mix64(seed ^ 0x5851f42d4c957f2dULL) + static_cast<uint64_t>(pos) * kGamma);
+  using core::mix64;
+  return mix64(mix64(seed ^ 0x5851f42d4c957f2dULL) + static_cast<uint64_t>(pos) * core::kSplitmixGamma);
 }
 
 double noise_uniform(uint64_t key, int32_t token) {
-  const uint64_t h = mix64(key + (static_cast<uint64_t>(static_cast<uint32_t>(token)) + 1) * kGamma);
+  const uint64_t h =
+      core::mix64(key + (static_cast<uint64_t>(static_cast<uint32_t>(token)) + 1) * core::kSplitmixGamma);
   // 53 bits, centred in their interval: never 0 or 1.
   return (static_cast<double>(h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }

@@ -202,17 +202,36 @@ sampling::SamplingParams params(float temp, int32_t top_k, float top_p, float mi
   return p;
 }
 
+struct Case {
+  const char* name;
+  drafters::SpecConfig cfg;
+  sampling::SamplingParams sp;
+  double min_mal;  // the drafts were really verified and accepted
+  int32_t batch = 1;
+};
+
+// The exactness checks of one case run with n samples: chi-square of the first token and
+// of pairs, nothing the warped target excludes, drafts accepted and sampled, and pruning
+// really pruning.
+void expect_exact(const char* verifier, const Case& c, const Result& r, int32_t n) {
+  std::printf("%s%s: first chi2 %.1f df %d p %.3g; pairs chi2 %.1f df %d p %.3g; mean accepted length %.3f\n", verifier,
+              c.name, r.first.stat, r.first.df, r.first.p_value, r.pairs.stat, r.pairs.df, r.pairs.p_value,
+              r.mean_accepted_length);
+  EXPECT_EQ(r.first.impossible, 0) << "emitted a token the warped target excludes";
+  EXPECT_EQ(r.pairs.impossible, 0);
+  EXPECT_GT(r.first.p_value, kAlpha);
+  EXPECT_GT(r.pairs.p_value, kAlpha);
+  EXPECT_GT(r.mean_accepted_length, c.min_mal);
+  EXPECT_GT(r.sampled_nodes, 0) << "no draft token was sampled";
+  if (c.cfg.prune.enabled) {
+    EXPECT_GT(r.pruned, n / 10) << "the pruned cases must really prune sampled children";
+  }
+}
+
 }  // namespace
 
 TEST(DraftSampling, EmittedTokensKeepTheTargetDistribution) {
   const Models s = make_setup();
-  struct Case {
-    const char* name;
-    drafters::SpecConfig cfg;
-    sampling::SamplingParams sp;
-    double min_mal;  // the drafts were really verified and accepted
-    int32_t batch = 1;
-  };
   // An unrelated random draft is accepted rarely; a layer of the target often.
   const Case cases[] = {
       {"second model, chain, temp 1", cfg_of(s.dir + "/draft.gguf", "", false), params(1.0f, 0, 1.0f, 0.0f), 1.03},
@@ -232,17 +251,7 @@ TEST(DraftSampling, EmittedTokensKeepTheTargetDistribution) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const Result r = simulate(*s.target, c.cfg, c.sp, kSamples, seed++, false, c.batch);
-    std::printf("%s: first chi2 %.1f df %d p %.3g; pairs chi2 %.1f df %d p %.3g; mean accepted length %.3f\n", c.name,
-                r.first.stat, r.first.df, r.first.p_value, r.pairs.stat, r.pairs.df, r.pairs.p_value, r.mean_accepted_length);
-    EXPECT_EQ(r.first.impossible, 0) << "emitted a token the warped target excludes";
-    EXPECT_EQ(r.pairs.impossible, 0);
-    EXPECT_GT(r.first.p_value, kAlpha);
-    EXPECT_GT(r.pairs.p_value, kAlpha);
-    EXPECT_GT(r.mean_accepted_length, c.min_mal);
-    EXPECT_GT(r.sampled_nodes, 0) << "no draft token was sampled from q";
-    if (c.cfg.prune.enabled) {
-      EXPECT_GT(r.pruned, kSamples / 10) << "the pruned cases must really prune sampled children";
-    }
+    expect_exact("", c, r, kSamples);
   }
 }
 
@@ -263,13 +272,6 @@ TEST(DraftSampling, AWrongDraftDistributionIsDetected) {
 // with independent draws.
 TEST(DraftSampling, CoupledSamplesEqualPlainSamplingAndKeepTheTargetDistribution) {
   const Models s = make_setup();
-  struct Case {
-    const char* name;
-    drafters::SpecConfig cfg;
-    sampling::SamplingParams sp;
-    double min_mal;
-    int32_t batch = 1;
-  };
   constexpr int32_t kN = 20000;
   const Case cases[] = {
       {"layer 0, chain, temp 1", cfg_of("", "0", false), params(1.0f, 0, 1.0f, 0.0f), 1.3},
@@ -284,21 +286,10 @@ TEST(DraftSampling, CoupledSamplesEqualPlainSamplingAndKeepTheTargetDistribution
     std::vector<int32_t> want, got;
     simulate(*s.target, none, c.sp, kN, seed, false, 1, verify::Mode::coupled, &want);
     const Result r = simulate(*s.target, c.cfg, c.sp, kN, seed++, false, c.batch, verify::Mode::coupled, &got);
-    std::printf("coupled %s: first chi2 %.1f df %d p %.3g; pairs chi2 %.1f df %d p %.3g; mean accepted length %.3f\n",
-                c.name, r.first.stat, r.first.df, r.first.p_value, r.pairs.stat, r.pairs.df, r.pairs.p_value,
-                r.mean_accepted_length);
     ASSERT_EQ(got.size(), want.size());
     size_t n_diff = 0;
     for (size_t i = 0; i < got.size(); ++i) n_diff += got[i] != want[i];
     EXPECT_EQ(n_diff, 0u) << "samples that differ from plain coupled sampling with the same seed";
-    EXPECT_EQ(r.first.impossible, 0);
-    EXPECT_EQ(r.pairs.impossible, 0);
-    EXPECT_GT(r.first.p_value, kAlpha);
-    EXPECT_GT(r.pairs.p_value, kAlpha);
-    EXPECT_GT(r.mean_accepted_length, c.min_mal);
-    EXPECT_GT(r.sampled_nodes, 0) << "no draft token was sampled";
-    if (c.cfg.prune.enabled) {
-      EXPECT_GT(r.pruned, kN / 10);
-    }
+    expect_exact("coupled ", c, r, kN);
   }
 }
