@@ -91,6 +91,13 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--budget-nmax", c.budget.n_max, "dynamic budget: largest tree per sequence")->capture_default_str();
   app.add_option("--budget-interval", c.budget.interval, "dynamic budget: steps between re-plans")->capture_default_str();
   app.add_flag("--budget-no-probe{false}", c.budget.probe, "dynamic budget: skip the start-up latency sweep");
+  // --spec auto (docs/auto.md).
+  app.add_option("--auto-arms", c.automatic.arms,
+                 "auto: methods to choose from, a comma list of none, lookup, ptd, medusa, draft (default: none, lookup, ptd, "
+                 "medusa when heads are given or in the model, draft when -md or --draft-layers is given)");
+  app.add_option("--auto-explore", c.automatic.explore, "auto: share of decode time spent trying arms other than the best")
+      ->capture_default_str();
+  app.add_option("--auto-trial", c.automatic.trial_steps, "auto: consecutive steps per trial of an arm")->capture_default_str();
   auto& d = c.draft;
   app.add_option("--model-draft,--draft-model", d.model_path,
                  "draft: draft model GGUF with the target's vocabulary (llama.cpp -md)");
@@ -116,14 +123,16 @@ namespace {
 // The methods a given flag applies to, the one it selects first; empty: any method.
 std::vector<std::string> methods_of(const std::string& name, bool prune) {
   auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
-  if (starts("--lookup-")) return {"lookup"};
+  // --spec auto takes the options of the methods it chooses from (its arms).
+  if (starts("--auto-")) return {"auto"};
+  if (starts("--lookup-")) return {"lookup", "auto"};
   if (starts("--lookahead-")) return {"lookahead"};
-  if (starts("--ptd-")) return {"ptd"};
-  if (starts("--draft-") || name == "--model-draft") return {"draft"};
-  if (name == "--tree" || name == "--tree-nodes") return {"medusa"};
-  if (name == "--medusa-topk" || name == "--tree-file") return {"medusa", "propd"};
+  if (starts("--ptd-")) return {"ptd", "auto"};
+  if (starts("--draft-") || name == "--model-draft") return {"draft", "auto"};
+  if (name == "--tree" || name == "--tree-nodes") return {"medusa", "auto"};
+  if (name == "--medusa-topk" || name == "--tree-file") return {"medusa", "propd", "auto"};
   // --prune reads the prune heads of a heads file with any method.
-  if (name == "--heads") return prune ? std::vector<std::string>{} : std::vector<std::string>{"medusa", "propd"};
+  if (name == "--heads") return prune ? std::vector<std::string>{} : std::vector<std::string>{"medusa", "propd", "auto"};
   if (name == "--propd-heads") return prune ? std::vector<std::string>{} : std::vector<std::string>{"propd"};
   if (starts("--propd-")) return {"propd"};
   return {};
@@ -159,18 +168,22 @@ void resolve_spec_method(const CLI::App& app, drafters::SpecConfig& c) {
       }
       continue;
     }
+    // Without --spec a flag selects its own method, never auto (two methods' flags stay an error).
+    std::vector<std::string> own = ms;
+    own.erase(std::remove(own.begin(), own.end(), std::string("auto")), own.end());
+    if (own.empty()) throw InvalidArgument(fmt::format("{} is an option of --spec auto; name the method with --spec auto", flag));
     if (first.empty()) {
-      allowed = ms;
+      allowed = own;
       first = flag;
       continue;
     }
     std::vector<std::string> both;
     for (const auto& m : allowed) {
-      if (std::find(ms.begin(), ms.end(), m) != ms.end()) both.push_back(m);
+      if (std::find(own.begin(), own.end(), m) != own.end()) both.push_back(m);
     }
     if (both.empty()) {
       throw InvalidArgument(fmt::format("{} selects {} but {} is an option of {}; name the method with --spec", first,
-                                        spec_list(allowed), flag, spec_list(ms)));
+                                        spec_list(allowed), flag, spec_list(own)));
     }
     allowed = std::move(both);
   }

@@ -22,6 +22,14 @@ namespace treespec::drafters {
 
 class PruneHead;  // drafters/propd/prune_head.h
 
+// One arm of a drafter that combines several methods (--spec auto, drafters/auto): a
+// method at a tree size. The budget policy picks one arm per step (Drafter::select_arm).
+struct ArmInfo {
+  std::string name;        // e.g. "none", "lookup", "medusa/4"
+  int32_t max_nodes = 1;   // largest tree it proposes (incl. the root)
+  bool warm_up = false;    // tried at the start unconditionally; the others when exploration time allows
+};
+
 // Early pruning of a drafter's candidate nodes inside the verification forward (ProPD,
 // docs/propd.md): after `layer` layers a child survives only if its token is among its
 // parent's `top_k` next tokens under `head` (the logit lens when head is null); pruned
@@ -80,6 +88,13 @@ class Drafter {
   // (out[0] = 0). false = no model (the controller then learns one from outcomes); an
   // empty `out` only asks which.
   virtual bool expected_accepted(std::span<double> out) const { return false; }
+
+  // Drafters that combine several methods (--spec auto): their arms, and the choice of
+  // the next proposal's arm. `next` is the arm the policy expects to pick for the step
+  // after (a hint: an arm that must observe steps to be ready keeps observing while it is
+  // `arm` or `next`). Every other drafter has no arms and ignores the call.
+  virtual std::span<const ArmInfo> arms() const { return {}; }
+  virtual void select_arm(int32_t arm, int32_t next) {}
 
   // Early pruning of this drafter's trees (set by the factory from --prune / --spec propd).
   const PruneSpec& prune() const { return prune_; }

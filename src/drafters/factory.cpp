@@ -10,7 +10,7 @@
 
 namespace treespec::drafters {
 
-std::vector<std::string> spec_methods() { return {"none", "lookup", "lookahead", "medusa", "ptd", "propd", "draft"}; }
+std::vector<std::string> spec_methods() { return {"none", "auto", "lookup", "lookahead", "medusa", "ptd", "propd", "draft"}; }
 
 namespace {
 // The model's end-of-generation ids: the caller's, else the GGUF's eos/eot/eom ids.
@@ -25,13 +25,14 @@ std::vector<int32_t> eog_ids_of(const DrafterEnv& env) {
   return ids;
 }
 
-std::unique_ptr<Drafter> make_base_drafter(const SpecConfig& cfg, const DrafterEnv& env) {
+// `as`: the method the user named (auto builds its arms with this too).
+std::unique_ptr<Drafter> make_base_drafter(const SpecConfig& cfg, const DrafterEnv& env, const char* as = nullptr) {
   if (cfg.method == "none") return std::make_unique<NoneDrafter>();
   if (cfg.method == "lookup") return std::make_unique<LookupDrafter>(cfg.lookup);
   if (cfg.method == "lookahead") return std::make_unique<LookaheadDrafter>(cfg.lookahead, env.seed);
   if (cfg.method == "medusa") {
-    if (env.model == nullptr) throw InvalidArgument("--spec medusa needs the model (its heads are checked against it)");
-    return make_medusa_drafter(cfg.medusa, *env.model, env.pool);
+    if (env.model == nullptr) throw InvalidArgument(fmt::format("--spec {} needs the model (its heads are checked against it)", as ? as : "medusa"));
+    return make_medusa_drafter(cfg.medusa, *env.model, env.pool, as ? as : "medusa");
   }
   if (cfg.method == "propd") {
     if (env.model == nullptr) throw InvalidArgument("--spec propd needs the model (its heads are checked against it)");
@@ -44,9 +45,59 @@ std::unique_ptr<Drafter> make_base_drafter(const SpecConfig& cfg, const DrafterE
     if (env.model == nullptr) throw InvalidArgument("--spec draft needs the target model (the draft is checked against it)");
     return make_draft_model_drafter(cfg.draft, *env.model, env.seed, env.pool);
   }
+  if (cfg.method == "auto") return make_auto_drafter(cfg, env);
   throw InvalidArgument(fmt::format("unknown speculative method '{}' (known: {})", cfg.method, fmt::join(spec_methods(), ", ")));
 }
 }  // namespace
+
+std::vector<std::string> auto_methods(const SpecConfig& cfg, const model::Model* m) {
+  if (!cfg.automatic.arms.empty()) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    const std::string& s = cfg.automatic.arms;
+    while (at <= s.size()) {
+      const size_t comma = std::min(s.find(',', at), s.size());
+      const std::string name = s.substr(at, comma - at);
+      if (name != "none" && name != "lookup" && name != "ptd" && name != "medusa" && name != "draft") {
+        throw InvalidArgument(fmt::format("--auto-arms: unknown method '{}' in '{}' (known: none, lookup, ptd, medusa, draft)", name, s));
+      }
+      if (std::find(out.begin(), out.end(), name) != out.end()) throw InvalidArgument(fmt::format("--auto-arms: '{}' given twice in '{}'", name, s));
+      out.push_back(name);
+      at = comma + 1;
+    }
+    if (std::find(out.begin(), out.end(), "none") == out.end()) out.insert(out.begin(), "none");  // the fallback that never loses
+    return out;
+  }
+  std::vector<std::string> out = {"none", "lookup", "ptd"};
+  const bool heads = !cfg.medusa.heads_path.empty() || (m != nullptr && MedusaHeads::present_in(m->gguf()));
+  if (heads) out.emplace_back("medusa");
+  if (!cfg.draft.model_path.empty() || !cfg.draft.layers.empty()) out.emplace_back("draft");
+  return out;
+}
+
+std::unique_ptr<Drafter> make_auto_drafter(const SpecConfig& cfg, const DrafterEnv& env) {
+  cfg.automatic.validate();
+  auto a = std::make_unique<AutoDrafter>();
+  for (const std::string& name : auto_methods(cfg, env.model)) {
+    SpecConfig sub = cfg;
+    sub.method = name;
+    std::unique_ptr<Drafter> d = make_base_drafter(sub, env, "auto");
+    const int32_t own = d->max_nodes();
+    if (name == "medusa") {
+      // Best-first tree prefixes of 2, 4, 8, ... nodes up to the tree's own size; 4 is
+      // tried first (rows are almost free there on a memory-bound model).
+      std::vector<ArmInfo> arms;
+      for (int32_t n = 2; n < own; n *= 2) arms.push_back({fmt::format("medusa/{}", n), n, n == 4});
+      arms.push_back({fmt::format("medusa/{}", own), own, own <= 4});
+      a->add(std::move(d), true, std::move(arms));
+    } else {
+      // PTD's pool pays only after many steps and feeds tens of rows: explored when the
+      // exploration share allows, never at the start.
+      a->add(std::move(d), false, {ArmInfo{name, std::max(1, own), name != "ptd"}});
+    }
+  }
+  return a;
+}
 
 std::unique_ptr<Drafter> make_drafter(const SpecConfig& cfg, const DrafterEnv& env) {
   auto d = make_base_drafter(cfg, env);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "drafters/auto/auto_drafter.h"
 #include "drafters/draft_model/draft_model_drafter.h"
 #include "drafters/drafter.h"
 #include "drafters/lookahead/lookahead_drafter.h"
@@ -40,6 +41,7 @@ struct SpecConfig {
   PropdParams propd;
   PruneParams prune;      // --prune (any method) and propd's pruning
   BudgetParams budget;
+  AutoParams automatic;   // --spec auto: the arms and the exploration share
 };
 
 // What a drafter may need from its surroundings.
@@ -52,6 +54,11 @@ struct DrafterEnv {
 
 // Known method names, for help texts and validation.
 std::vector<std::string> spec_methods();
+
+// --spec auto: the methods its arms come from (cfg.automatic.arms, else none, lookup and
+// ptd, medusa when heads are given or in the model, draft when -md or --draft-layers is).
+std::vector<std::string> auto_methods(const SpecConfig& cfg, const model::Model* m);
+std::unique_ptr<Drafter> make_auto_drafter(const SpecConfig& cfg, const DrafterEnv& env);
 
 // InvalidArgument naming the method (with the list of known ones) or a bad parameter.
 std::unique_ptr<Drafter> make_drafter(const SpecConfig& cfg, const DrafterEnv& env);

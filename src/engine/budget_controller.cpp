@@ -1,5 +1,7 @@
 #include "engine/budget_controller.h"
 
+#include "engine/auto_policy.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -531,6 +533,18 @@ std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg
   cp.interval = cfg.budget.interval;
   cp.probe = cfg.budget.probe;
   bool controller = v == "dynamic" || v == "auto";
+  if (cfg.method == "auto") {
+    if (!v.empty()) {
+      throw InvalidArgument(fmt::format("--budget {} does not apply to --spec auto: it chooses the method and the tree size itself "
+                                        "(tune it with --auto-arms, --auto-explore)", v));
+    }
+    cfg.automatic.validate();
+    AutoPolicyParams ap;
+    ap.explore = cfg.automatic.explore;
+    ap.trial_steps = cfg.automatic.trial_steps;
+    ap.step_budget = step_budget;
+    return std::make_unique<AutoPolicy>(ap);
+  }
   if (v.empty()) {
     if (cfg.method != "propd" || cfg.propd.static_tree) return nullptr;
     controller = true;

@@ -195,9 +195,10 @@ class FixedBudgetPolicy final : public BudgetPolicy {
 // The one place run, bench and serve get their tree-budget policy from a SpecConfig:
 // null when every drafter uses its own size (the default), a FixedBudgetPolicy for
 // `--budget N`, a calibrated BudgetController for `--budget dynamic` (alias `auto`) and
-// for `--spec propd` unless `--propd-static-tree`. `step_budget` (> 0) caps the nodes
-// of a whole step for the controller (a server's shared step budget; the other policies
-// ignore it). InvalidArgument on a bad value.
+// for `--spec propd` unless `--propd-static-tree`, the AutoPolicy for `--spec auto`
+// (which takes no --budget). `step_budget` (> 0) caps the nodes of a whole step for the
+// controller and the auto policy (a server's shared step budget; the fixed budget
+// ignores it). InvalidArgument on a bad value.
 std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg, Engine& eng, int32_t step_budget = 0);
 
 }  // namespace treespec::engine

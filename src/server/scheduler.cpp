@@ -61,10 +61,14 @@ void finish_without_engine(RequestState& r, const std::string& reason, const std
 
 Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok, const SchedulerConfig& cfg,
                      Metrics& metrics)
-    : model_(model), tok_(tok), cfg_(cfg), metrics_(metrics), engine_(model, cfg.engine), budget_(cfg.step_budget) {
+    : model_(model), tok_(tok), cfg_(cfg), metrics_(metrics), engine_(model, cfg.engine) {
   if (cfg.max_queue < 0) throw InvalidArgument(fmt::format("--max-queue must be >= 0, got {}", cfg.max_queue));
   engine_.set_eog_ids(tok.eog_ids());
-  engine_.set_budget_policy(&budget_);
+  // The policy run and bench use (--budget N / dynamic, propd's controller, --spec auto's
+  // choice), else each drafter's own size under the shared per-step budget.
+  budget_ = engine::make_budget_policy(cfg_.spec, engine_, cfg.step_budget);
+  if (!budget_) budget_ = std::make_unique<engine::StepBudgetPolicy>(cfg.step_budget);
+  engine_.set_budget_policy(budget_.get());
   // Build one drafter now so a bad --spec or drafter parameter fails at startup.
   (void)drafters::make_drafter(cfg_.spec, drafters::DrafterEnv{&model_, tok_.eog_ids(), 0});
   metrics_.set_engine_state(engine_.totals(), 0, 0, cfg_.engine.n_slots);

@@ -2,7 +2,9 @@
 // n_ctx cells each). Between decode steps it admits queued requests into free slots
 // (prefill) and releases finished, stopped or cancelled ones; every step all active
 // sequences go through ONE batched forward (Engine::step), each with its own drafter and
-// tree. A StepBudgetPolicy splits one tree-node budget per step across the active slots.
+// tree. The tree budgets come from engine::make_budget_policy (the factory run and bench
+// use: --budget, propd's controller, --spec auto), capped by one tree-node budget per
+// step shared by the active slots; without one, a StepBudgetPolicy splits that budget.
 //
 // HTTP threads talk to it through RequestState (mutex + condition variable): the
 // scheduler appends released text and marks completion; the HTTP side reads text and may
@@ -21,6 +23,7 @@
 
 #include "drafters/factory.h"
 #include "engine/budget.h"
+#include "engine/budget_controller.h"
 #include "engine/engine.h"
 #include "engine/stats.h"
 #include "model/model.h"
@@ -102,7 +105,7 @@ class Scheduler {
   SchedulerConfig cfg_;
   Metrics& metrics_;
   engine::Engine engine_;
-  engine::StepBudgetPolicy budget_;
+  std::unique_ptr<engine::BudgetPolicy> budget_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;       // wakes the scheduler (work or stop)

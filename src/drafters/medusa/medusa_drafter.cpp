@@ -265,9 +265,9 @@ tree::TreeShape resolve_medusa_tree(const MedusaParams& p, const MedusaHeads& he
   return shape;
 }
 
-std::unique_ptr<Drafter> make_medusa_drafter(const MedusaParams& p, const model::Model& m, core::ThreadPool* pool) {
+std::unique_ptr<Drafter> make_medusa_drafter(const MedusaParams& p, const model::Model& m, core::ThreadPool* pool, const char* method) {
   p.validate();
-  auto heads = load_medusa_heads(p, m);
+  auto heads = load_medusa_heads(p, m, method);
   tree::TreeShape shape = resolve_medusa_tree(p, *heads);
   tree::AcceptanceTable initial = heads->info().has_calibration() ? calibration_table(*heads, p.top_k) : tree::AcceptanceTable(heads->n_heads(), p.top_k);
   return std::make_unique<MedusaDrafter>(std::move(heads), std::move(shape), p, pool, std::move(initial));

@@ -127,7 +127,8 @@ tree::AcceptanceTable calibration_table(const MedusaHeads& heads, int32_t top_k)
 // (logged), checks ranks against p.top_k and applies p.tree_nodes.
 tree::TreeShape resolve_medusa_tree(const MedusaParams& p, const MedusaHeads& heads);
 
-// Everything above: the drafter `--spec medusa` builds.
-std::unique_ptr<Drafter> make_medusa_drafter(const MedusaParams& p, const model::Model& m, core::ThreadPool* pool);
+// Everything above: the drafter `--spec medusa` builds (`method`: the --spec errors name).
+std::unique_ptr<Drafter> make_medusa_drafter(const MedusaParams& p, const model::Model& m, core::ThreadPool* pool,
+                                             const char* method = "medusa");
 
 }  // namespace treespec::drafters

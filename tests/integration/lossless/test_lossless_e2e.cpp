@@ -91,14 +91,15 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-// The six drafters as `run` / `serve` flags.
+// The six drafters and --spec auto (choosing among five of them) as `run` / `serve` flags.
 std::vector<std::pair<std::string, std::string>> methods(const std::string& heads) {
   return {{"lookup", "--spec lookup"},
           {"lookahead", "--spec lookahead"},
           {"ptd", "--spec ptd"},
           {"medusa", "--spec medusa --heads " + heads},
           {"propd", "--spec propd --heads " + heads},
-          {"draft", "--spec draft --draft-layers 0+1"}};
+          {"draft", "--spec draft --draft-layers 0+1"},
+          {"auto", "--spec auto --heads " + heads + " --draft-layers 0+1"}};
 }
 
 void check_bench(const Case& c, const std::string& dir) {
@@ -108,7 +109,8 @@ void check_bench(const Case& c, const std::string& dir) {
   const std::string cmd = bin() + " bench -m " + c.model + " --prompts " + prompts + " -n " + std::to_string(c.n_predict) +
                           " --batch 1,3 -r 1 --no-membw --no-progress --no-warmup -t 2 " + c.sampling +
                           " --spec none,lookup,lookahead,ptd,draft:layers=0+1 --method medusa:--heads=" + c.heads +
-                          " --method propd:heads=" + c.heads + " --json " + report;
+                          " --method propd:heads=" + c.heads + " --method auto:--heads=" + c.heads + ",--draft-layers=0+1" +
+                          " --json " + report;
   const int rc = run_command(cmd + " 2>&1", &out);
   EXPECT_EQ(rc, 0) << cmd << "\n" << out;
   std::ifstream f(report);
@@ -121,7 +123,7 @@ void check_bench(const Case& c, const std::string& dir) {
     ++n_cells;
     EXPECT_TRUE(cell.at("greedy_match").get<bool>()) << cell.dump().substr(0, 400);
   }
-  EXPECT_EQ(n_cells, 14) << "7 methods x batch 1 and 3";
+  EXPECT_EQ(n_cells, 16) << "8 methods x batch 1 and 3";
 }
 
 json run_json(const Case& c, const std::string& prompt, const std::string& flags) {

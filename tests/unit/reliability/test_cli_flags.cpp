@@ -132,7 +132,8 @@ TEST(CliFlags, MethodFlagsSelectTheirMethod) {
 TEST(CliFlags, MethodFlagsOfAnotherMethodAreAnError) {
   const Result r = treespec_cmd(run_args() + "--spec lookup -md '" + tiny_model() + "'");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("-md/--model-draft is an option of --spec draft; it does nothing with --spec lookup"), std::string::npos)
+  EXPECT_NE(r.err.find("-md/--model-draft is an option of --spec draft or --spec auto; it does nothing with --spec lookup"),
+            std::string::npos)
       << r.err;
   const Result none = treespec_cmd(run_args() + "--spec none --draft-max 3");
   EXPECT_EQ(none.status, 1);
@@ -140,6 +141,15 @@ TEST(CliFlags, MethodFlagsOfAnotherMethodAreAnError) {
   const Result two = treespec_cmd(run_args() + "-md '" + tiny_model() + "' --ptd-depth 3");
   EXPECT_EQ(two.status, 1);
   EXPECT_NE(two.err.find("name the method with --spec"), std::string::npos) << two.err;
+  // --spec auto takes the options of the methods it chooses from; its own need it named.
+  const Result a = treespec_cmd(run_args() + "--auto-explore 0.1");
+  EXPECT_EQ(a.status, 1);
+  EXPECT_NE(a.err.find("--auto-explore is an option of --spec auto; name the method with --spec auto"), std::string::npos) << a.err;
+  const Result ab = treespec_cmd(run_args() + "--spec auto --budget 8");
+  EXPECT_EQ(ab.status, 1);
+  EXPECT_NE(ab.err.find("--budget 8 does not apply to --spec auto"), std::string::npos) << ab.err;
+  const Result ok = treespec_cmd(run_args() + "--spec auto --ptd-depth 3 --lookup-draft 4 --auto-arms lookup,ptd");
+  EXPECT_EQ(ok.status, 0) << ok.err;
   // bench's method specs are checked the same way.
   const Result b = treespec_cmd("bench -m '" + tiny_model() + "' --prompts '" + prompts_file() +
                                 "' --method lookup:--draft-max=3 -n 2 -r 1 -t 1 --no-membw --no-warmup --no-progress");
