@@ -95,9 +95,13 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--auto-arms", c.automatic.arms,
                  "auto: methods to choose from, a comma list of none, lookup, ptd, medusa, draft (default: none, lookup, ptd, "
                  "medusa when heads are given or in the model, draft when -md or --draft-layers is given)");
-  app.add_option("--auto-explore", c.automatic.explore, "auto: share of decode time spent trying arms other than the best")
+  app.add_option("--auto-explore", c.automatic.explore,
+                 "auto: share of decode time spent on trials of the arms that cannot be graded without running (ptd, draft)")
       ->capture_default_str();
   app.add_option("--auto-trial", c.automatic.trial_steps, "auto: consecutive steps per trial of an arm")->capture_default_str();
+  app.add_option("--auto-shadow-every", c.automatic.shadow_every,
+                 "auto: Medusa's heads run at least every N-th step, so its arms are graded while another drafts")
+      ->capture_default_str();
   auto& d = c.draft;
   app.add_option("--model-draft,--draft-model", d.model_path,
                  "draft: draft model GGUF with the target's vocabulary (llama.cpp -md)");

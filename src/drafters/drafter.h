@@ -27,7 +27,20 @@ class PruneHead;  // drafters/propd/prune_head.h
 struct ArmInfo {
   std::string name;        // e.g. "none", "lookup", "medusa/4"
   int32_t max_nodes = 1;   // largest tree it proposes (incl. the root)
-  bool warm_up = false;    // tried at the start unconditionally; the others when exploration time allows
+  bool warm_up = false;    // tried once at the start (arms that are not shadowed)
+  bool shadowed = false;   // graded on steps it does not draft (ArmSample), so never needs a trial
+};
+
+// One graded outcome of an arm for one sequence at one step: the tokens the step emitted
+// with its tree (`ran`) or would have emitted (1 + the longest path of its tree that the
+// text produced afterwards matches: exact for greedy and coupled sampling, where the text
+// does not depend on the drafter), and its rows.
+struct ArmSample {
+  int32_t arm = 0;
+  int32_t tokens = 1;
+  int32_t rows = 1;
+  bool ran = false;
+  int64_t position = 0;  // context index of the tree's root
 };
 
 // Early pruning of a drafter's candidate nodes inside the verification forward (ProPD,
@@ -95,6 +108,8 @@ class Drafter {
   // `arm` or `next`). Every other drafter has no arms and ignores the call.
   virtual std::span<const ArmInfo> arms() const { return {}; }
   virtual void select_arm(int32_t arm, int32_t next) {}
+  // Appends the arm samples graded since the last call and forgets them.
+  virtual void take_arm_samples(std::vector<ArmSample>& out) {}
 
   // Early pruning of this drafter's trees (set by the factory from --prune / --spec propd).
   const PruneSpec& prune() const { return prune_; }

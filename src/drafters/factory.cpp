@@ -77,29 +77,34 @@ std::vector<std::string> auto_methods(const SpecConfig& cfg, const model::Model*
 
 std::unique_ptr<Drafter> make_auto_drafter(const SpecConfig& cfg, const DrafterEnv& env) {
   cfg.automatic.validate();
-  auto a = std::make_unique<AutoDrafter>();
+  auto a = std::make_unique<AutoDrafter>(cfg.automatic.shadow_every);
   for (const std::string& name : auto_methods(cfg, env.model)) {
     SpecConfig sub = cfg;
     sub.method = name;
     std::unique_ptr<Drafter> d = make_base_drafter(sub, env, "auto");
-    const int32_t own = d->max_nodes();
+    const int32_t own = std::max(1, d->max_nodes());
     if (name == "medusa") {
-      // Best-first tree prefixes of 2, 4, 8, ... nodes up to the tree's own size; 4 is
-      // tried first (rows are almost free there on a memory-bound model).
+      // Best-first tree prefixes of 2, 4, 8, ... nodes up to the tree's own size, all
+      // graded from one shadow tree.
       std::vector<ArmInfo> arms;
-      for (int32_t n = 2; n < own; n *= 2) arms.push_back({fmt::format("medusa/{}", n), n, n == 4});
-      arms.push_back({fmt::format("medusa/{}", own), own, own <= 4});
-      a->add(std::move(d), true, std::move(arms));
+      for (int32_t n = 2; n < own; n *= 2) arms.push_back({fmt::format("medusa/{}", n), n});
+      arms.push_back({fmt::format("medusa/{}", own), own});
+      a->add(std::move(d), /*follows=*/true, /*shadow=*/true, std::move(arms));
+    } else if (name == "none" || name == "lookup") {
+      a->add(std::move(d), false, /*shadow=*/true, {ArmInfo{name, own}});
     } else {
-      // PTD's pool pays only after many steps and feeds tens of rows: explored when the
-      // exploration share allows, never at the start.
-      a->add(std::move(d), false, {ArmInfo{name, std::max(1, own), name != "ptd"}});
+      // Graded only by trials. The draft model is tried once at the start; PTD's pool pays
+      // only after many steps and it feeds tens of rows: tried when its credit allows.
+      a->add(std::move(d), false, false, {ArmInfo{name, own, /*warm_up=*/name == "draft"}});
     }
   }
   return a;
 }
 
 std::unique_ptr<Drafter> make_drafter(const SpecConfig& cfg, const DrafterEnv& env) {
+  if (cfg.prune.enabled && cfg.method == "auto") {
+    throw InvalidArgument("--prune does not apply to --spec auto (it chooses among unpruned arms); prune with a named method");
+  }
   auto d = make_base_drafter(cfg, env);
   // --prune: early pruning by the logit lens (or a heads file's prune heads) for any method.
   if (cfg.prune.enabled && cfg.method != "propd") {

@@ -6,26 +6,41 @@
 #include <nlohmann/json.hpp>
 
 #include "core/assert.h"
+#include "core/log.h"
+#include "core/timer.h"
 #include "engine/budget.h"
 
 namespace treespec::engine {
 
 namespace {
-// Prior cost of an arm never measured: a row costs this share of the best arm's step
-// (16 rows = 1.8x; the measured 1 B Q8_0 expansion is 1.6-1.9x, docs/kernels.md), and it
-// emits the best arm's tokens.
-constexpr double kPriorRowShare = 0.05;
-// An arm's credit never exceeds this many of the best arm's steps.
-constexpr double kCreditCapSteps = 64.0;
-// The smallest expected loss of a step of another arm, as a share of the best arm's step.
+// An arm's credit never exceeds this many of its trials' expected loss.
+constexpr double kCreditCapTrials = 1.5;
+// The smallest expected loss of a trial step, as a share of the best arm's step: arms
+// that tie with the best are re-tried now and then, not all the time.
 constexpr double kMinLossShare = 0.02;
+// The arm in use is kept unless another is predicted this much faster (no flapping
+// between arms whose estimates differ by noise).
+constexpr double kSwitchMargin = 0.01;
 }  // namespace
 
-AutoPolicy::AutoPolicy(AutoPolicyParams p) : p_(p) {
+AutoPolicy::AutoPolicy(AutoPolicyParams p) : p_(p), lat_(p.latency) {
   TREESPEC_ASSERT(p_.trial_steps >= 1 && p_.explore >= 0.0 && p_.ema_alpha > 0.0 && p_.ema_alpha <= 1.0, "auto policy: bad parameters");
 }
 
-const std::vector<AutoPolicy::ArmStat>& AutoPolicy::table(int32_t b) {
+void AutoPolicy::calibrate(Engine& eng) {
+  const double t0 = core::now_s();
+  n_probe_ += probe_latency(eng, lat_, p_.probe_max_nodes, 64, 6.0, 2);
+  refit();
+  probe_s_ += core::now_s() - t0;
+  TS_LOG_INFO("spec auto: start-up latency sweep of {} points in {:.3f} s", n_probe_, probe_s_);
+}
+
+void AutoPolicy::refit() {
+  global_ = lat_.fit_global();
+  fwd_cache_.clear();
+}
+
+std::vector<AutoPolicy::ArmStat>& AutoPolicy::table_mut(int32_t b) {
   auto it = by_batch_.find(b);
   if (it != by_batch_.end()) return it->second;
   std::vector<ArmStat> t(arms_.size());
@@ -43,34 +58,57 @@ const std::vector<AutoPolicy::ArmStat>& AutoPolicy::table(int32_t b) {
     for (size_t a = 0; a < t.size(); ++a) {
       t[a] = (*near)[a];
       t[a].n = std::min<int64_t>(t[a].n, 2);
-      t[a].last = t[a].picked = -1;
+      t[a].runs = std::min<int64_t>(t[a].runs, 2);
+      t[a].picked = -1;
     }
   }
   return by_batch_.emplace(b, std::move(t)).first->second;
 }
 
-int32_t AutoPolicy::best(int32_t b) {
-  const auto& t = table(b);
+const std::vector<AutoPolicy::ArmStat>& AutoPolicy::table(int32_t b) { return table_mut(b); }
+
+bool AutoPolicy::measured(const ArmStat& s, size_t arm) const { return arms_[arm].shadowed ? s.n > 0 : s.runs > 0; }
+
+double AutoPolicy::predicted_time(int32_t b, int32_t arm) const {
+  const auto& t = by_batch_.at(b);
+  const ArmStat& s = t[static_cast<size_t>(arm)];
+  const double rows = s.n > 0 ? s.rows : static_cast<double>(arms_[static_cast<size_t>(arm)].max_nodes);
+  const double ovh = s.runs > 0 ? s.ovh : (t[0].runs > 0 ? t[0].ovh : 0.0);
+  // The local fit weighs every sample: memoised per (batch, rows to 1/8) until the next refit.
+  const double r = b * std::max(1.0, rows);
+  const auto key = std::make_pair(b, static_cast<int64_t>(std::lround(8.0 * r)));
+  auto it = fwd_cache_.find(key);
+  if (it == fwd_cache_.end()) it = fwd_cache_.emplace(key, lat_.predict(b, static_cast<double>(key.second) / 8.0, mean_ctx_, global_)).first;
+  return it->second + ovh;
+}
+
+double AutoPolicy::rate(int32_t b, int32_t arm) const {
+  const auto& t = by_batch_.at(b);
+  return b * t[static_cast<size_t>(arm)].tok / predicted_time(b, arm);
+}
+
+int32_t AutoPolicy::best(int32_t b) const {
+  const auto& t = by_batch_.at(b);
   int32_t best = -1;
+  double best_rate = 0.0;
   for (size_t a = 0; a < t.size(); ++a) {
-    if (t[a].n > 0 && (best < 0 || t[a].rate() > t[static_cast<size_t>(best)].rate())) best = static_cast<int32_t>(a);
+    if (!measured(t[a], a)) continue;
+    const double r = rate(b, static_cast<int32_t>(a));
+    if (best < 0 || r > best_rate) {
+      best = static_cast<int32_t>(a);
+      best_rate = r;
+    }
   }
   return best;
 }
 
-double AutoPolicy::expected_loss(const std::vector<ArmStat>& t, int32_t arm, int32_t best) const {
-  const ArmStat& bs = t[static_cast<size_t>(best)];
+double AutoPolicy::expected_loss(int32_t b, int32_t arm, int32_t best) const {
+  const auto& t = by_batch_.at(b);
   const ArmStat& s = t[static_cast<size_t>(arm)];
-  double per_step = 0.0;
-  if (s.n > 0) {
-    per_step = s.sec - s.tok / bs.rate();
-  } else {
-    const double rows = std::max(0, arms_[static_cast<size_t>(arm)].max_nodes - 1);
-    per_step = bs.sec * kPriorRowShare * rows;
-  }
-  // At least a small share of a step: arms that tie with the best are re-tried now and
-  // then, not all the time.
-  return std::max(kMinLossShare * bs.sec, per_step) * p_.trial_steps;
+  const double t_best = predicted_time(b, best);
+  const double tok = s.n > 0 ? s.tok : t[static_cast<size_t>(best)].tok;  // never measured: as good as the best
+  const double per_step = predicted_time(b, arm) - b * tok / rate(b, best);
+  return std::max(kMinLossShare * t_best, per_step) * p_.trial_steps;
 }
 
 int32_t AutoPolicy::decide(int32_t b) {
@@ -82,7 +120,7 @@ int32_t AutoPolicy::decide(int32_t b) {
     next_reserved_ = run_reserved_;
     return run_arm_;
   }
-  auto& t = by_batch_[b];
+  auto& t = table_mut(b);
   auto start_trial = [&](int32_t arm, double reserve) {
     t[static_cast<size_t>(arm)].picked = step_;
     credit_[static_cast<size_t>(arm)] -= reserve;
@@ -97,20 +135,20 @@ int32_t AutoPolicy::decide(int32_t b) {
   const int32_t bst = best(b);
   // Warm-up: every warm_up arm once, in order (its loss is charged once measured).
   for (size_t a = 0; a < t.size(); ++a) {
-    if (arms_[a].warm_up && t[a].n == 0 && t[a].picked < 0) {
-      return start_trial(static_cast<int32_t>(a), bst >= 0 ? expected_loss(t, static_cast<int32_t>(a), bst) : 0.0);
+    if (arms_[a].warm_up && !arms_[a].shadowed && t[a].runs == 0 && t[a].picked < 0) {
+      return start_trial(static_cast<int32_t>(a), bst >= 0 ? expected_loss(b, static_cast<int32_t>(a), bst) : 0.0);
     }
   }
   if (bst < 0) return 0;
-  // Exploration: each other arm saves its share of the credit; the least recently tried
-  // arm whose savings cover a trial's expected loss is tried.
+  // Trials of the arms that are not shadowed: the least recently tried one whose savings
+  // cover a trial's expected loss.
   int32_t pick = -1;
   double pick_loss = 0.0;
   if (p_.explore > 0.0) {
     for (size_t a = 0; a < t.size(); ++a) {
       const auto ai = static_cast<int32_t>(a);
-      if (ai == bst) continue;
-      const double loss = expected_loss(t, ai, bst);
+      if (ai == bst || arms_[a].shadowed) continue;
+      const double loss = expected_loss(b, ai, bst);
       if (loss > credit_[a]) continue;
       if (pick < 0 || t[a].picked < t[static_cast<size_t>(pick)].picked) {
         pick = ai;
@@ -119,8 +157,14 @@ int32_t AutoPolicy::decide(int32_t b) {
     }
   }
   if (pick >= 0) return start_trial(pick, pick_loss);
-  t[static_cast<size_t>(bst)].picked = step_;
-  return bst;
+  int32_t use = bst;
+  if (kept_ >= 0 && kept_ != bst && measured(t[static_cast<size_t>(kept_)], static_cast<size_t>(kept_)) &&
+      rate(b, kept_) >= (1.0 - kSwitchMargin) * rate(b, bst)) {
+    use = kept_;
+  }
+  kept_ = use;
+  t[static_cast<size_t>(use)].picked = step_;
+  return use;
 }
 
 void AutoPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budgets) {
@@ -136,10 +180,12 @@ void AutoPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budget
     mine.push_back(i);
   }
   cur_arm_ = -1;
+  cur_seqs_.clear();
   if (!mine.empty()) {
     const auto b = static_cast<int32_t>(seqs.size());
-    (void)table(b);
+    (void)table_mut(b);
     if (next_arm_ < 0 || next_b_ != b) {
+      kept_ = -1;
       next_arm_ = decide(b);
       next_b_ = b;
     }
@@ -151,6 +197,7 @@ void AutoPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budget
     for (size_t i : mine) {
       seqs[i]->drafter().select_arm(cur_arm_, next_arm_);
       budgets[i] = std::min(budgets[i], std::max(1, arms_[static_cast<size_t>(cur_arm_)].max_nodes));
+      cur_seqs_.push_back(seqs[i]);
     }
   }
   if (p_.step_budget > 0) StepBudgetPolicy::split(p_.step_budget, budgets);
@@ -158,39 +205,62 @@ void AutoPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budget
 
 void AutoPolicy::observe(const StepReport& r) {
   if (cur_arm_ < 0) return;
+  const int32_t b = cur_b_;
+  lat_.add(b, r.rows_eff > 0.0 ? r.rows_eff : r.n_rows, r.mean_ctx, r.t_forward);
+  lat_.tick();
+  refit();
+  mean_ctx_ = r.mean_ctx;
+  auto& t = table_mut(b);
+  // What the sequences' drafters graded: their own step and the shadowed arms.
+  samples_.clear();
+  for (Sequence* s : cur_seqs_) s->drafter().take_arm_samples(samples_);
+  for (const auto& smp : samples_) {
+    if (smp.arm < 0 || static_cast<size_t>(smp.arm) >= t.size()) continue;
+    ArmStat& s = t[static_cast<size_t>(smp.arm)];
+    s.n += 1;
+    const double a = std::max(p_.ema_alpha, 1.0 / static_cast<double>(s.n));
+    s.tok += a * (smp.tokens - s.tok);
+    s.rows += a * (smp.rows - s.rows);
+    ++n_samples_;
+  }
   double tokens = 0.0;
   for (const auto& s : r.seqs) tokens += 1.0 + s.n_accepted;
-  auto& t = by_batch_[cur_b_];
-  const int32_t bst = best(cur_b_);
-  const auto n_arms = static_cast<double>(arms_.size());
+  const int32_t bst = best(b);
   auto& mine = credit_[static_cast<size_t>(cur_arm_)];
   if (cur_explore_) {
     ++n_explore_;
     if (bst >= 0 && bst != cur_arm_) {
-      const double loss = r.t_step - tokens / t[static_cast<size_t>(bst)].rate();
+      const double loss = r.t_step - tokens / rate(b, bst);
       mine -= loss - cur_reserved_;  // the reservation made at the trial's start becomes the measured loss
     } else {
       mine += cur_reserved_;
     }
-  } else if (n_arms > 1.0) {
-    for (size_t a = 0; a < credit_.size(); ++a) {
-      if (static_cast<int32_t>(a) != cur_arm_) credit_[a] += p_.explore * r.t_step / (n_arms - 1.0);
+  } else {
+    int32_t n_trial_arms = 0;
+    for (size_t a = 0; a < arms_.size(); ++a) n_trial_arms += !arms_[a].shadowed && static_cast<int32_t>(a) != cur_arm_;
+    for (size_t a = 0; a < arms_.size() && n_trial_arms > 0; ++a) {
+      if (!arms_[a].shadowed && static_cast<int32_t>(a) != cur_arm_) credit_[a] += p_.explore * r.t_step / n_trial_arms;
     }
   }
-  ArmStat& s = t[static_cast<size_t>(cur_arm_)];
-  s.n += 1;
-  const double a = std::max(p_.ema_alpha, 1.0 / static_cast<double>(s.n));
-  s.tok += a * (tokens - s.tok);
-  s.sec += a * (r.t_step - s.sec);
-  s.rows += a * (r.n_rows - s.rows);
-  s.last = step_;
+  ArmStat& c = t[static_cast<size_t>(cur_arm_)];
+  c.runs += 1;
+  const double a = std::max(p_.ema_alpha, 1.0 / static_cast<double>(c.runs));
+  c.sec += a * (r.t_step - c.sec);
+  c.ovh += a * (std::max(0.0, r.t_step - r.t_forward) - c.ovh);
   ++step_;
   ++n_steps_;
-  const int32_t b2 = best(cur_b_);
+  // Savings never exceed what the arm's next trial is expected to cost (so a trial cannot
+  // be followed by a burst of others when its estimate improves).
+  const int32_t b2 = best(b);
   if (b2 >= 0) {
-    for (double& c : credit_) c = std::min(c, kCreditCapSteps * t[static_cast<size_t>(b2)].sec);
+    for (size_t a = 0; a < credit_.size(); ++a) {
+      if (!arms_[a].shadowed && static_cast<int32_t>(a) != b2) {
+        credit_[a] = std::min(credit_[a], kCreditCapTrials * expected_loss(b, static_cast<int32_t>(a), b2));
+      }
+    }
   }
   cur_arm_ = -1;
+  cur_seqs_.clear();
 }
 
 nlohmann::json AutoPolicy::stats_json() const {
@@ -201,19 +271,30 @@ nlohmann::json AutoPolicy::stats_json() const {
   j["steps"] = n_steps_;
   j["explore_steps"] = n_explore_;
   j["trials"] = n_trials_;
+  j["samples"] = n_samples_;
+  j["probe_points"] = n_probe_;
+  j["probe_s"] = probe_s_;
   j["by_batch"] = nlohmann::json::array();
   for (const auto& [b, t] : by_batch_) {
     nlohmann::json e;
     e["batch"] = b;
-    int32_t best = -1;
     e["arms"] = nlohmann::json::array();
     for (size_t a = 0; a < t.size(); ++a) {
       const ArmStat& s = t[a];
-      if (s.n > 0 && (best < 0 || s.rate() > t[static_cast<size_t>(best)].rate())) best = static_cast<int32_t>(a);
-      e["arms"].push_back({{"name", arms_[a].name}, {"steps", s.n}, {"tok_per_step", s.tok}, {"ms_per_step", 1e3 * s.sec},
-                           {"tok_per_s", s.rate()}, {"rows", s.rows}, {"credit_ms", 1e3 * credit_[a]}});
+      const bool m = measured(s, a);
+      e["arms"].push_back({{"name", arms_[a].name},
+                           {"shadowed", arms_[a].shadowed},
+                           {"samples", s.n},
+                           {"steps", s.runs},
+                           {"tok_per_step", s.tok},
+                           {"rows", s.rows},
+                           {"ms_per_step", 1e3 * s.sec},
+                           {"predicted_ms", m ? 1e3 * predicted_time(b, static_cast<int32_t>(a)) : 0.0},
+                           {"predicted_tok_per_s", m ? rate(b, static_cast<int32_t>(a)) : 0.0},
+                           {"credit_ms", 1e3 * credit_[a]}});
     }
-    e["best"] = best >= 0 ? arms_[static_cast<size_t>(best)].name : "";
+    const int32_t bst = best(b);
+    e["best"] = bst >= 0 ? arms_[static_cast<size_t>(bst)].name : "";
     j["by_batch"].push_back(std::move(e));
   }
   return j;

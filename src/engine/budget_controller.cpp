@@ -207,31 +207,37 @@ double BudgetController::acceptance_correction() const {
   return std::clamp(acc_meas_ / acc_pred_, 0.25, 1.5);
 }
 
-void BudgetController::calibrate(Engine& eng) {
-  if (!p_.probe) return;
-  const double t0 = core::now_s();
+int32_t probe_latency(Engine& eng, LatencyModel& lat, int32_t n_max, int32_t probe_ctx, double max_ratio, int32_t reps) {
   const int32_t cells = eng.kv().n_cells();
-  const int32_t ctx = std::max(0, std::min(p_.probe_ctx, cells - p_.n_max - 1));
+  const int32_t ctx = std::max(0, std::min(probe_ctx, cells - n_max - 1));
   std::vector<int32_t> batches = {1};
   const int32_t free = eng.free_slots();
   if (free > 1) batches.push_back(free);
+  int32_t points = 0;
   for (int32_t b : batches) {
     if (b > free) break;
     double t1 = -1.0;
-    for (int32_t n = 1;; n = std::min(2 * n, p_.n_max)) {
+    for (int32_t n = 1;; n = std::min(2 * n, n_max)) {
       if (ctx + n > cells) break;
       double best = -1.0;
-      for (int32_t rep = 0; rep < p_.probe_reps; ++rep) {
+      for (int32_t rep = 0; rep < reps; ++rep) {
         const double t = eng.probe_step(b, n, ctx);
         if (t > 0.0 && (best < 0.0 || t < best)) best = t;
       }
       if (best <= 0.0) break;
-      ++n_probe_;
-      latency_.add(b, static_cast<double>(b) * n, ctx, best, /*prior=*/true);
+      ++points;
+      lat.add(b, static_cast<double>(b) * n, ctx, best, /*prior=*/true);
       if (n == 1) t1 = best;
-      if (n >= p_.n_max || (t1 > 0.0 && best > p_.probe_max_ratio * t1)) break;
+      if (n >= n_max || (t1 > 0.0 && best > max_ratio * t1)) break;
     }
   }
+  return points;
+}
+
+void BudgetController::calibrate(Engine& eng) {
+  if (!p_.probe) return;
+  const double t0 = core::now_s();
+  n_probe_ += probe_latency(eng, latency_, p_.n_max, p_.probe_ctx, p_.probe_max_ratio, p_.probe_reps);
   probe_s_ += core::now_s() - t0;
   TS_LOG_INFO("budget controller: start-up sweep of {} points in {:.3f} s", n_probe_, probe_s_);
 }
@@ -543,7 +549,9 @@ std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg
     ap.explore = cfg.automatic.explore;
     ap.trial_steps = cfg.automatic.trial_steps;
     ap.step_budget = step_budget;
-    return std::make_unique<AutoPolicy>(ap);
+    auto pol = std::make_unique<AutoPolicy>(ap);
+    if (cfg.budget.probe) pol->calibrate(eng);
+    return pol;
   }
   if (v.empty()) {
     if (cfg.method != "propd" || cfg.propd.static_tree) return nullptr;

@@ -92,6 +92,12 @@ class LatencyModel {
   int64_t now_ = 0;
 };
 
+// The start-up latency sweep: synthetic verification forwards (Engine::probe_step) of 1,
+// 2, 4, ... n_max rows per sequence after `ctx` committed cells, for one sequence and for
+// all free slots, each the fastest of `reps`, a batch size's sweep stopping past
+// `max_ratio` x its one-row time; added to `lat` as prior samples. Returns the points.
+int32_t probe_latency(Engine& eng, LatencyModel& lat, int32_t n_max, int32_t ctx, double max_ratio, int32_t reps);
+
 struct ControllerParams {
   int32_t n_max = 64;           // largest tree per sequence (nodes incl. the root)
   int32_t interval = 8;         // re-plan every R steps (and when the batch changes)

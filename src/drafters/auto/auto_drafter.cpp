@@ -9,27 +9,50 @@
 
 namespace treespec::drafters {
 
+namespace {
+// Shadow trees wait at most this many steps for their text (a sequence that ends leaves
+// its last few ungraded).
+constexpr size_t kMaxPending = 64;
+}  // namespace
+
 void AutoParams::validate() const {
   if (!(explore >= 0.0 && explore <= 0.5)) throw InvalidArgument(fmt::format("--auto-explore must be in [0, 0.5], got {}", explore));
   if (trial_steps < 1 || trial_steps > 64) throw InvalidArgument(fmt::format("--auto-trial must be in 1..64, got {}", trial_steps));
+  if (shadow_every < 1 || shadow_every > 1024) {
+    throw InvalidArgument(fmt::format("--auto-shadow-every must be in 1..1024, got {}", shadow_every));
+  }
 }
 
-void AutoDrafter::add(std::unique_ptr<Drafter> d, bool follows, std::vector<ArmInfo> arms) {
+void AutoDrafter::add(std::unique_ptr<Drafter> d, bool follows, bool shadow, std::vector<ArmInfo> arms) {
   TREESPEC_ASSERT(d != nullptr && !arms.empty(), "auto: a method needs a drafter and at least one arm");
-  const auto m = static_cast<int32_t>(methods_.size());
-  methods_.push_back({std::move(d), follows});
+  Method m;
+  m.d = std::move(d);
+  m.follows = follows;
+  m.shadow = shadow;
+  m.ready = !follows;  // a follower needs the previous step's feedback; the others need nothing
+  const auto mi = static_cast<int32_t>(methods_.size());
   for (auto& a : arms) {
+    a.shadowed = shadow;
+    m.max_nodes = std::max(m.max_nodes, a.max_nodes);
+    m.arms.push_back(static_cast<int32_t>(arms_.size()));
     arms_.push_back(std::move(a));
-    arm_method_.push_back(m);
+    arm_method_.push_back(mi);
   }
+  methods_.push_back(std::move(m));
   steps_.assign(arms_.size(), 0);
   accepted_.assign(arms_.size(), 0);
+  shadow_graded_.assign(arms_.size(), 0);
 }
 
 void AutoDrafter::begin(std::span<const int32_t> prompt) {
-  for (auto& m : methods_) m.d->begin(prompt);
+  for (auto& m : methods_) {
+    m.d->begin(prompt);
+    m.ready = !m.follows;
+  }
   cur_ = next_ = 0;
   proposed_ = proposed_arm_ = -1;
+  pending_.clear();
+  samples_.clear();
 }
 
 void AutoDrafter::select_arm(int32_t arm, int32_t next) {
@@ -41,25 +64,91 @@ void AutoDrafter::select_arm(int32_t arm, int32_t next) {
 
 tree::TokenTree AutoDrafter::propose(const DraftInput& in) {
   TREESPEC_ASSERT(!methods_.empty(), "auto: no methods");
-  const int32_t m = arm_method_[static_cast<size_t>(cur_)];
-  Drafter& d = *methods_[static_cast<size_t>(m)].d;
-  DraftInput sub = in;
-  sub.budget = std::min(in.budget, std::max(1, arms_[static_cast<size_t>(cur_)].max_nodes));
-  set_prune(d.prune());  // the engine reads the pruning of the drafter it was given
-  proposed_ = m;
+  const int32_t chosen = arm_method_[static_cast<size_t>(cur_)];
+  const int32_t n = std::min(in.budget, std::max(1, arms_[static_cast<size_t>(cur_)].max_nodes));
+  const auto root_index = static_cast<int64_t>(in.context.size()) - 1;
+  tree::TokenTree out;
+  for (size_t j = 0; j < methods_.size(); ++j) {
+    Method& m = methods_[j];
+    const bool is_chosen = static_cast<int32_t>(j) == chosen;
+    const bool shadow = m.shadow && m.ready;
+    if (!is_chosen && !shadow) continue;
+    DraftInput sub = in;
+    sub.budget = shadow ? m.max_nodes : n;  // a shadowed method drafts its largest tree; the arm takes a prefix
+    tree::TokenTree t = m.d->propose(sub);
+    if (is_chosen) {
+      if (t.size() > n) {  // a topological prefix is ancestor-closed: Medusa's smaller trees
+        std::vector<int32_t> keep(static_cast<size_t>(n));
+        for (int32_t k = 0; k < n; ++k) keep[static_cast<size_t>(k)] = k;
+        out = t.subtree(keep);
+      } else {
+        out = t;
+      }
+      set_prune(m.d->prune());  // the engine reads the pruning of the drafter it was given
+    }
+    if (shadow) {
+      if (pending_.size() >= kMaxPending) pending_.erase(pending_.begin());
+      pending_.push_back({static_cast<int32_t>(j), is_chosen ? cur_ : -1, root_index, std::move(t)});
+    }
+  }
+  proposed_ = chosen;
   proposed_arm_ = cur_;
-  return d.propose(sub);
+  proposed_root_ = root_index;
+  return out;
+}
+
+bool AutoDrafter::grade(const Pending& p, std::span<const int32_t> context) {
+  const tree::TokenTree& t = p.tree;
+  std::vector<int32_t> chain;  // the matched path, node indices (increasing)
+  int32_t node = 0;
+  for (int64_t idx = p.root_index + 1;; ++idx) {
+    const auto& kids = t.children(node);
+    if (kids.empty()) break;
+    if (idx >= static_cast<int64_t>(context.size())) return false;  // the text that decides is not there yet
+    int32_t next = -1;
+    for (int32_t c : kids) {
+      if (t.is_candidate(c) && t.token(c) == context[static_cast<size_t>(idx)]) {
+        next = c;
+        break;
+      }
+    }
+    if (next < 0) break;
+    chain.push_back(next);
+    node = next;
+  }
+  for (int32_t a : methods_[static_cast<size_t>(p.method)].arms) {
+    if (a == p.ran_arm) continue;  // its sample is the step's own result
+    const int32_t cap = arms_[static_cast<size_t>(a)].max_nodes;
+    int32_t acc = 0;
+    while (static_cast<size_t>(acc) < chain.size() && chain[static_cast<size_t>(acc)] < cap) ++acc;
+    samples_.push_back({a, 1 + acc, std::min(cap, t.size()), false, p.root_index});
+    shadow_graded_[static_cast<size_t>(a)] += 1;
+  }
+  return true;
 }
 
 void AutoDrafter::observe(const StepFeedback& fb) {
   if (proposed_ < 0) return;
-  steps_[static_cast<size_t>(proposed_arm_)] += 1;
-  accepted_[static_cast<size_t>(proposed_arm_)] += fb.result.n_accepted();
+  ++n_steps_;
+  const auto arm = static_cast<size_t>(proposed_arm_);
+  steps_[arm] += 1;
+  accepted_[arm] += fb.result.n_accepted();
+  samples_.push_back({proposed_arm_, 1 + fb.result.n_accepted(), fb.tree.size(), true, proposed_root_});
   const int32_t next_method = arm_method_[static_cast<size_t>(next_)];
+  const bool tick = n_steps_ % shadow_every_ == 0;
   for (size_t j = 0; j < methods_.size(); ++j) {
+    Method& m = methods_[j];
     const auto jm = static_cast<int32_t>(j);
-    if (jm == proposed_ || (methods_[j].follows && jm == next_method)) methods_[j].d->observe(fb);
+    const bool obs = jm == proposed_ || (m.follows && (jm == next_method || (m.shadow && tick)));
+    if (obs) m.d->observe(fb);
+    if (m.follows) m.ready = obs;
   }
+  std::erase_if(pending_, [&](const Pending& p) { return grade(p, fb.context); });
+}
+
+void AutoDrafter::take_arm_samples(std::vector<ArmSample>& out) {
+  out.insert(out.end(), samples_.begin(), samples_.end());
+  samples_.clear();
 }
 
 std::span<const sampling::Distribution* const> AutoDrafter::draft_distributions() const {
@@ -78,6 +167,7 @@ std::vector<std::pair<std::string, double>> AutoDrafter::counters() const {
   for (size_t a = 0; a < arms_.size(); ++a) {
     out.emplace_back(arms_[a].name + ".steps", static_cast<double>(steps_[a]));
     out.emplace_back(arms_[a].name + ".accepted", static_cast<double>(accepted_[a]));
+    if (arms_[a].shadowed) out.emplace_back(arms_[a].name + ".shadow_graded", static_cast<double>(shadow_graded_[a]));
   }
   return out;
 }

@@ -1,14 +1,19 @@
 // `--spec auto`: one drafter that holds several methods (its arms: plain decoding, prompt
 // lookup, PTD, Medusa at several tree sizes, a draft model) and proposes with the one the
-// budget policy selects for the step (engine::AutoPolicy picks it from measured step time
-// and accepted tokens, per batch size; docs/auto.md). Every arm is a lossless drafter, so
-// whatever the choice the output is plain decoding's.
+// budget policy selects for the step (engine::AutoPolicy; docs/auto.md). Every arm is a
+// lossless drafter, so whatever the choice the output is plain decoding's.
 //
-// Arms that read any step's feedback (Medusa: the heads run on the accepted node's
-// hidden state, whoever drafted the tree) observe while they are the step's arm or the
-// policy's hint for the next one, so a switch to them drafts at once; arms that can only
-// read their own trees (PTD) observe their own steps and resume from their state after a
-// pause. Stateless ones (lookup, the draft model, which re-syncs its cache) need nothing.
+// Shadow grading: the text does not depend on the drafter (greedy, coupled sampling), so
+// an arm's tree can be graded against the text without verifying it. Every step the
+// shadowed methods (lookup: always; Medusa: when its heads ran on the previous step's
+// accepted node) also propose their largest tree, and once the text is known each of
+// their arms is graded (Medusa's sizes are prefixes of one best-first tree) into
+// ArmSamples for the policy: no trial steps needed to know what they would accept.
+//
+// Medusa observes (runs its heads) while it is the step's arm or the policy's hint for
+// the next one, and every `shadow_every`-th step otherwise. PTD observes only its own
+// steps (it reads its own aux rows) and resumes from its state after a pause; the draft
+// model re-syncs its cache with the context when it drafts again.
 #pragma once
 
 #include <cstdint>
@@ -23,18 +28,21 @@
 namespace treespec::drafters {
 
 struct AutoParams {
-  std::string arms;         // --auto-arms: methods to choose from (comma list of none, lookup, ptd, medusa, draft); "" = all available
-  double explore = 0.03;    // --auto-explore: share of decode time spent on trying arms other than the best
-  int32_t trial_steps = 3;  // --auto-trial: consecutive steps of one trial
-  void validate() const;    // InvalidArgument naming the flag
+  std::string arms;          // --auto-arms: methods to choose from (comma list of none, lookup, ptd, medusa, draft); "" = all available
+  double explore = 0.01;     // --auto-explore: share of decode time spent on trials of arms that are not shadowed
+  int32_t trial_steps = 3;   // --auto-trial: consecutive steps of one trial
+  int32_t shadow_every = 4;  // --auto-shadow-every: Medusa's heads run at least every N-th step to grade it
+  void validate() const;     // InvalidArgument naming the flag
 };
 
 class AutoDrafter final : public Drafter {
  public:
-  AutoDrafter() = default;
-  // Adds a method with its arms (each with the method's name or name/size); `follows`:
-  // the method can observe steps whose tree another arm proposed.
-  void add(std::unique_ptr<Drafter> d, bool follows, std::vector<ArmInfo> arms);
+  explicit AutoDrafter(int32_t shadow_every = 4) : shadow_every_(shadow_every) {}
+  // Adds a method with its arms (name or name/size, max_nodes = the arm's tree size).
+  // `follows`: the method can observe steps whose tree another arm proposed; `shadow`:
+  // its proposals are graded on every step it is ready for (it must then be side-effect
+  // free: propose() may be called on steps it does not draft).
+  void add(std::unique_ptr<Drafter> d, bool follows, bool shadow, std::vector<ArmInfo> arms);
 
   std::string name() const override { return "auto"; }
   void begin(std::span<const int32_t> prompt) override;
@@ -45,6 +53,7 @@ class AutoDrafter final : public Drafter {
   std::vector<std::pair<std::string, double>> counters() const override;
   std::span<const ArmInfo> arms() const override { return arms_; }
   void select_arm(int32_t arm, int32_t next) override;
+  void take_arm_samples(std::vector<ArmSample>& out) override;
 
   int32_t current_arm() const { return cur_; }
 
@@ -52,14 +61,33 @@ class AutoDrafter final : public Drafter {
   struct Method {
     std::unique_ptr<Drafter> d;
     bool follows = false;
+    bool shadow = false;
+    bool ready = false;              // observed the last step (a follower), or needs nothing (lookup)
+    int32_t max_nodes = 1;           // largest arm
+    std::vector<int32_t> arms;       // its arms
   };
+  // A shadow proposal waiting for the text that grades it.
+  struct Pending {
+    int32_t method = 0;
+    int32_t ran_arm = -1;            // the arm that drafted the step from this tree (-1: none of the method's)
+    int64_t root_index = 0;          // context index of the tree's root
+    tree::TokenTree tree;
+  };
+  // Grades p against `context`: false while the text is too short to tell.
+  bool grade(const Pending& p, std::span<const int32_t> context);
+
+  int32_t shadow_every_;
   std::vector<Method> methods_;
   std::vector<ArmInfo> arms_;
   std::vector<int32_t> arm_method_;  // [arms] -> methods_ index
   int32_t cur_ = 0, next_ = 0;
   int32_t proposed_ = -1;            // method that proposed the last tree
   int32_t proposed_arm_ = -1;
-  std::vector<int64_t> steps_, accepted_;  // per arm
+  int64_t proposed_root_ = 0;
+  int64_t n_steps_ = 0;
+  std::vector<Pending> pending_;
+  std::vector<ArmSample> samples_;
+  std::vector<int64_t> steps_, accepted_, shadow_graded_;  // per arm
 };
 
 }  // namespace treespec::drafters

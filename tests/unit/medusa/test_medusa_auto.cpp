@@ -5,6 +5,7 @@
 // plain decoding's for the same seed.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -127,4 +128,74 @@ TEST(MedusaAuto, CoupledSamplingMatchesPlainSampling) {
     ++compared;
   }
   EXPECT_GE(compared, 3);
+}
+
+namespace {
+
+// Always the same arm; collects the drafters' samples.
+class FixedArm final : public engine::BudgetPolicy {
+ public:
+  explicit FixedArm(int32_t arm) : arm_(arm) {}
+  void plan(std::span<engine::Sequence* const> seqs, std::span<int32_t> budgets) override {
+    seqs_.assign(seqs.begin(), seqs.end());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      seqs[i]->drafter().select_arm(arm_, arm_);
+      budgets[i] = std::min(budgets[i], seqs[i]->drafter().arms()[static_cast<size_t>(arm_)].max_nodes);
+    }
+  }
+  void observe(const engine::StepReport&) override {
+    for (auto* s : seqs_) s->drafter().take_arm_samples(samples);
+  }
+  std::vector<drafters::ArmSample> samples;
+
+ private:
+  int32_t arm_;
+  std::vector<engine::Sequence*> seqs_;
+};
+
+}  // namespace
+
+// A shadow grade is what the arm gets when it drafts: graded on plain decoding's steps,
+// lookup's and medusa/4's samples at every position equal their own steps' accepted
+// tokens there (the heads see the same hidden state either way: the lossless contract).
+TEST(MedusaAuto, ShadowGradesEqualTheArmsOwnSteps) {
+  TREESPEC_REQUIRE_SHARED();
+  const auto& ts = test::trained_stories();
+  drafters::SpecConfig cfg = auto_config(heads_file(ts));
+  cfg.automatic.shadow_every = 1;  // the heads run every step, so Medusa is graded everywhere
+  const auto goldens = test::load_goldens();
+  const int32_t kLookup = 1, kMedusa4 = 4;
+  int64_t compared = 0, accepted_drafts = 0;
+  for (size_t g = 0; g < 4; ++g) {
+    auto run = [&](int32_t arm) {
+      engine::EngineParams ep;
+      ep.n_ctx = 256;
+      engine::Engine eng(*ts.m.model, ep);
+      FixedArm policy(arm);
+      eng.set_budget_policy(&policy);
+      engine::SequenceParams sp;
+      sp.sampling.temp = 0.0f;
+      sp.n_predict = 64;
+      engine::Sequence s(goldens[g].prompt_tokens, sp, drafters::make_drafter(cfg, drafters::DrafterEnv{ts.m.model.get(), {}, 1}));
+      EXPECT_TRUE(eng.generate(s).ok());
+      return policy.samples;
+    };
+    const auto plain = run(0);
+    for (int32_t arm : {kLookup, kMedusa4}) {
+      std::map<int64_t, int32_t> shadow;  // position -> tokens, graded on plain steps
+      for (const auto& smp : plain) {
+        if (smp.arm == arm && !smp.ran) shadow[smp.position] = smp.tokens;
+      }
+      for (const auto& smp : run(arm)) {
+        if (smp.arm != arm || !smp.ran) continue;
+        const auto it = shadow.find(smp.position);
+        if (it == shadow.end()) continue;  // first step (no heads yet) or the last few (text ended)
+        EXPECT_EQ(it->second, smp.tokens) << "golden " << g << ", arm " << arm << ", position " << smp.position;
+        ++compared;
+        accepted_drafts += smp.tokens - 1;
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+  EXPECT_GT(accepted_drafts, 50) << "the comparison covers accepted drafts, not only misses";
 }
