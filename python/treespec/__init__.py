@@ -155,9 +155,9 @@ def _spec_string(spec, heads):
     name = spec.split(":", 1)[0].strip()
     if name == "none":  # like `treespec run --heads FILE` without --spec
         spec = "medusa"
-    elif name not in ("medusa", "propd"):
-        raise Error("invalid_argument", f"heads= applies to spec 'medusa' or 'propd', not '{name}'")
-    return f"{spec}:heads={os.fspath(heads)}"  # --medusa-heads / --propd-heads
+    elif name not in ("medusa", "propd", "auto"):
+        raise Error("invalid_argument", f"heads= applies to spec 'medusa', 'propd' or 'auto', not '{name}'")
+    return f"{spec}:heads={os.fspath(heads)}"  # --medusa-heads / --propd-heads / --auto-heads
 
 
 class Model:
@@ -234,8 +234,8 @@ class Model:
     def generate(self, prompt, max_tokens=128, temperature=0.8, top_k=40, top_p=0.95, seed=None, spec="none",
                  heads=None, stream=False, min_p=0.05, ignore_eos=False):
         """The continuation of `prompt` (str). spec: a `treespec run --spec` method string
-        ("none", "lookup", "ptd", "medusa:heads=FILE", ...); heads: a heads file for medusa
-        or propd (selects medusa when spec is "none"). temperature 0 is greedy. With
+        ("none", "auto", "lookup", "ptd", "medusa:heads=FILE", ...); heads: a heads file for
+        medusa, propd or auto (selects medusa when spec is "none"). temperature 0 is greedy. With
         stream=True, returns an iterator of text pieces (closing it early cancels the
         generation). Either way self.last_stats holds the statistics afterwards."""
         p = self._lib.treespec_generation_default_params()

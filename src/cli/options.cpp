@@ -64,7 +64,8 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   app.add_option("--lookahead-w", c.lookahead.window, "lookahead: Jacobi window width W")->capture_default_str();
   app.add_option("--lookahead-g", c.lookahead.guess, "lookahead: n-grams kept per first token and verified per step G")
       ->capture_default_str();
-  app.add_option("--heads,--medusa-heads", c.medusa.heads_path, "medusa: heads file (default: heads stored in the model file)");
+  app.add_option("--heads,--medusa-heads,--auto-heads", c.medusa.heads_path,
+                 "medusa (and auto's Medusa arms): heads file (default: heads stored in the model file)");
   app.add_option("--tree,--medusa-tree", c.medusa.tree, "medusa: tree shape: auto:N (best-first from the heads' calibration, N nodes incl. root), a name in the tree file (e.g. medusa_mc_sim_7b_63), FILE.json or FILE.json:NAME")
       ->capture_default_str();
   app.add_option("--tree-file,--medusa-tree-file", c.medusa.tree_file, "medusa: tree choices JSON for --tree NAME (default: $TREESPEC_SHARED/data/tree_choices.json, ../shared/data/tree_choices.json)");

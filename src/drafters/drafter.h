@@ -29,6 +29,7 @@ struct ArmInfo {
   int32_t max_nodes = 1;   // largest tree it proposes (incl. the root)
   bool warm_up = false;    // tried once at the start (arms that are not shadowed)
   bool shadowed = false;   // graded on steps it does not draft (ArmSample), so never needs a trial
+  bool observes = false;   // must observe a step to draft or be graded after it (Medusa: a heads pass per sequence)
 };
 
 // One graded outcome of an arm for one sequence at one step: the tokens the step emitted
@@ -104,12 +105,17 @@ class Drafter {
 
   // Drafters that combine several methods (--spec auto): their arms, and the choice of
   // the next proposal's arm. `next` is the arm the policy expects to pick for the step
-  // after (a hint: an arm that must observe steps to be ready keeps observing while it is
-  // `arm` or `next`). Every other drafter has no arms and ignores the call.
+  // after; arms that must observe steps (ArmInfo::observes) observe this one when they
+  // are `arm` or `next`, or when `shadow` asks for a grade. Every other drafter has no
+  // arms and ignores the call.
   virtual std::span<const ArmInfo> arms() const { return {}; }
-  virtual void select_arm(int32_t arm, int32_t next) {}
+  virtual void select_arm(int32_t arm, int32_t next, bool shadow) {}
   // Appends the arm samples graded since the last call and forgets them.
   virtual void take_arm_samples(std::vector<ArmSample>& out) {}
+  // This sequence's own estimate of each arm's tokens per step: tok[a] and the weight
+  // (samples) behind it, zero where it has none. Acceptance is a property of the text,
+  // so the policy blends it with the batch-wide estimate.
+  virtual void arm_acceptance(std::span<double> tok, std::span<double> weight) const {}
 
   // Early pruning of this drafter's trees (set by the factory from --prune / --spec propd).
   const PruneSpec& prune() const { return prune_; }

@@ -77,7 +77,7 @@ std::vector<std::string> auto_methods(const SpecConfig& cfg, const model::Model*
 
 std::unique_ptr<Drafter> make_auto_drafter(const SpecConfig& cfg, const DrafterEnv& env) {
   cfg.automatic.validate();
-  auto a = std::make_unique<AutoDrafter>(cfg.automatic.shadow_every);
+  auto a = std::make_unique<AutoDrafter>();
   for (const std::string& name : auto_methods(cfg, env.model)) {
     SpecConfig sub = cfg;
     sub.method = name;

@@ -21,6 +21,12 @@ constexpr double kMinLossShare = 0.02;
 // The arm in use is kept unless another is predicted this much faster (no flapping
 // between arms whose estimates differ by noise).
 constexpr double kSwitchMargin = 0.01;
+// A sequence's own acceptance estimate of an arm is shrunk towards the batch-wide one as
+// if that were this many samples.
+constexpr double kSeqPrior = 8.0;
+// Arms that need a heads pass to be graded are graded 4x less often while their best is
+// below this share of the best arm's rate.
+constexpr double kShadowNear = 0.9;
 }  // namespace
 
 AutoPolicy::AutoPolicy(AutoPolicyParams p) : p_(p), lat_(p.latency) {
@@ -84,7 +90,31 @@ double AutoPolicy::predicted_time(int32_t b, int32_t arm) const {
 
 double AutoPolicy::rate(int32_t b, int32_t arm) const {
   const auto& t = by_batch_.at(b);
-  return b * t[static_cast<size_t>(arm)].tok / predicted_time(b, arm);
+  return b * tok_of(b, arm) / predicted_time(b, arm);
+}
+
+double AutoPolicy::tok_of(int32_t b, int32_t arm) const {
+  if (now_b_ == b && static_cast<size_t>(arm) < now_tok_.size()) return now_tok_[static_cast<size_t>(arm)];
+  return by_batch_.at(b)[static_cast<size_t>(arm)].tok;
+}
+
+void AutoPolicy::blend_sequences(int32_t b, std::span<Sequence* const> seqs) {
+  const auto& t = table_mut(b);
+  const size_t n = arms_.size();
+  std::vector<double> tok(n), w(n);
+  now_tok_.assign(n, 0.0);
+  for (Sequence* s : seqs) {
+    std::fill(tok.begin(), tok.end(), 0.0);
+    std::fill(w.begin(), w.end(), 0.0);
+    s->drafter().arm_acceptance(tok, w);
+    for (size_t a = 0; a < n; ++a) {
+      // The sequence's own estimate, shrunk towards the batch-wide one by kSeqPrior samples.
+      const double prior = t[a].n > 0 ? kSeqPrior : 0.0;
+      const double mix = w[a] + prior > 0.0 ? (w[a] * tok[a] + prior * t[a].tok) / (w[a] + prior) : 0.0;
+      now_tok_[a] += mix / static_cast<double>(seqs.size());
+    }
+  }
+  now_b_ = b;
 }
 
 int32_t AutoPolicy::best(int32_t b) const {
@@ -106,7 +136,7 @@ double AutoPolicy::expected_loss(int32_t b, int32_t arm, int32_t best) const {
   const auto& t = by_batch_.at(b);
   const ArmStat& s = t[static_cast<size_t>(arm)];
   const double t_best = predicted_time(b, best);
-  const double tok = s.n > 0 ? s.tok : t[static_cast<size_t>(best)].tok;  // never measured: as good as the best
+  const double tok = s.n > 0 ? tok_of(b, arm) : tok_of(b, best);  // never measured: as good as the best
   const double per_step = predicted_time(b, arm) - b * tok / rate(b, best);
   return std::max(kMinLossShare * t_best, per_step) * p_.trial_steps;
 }
@@ -167,6 +197,21 @@ int32_t AutoPolicy::decide(int32_t b) {
   return use;
 }
 
+int32_t AutoPolicy::shadow_pick(int32_t b, size_t n_seqs) const {
+  if (n_seqs == 0) return -1;
+  // Rarely while no arm that needs a heads pass is close to the best one.
+  const int32_t bst = best(b);
+  bool close = bst < 0;
+  for (size_t a = 0; a < arms_.size() && !close; ++a) {
+    if (!arms_[a].observes) continue;
+    const auto& s = by_batch_.at(b)[a];
+    close = !measured(s, a) || rate(b, static_cast<int32_t>(a)) >= kShadowNear * rate(b, bst);
+  }
+  const int64_t every = static_cast<int64_t>(p_.shadow_every) * (close ? 1 : 4);
+  if (step_ % every != 0) return -1;
+  return static_cast<int32_t>((step_ / every) % static_cast<int64_t>(n_seqs));
+}
+
 void AutoPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budgets) {
   std::vector<size_t> mine;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -184,6 +229,9 @@ void AutoPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budget
   if (!mine.empty()) {
     const auto b = static_cast<int32_t>(seqs.size());
     (void)table_mut(b);
+    std::vector<Sequence*> own;
+    for (size_t i : mine) own.push_back(seqs[i]);
+    blend_sequences(b, own);
     if (next_arm_ < 0 || next_b_ != b) {
       kept_ = -1;
       next_arm_ = decide(b);
@@ -194,8 +242,10 @@ void AutoPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budget
     cur_explore_ = next_explore_;
     cur_reserved_ = next_reserved_;
     next_arm_ = decide(b);  // one step ahead, so the arm that drafts next can observe this step
-    for (size_t i : mine) {
-      seqs[i]->drafter().select_arm(cur_arm_, next_arm_);
+    const int32_t shadow = shadow_pick(b, mine.size());
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const size_t i = mine[k];
+      seqs[i]->drafter().select_arm(cur_arm_, next_arm_, static_cast<int32_t>(k) == shadow);
       budgets[i] = std::min(budgets[i], std::max(1, arms_[static_cast<size_t>(cur_arm_)].max_nodes));
       cur_seqs_.push_back(seqs[i]);
     }

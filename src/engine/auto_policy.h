@@ -6,7 +6,9 @@
 //
 // - tok(a), rows(a): EMAs of the arm's ArmSamples per sequence and step; shadowed arms
 //   (none, lookup, Medusa's sizes) are graded on every step they are ready for, whoever
-//   drafted it, the others (PTD, the draft model) only on the steps they run.
+//   drafted it, the others (PTD, the draft model) only on the steps they run. tok(a) is
+//   the mean over the batch of each sequence's own estimate (Drafter::arm_acceptance)
+//   shrunk towards the batch-wide EMA: acceptance depends on the text.
 // - t_fwd: the verification forward's latency model (LatencyModel, as the ProPD budget
 //   controller's), primed by the start-up sweep and fitted on every measured step.
 // - overhead(a): EMA of the step's time beyond the forward (drafting, verification,
@@ -41,6 +43,10 @@ struct AutoPolicyParams {
   double ema_alpha = 0.03;   // weight of a new sample (running mean while fewer)
   int32_t step_budget = 0;   // cap on tree nodes per step over the batch (0 = none; roots always fit)
   int32_t probe_max_nodes = 64;
+  // Arms that must observe to be graded (Medusa's heads, ArmInfo::observes) are graded on
+  // one sequence every shadow_every-th step, every 4 x shadow_every-th while none of them
+  // is within 10% of the best arm.
+  int32_t shadow_every = 4;
   LatencyModel::Options latency;
 };
 
@@ -83,6 +89,10 @@ class AutoPolicy final : public BudgetPolicy {
   // Decides the arm of the next step at batch size b (continues a trial in progress).
   int32_t decide(int32_t b);
   double expected_loss(int32_t b, int32_t arm, int32_t best) const;
+  // Tokens per step of `arm` for the batch planned now (the sequences' own estimates
+  // blended with the table's; the table's alone outside a plan).
+  double tok_of(int32_t b, int32_t arm) const;
+  void blend_sequences(int32_t b, std::span<Sequence* const> seqs);
 
   AutoPolicyParams p_;
   LatencyModel lat_;
@@ -93,7 +103,11 @@ class AutoPolicy final : public BudgetPolicy {
   std::map<int32_t, std::vector<ArmStat>> by_batch_;
   std::vector<double> credit_;                    // per arm: exploration savings (seconds)
   double mean_ctx_ = 0.0;                         // of the last measured step
+  std::vector<double> now_tok_;                   // tok_of for the batch planned now
+  int32_t now_b_ = 0;
   int64_t step_ = 0;
+  // Which sequence gets the shadow grade at this plan (-1: none).
+  int32_t shadow_pick(int32_t b, size_t n_seqs) const;
   // The decision for the coming step and the trial it belongs to.
   int32_t next_arm_ = -1, next_b_ = 0;
   bool next_explore_ = false;

@@ -548,6 +548,7 @@ std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg
     AutoPolicyParams ap;
     ap.explore = cfg.automatic.explore;
     ap.trial_steps = cfg.automatic.trial_steps;
+    ap.shadow_every = cfg.automatic.shadow_every;
     ap.step_budget = step_budget;
     auto pol = std::make_unique<AutoPolicy>(ap);
     if (cfg.budget.probe) pol->calibrate(eng);

@@ -13,6 +13,9 @@ namespace {
 // Shadow trees wait at most this many steps for their text (a sequence that ends leaves
 // its last few ungraded).
 constexpr size_t kMaxPending = 64;
+// Weight of a new sample in a sequence's own estimate of an arm's tokens per step (faster
+// than the policy's batch-wide one: the text changes within a request).
+constexpr double kSeqAlpha = 0.1;
 }  // namespace
 
 void AutoParams::validate() const {
@@ -33,6 +36,7 @@ void AutoDrafter::add(std::unique_ptr<Drafter> d, bool follows, bool shadow, std
   const auto mi = static_cast<int32_t>(methods_.size());
   for (auto& a : arms) {
     a.shadowed = shadow;
+    a.observes = follows;
     m.max_nodes = std::max(m.max_nodes, a.max_nodes);
     m.arms.push_back(static_cast<int32_t>(arms_.size()));
     arms_.push_back(std::move(a));
@@ -42,6 +46,8 @@ void AutoDrafter::add(std::unique_ptr<Drafter> d, bool follows, bool shadow, std
   steps_.assign(arms_.size(), 0);
   accepted_.assign(arms_.size(), 0);
   shadow_graded_.assign(arms_.size(), 0);
+  seq_tok_.assign(arms_.size(), 0.0);
+  seq_n_.assign(arms_.size(), 0.0);
 }
 
 void AutoDrafter::begin(std::span<const int32_t> prompt) {
@@ -53,13 +59,30 @@ void AutoDrafter::begin(std::span<const int32_t> prompt) {
   proposed_ = proposed_arm_ = -1;
   pending_.clear();
   samples_.clear();
+  std::fill(seq_tok_.begin(), seq_tok_.end(), 0.0);
+  std::fill(seq_n_.begin(), seq_n_.end(), 0.0);
 }
 
-void AutoDrafter::select_arm(int32_t arm, int32_t next) {
+void AutoDrafter::record(const ArmSample& smp) {
+  samples_.push_back(smp);
+  const auto a = static_cast<size_t>(smp.arm);
+  seq_n_[a] += 1.0;
+  seq_tok_[a] += std::max(kSeqAlpha, 1.0 / seq_n_[a]) * (smp.tokens - seq_tok_[a]);
+}
+
+void AutoDrafter::arm_acceptance(std::span<double> tok, std::span<double> weight) const {
+  for (size_t a = 0; a < arms_.size() && a < tok.size() && a < weight.size(); ++a) {
+    tok[a] = seq_tok_[a];
+    weight[a] = std::min(seq_n_[a], 2.0 / kSeqAlpha - 1.0);  // an EMA's effective number of samples
+  }
+}
+
+void AutoDrafter::select_arm(int32_t arm, int32_t next, bool shadow) {
   const auto n = static_cast<int32_t>(arms_.size());
   TREESPEC_ASSERT(arm >= 0 && arm < n && next >= 0 && next < n, "auto: arm out of range");
   cur_ = arm;
   next_ = next;
+  shadow_ = shadow;
 }
 
 tree::TokenTree AutoDrafter::propose(const DraftInput& in) {
@@ -121,7 +144,7 @@ bool AutoDrafter::grade(const Pending& p, std::span<const int32_t> context) {
     const int32_t cap = arms_[static_cast<size_t>(a)].max_nodes;
     int32_t acc = 0;
     while (static_cast<size_t>(acc) < chain.size() && chain[static_cast<size_t>(acc)] < cap) ++acc;
-    samples_.push_back({a, 1 + acc, std::min(cap, t.size()), false, p.root_index});
+    record({a, 1 + acc, std::min(cap, t.size()), false, p.root_index});
     shadow_graded_[static_cast<size_t>(a)] += 1;
   }
   return true;
@@ -133,13 +156,12 @@ void AutoDrafter::observe(const StepFeedback& fb) {
   const auto arm = static_cast<size_t>(proposed_arm_);
   steps_[arm] += 1;
   accepted_[arm] += fb.result.n_accepted();
-  samples_.push_back({proposed_arm_, 1 + fb.result.n_accepted(), fb.tree.size(), true, proposed_root_});
+  record({proposed_arm_, 1 + fb.result.n_accepted(), fb.tree.size(), true, proposed_root_});
   const int32_t next_method = arm_method_[static_cast<size_t>(next_)];
-  const bool tick = n_steps_ % shadow_every_ == 0;
   for (size_t j = 0; j < methods_.size(); ++j) {
     Method& m = methods_[j];
     const auto jm = static_cast<int32_t>(j);
-    const bool obs = jm == proposed_ || (m.follows && (jm == next_method || (m.shadow && tick)));
+    const bool obs = jm == proposed_ || (m.follows && (jm == next_method || (m.shadow && shadow_)));
     if (obs) m.d->observe(fb);
     if (m.follows) m.ready = obs;
   }

@@ -11,7 +11,8 @@
 // ArmSamples for the policy: no trial steps needed to know what they would accept.
 //
 // Medusa observes (runs its heads) while it is the step's arm or the policy's hint for
-// the next one, and every `shadow_every`-th step otherwise. PTD observes only its own
+// the next one, and on the steps the policy asks for a shadow grade (one sequence every
+// `shadow_every`-th step; docs/auto.md). PTD observes only its own
 // steps (it reads its own aux rows) and resumes from its state after a pause; the draft
 // model re-syncs its cache with the context when it drafts again.
 #pragma once
@@ -31,13 +32,13 @@ struct AutoParams {
   std::string arms;          // --auto-arms: methods to choose from (comma list of none, lookup, ptd, medusa, draft); "" = all available
   double explore = 0.01;     // --auto-explore: share of decode time spent on trials of arms that are not shadowed
   int32_t trial_steps = 3;   // --auto-trial: consecutive steps of one trial
-  int32_t shadow_every = 4;  // --auto-shadow-every: Medusa's heads run at least every N-th step to grade it
+  int32_t shadow_every = 4;  // --auto-shadow-every: Medusa's heads run for one sequence every N-th step to grade it
   void validate() const;     // InvalidArgument naming the flag
 };
 
 class AutoDrafter final : public Drafter {
  public:
-  explicit AutoDrafter(int32_t shadow_every = 4) : shadow_every_(shadow_every) {}
+  AutoDrafter() = default;
   // Adds a method with its arms (name or name/size, max_nodes = the arm's tree size).
   // `follows`: the method can observe steps whose tree another arm proposed; `shadow`:
   // its proposals are graded on every step it is ready for (it must then be side-effect
@@ -52,8 +53,9 @@ class AutoDrafter final : public Drafter {
   int32_t max_nodes() const override;
   std::vector<std::pair<std::string, double>> counters() const override;
   std::span<const ArmInfo> arms() const override { return arms_; }
-  void select_arm(int32_t arm, int32_t next) override;
+  void select_arm(int32_t arm, int32_t next, bool shadow) override;
   void take_arm_samples(std::vector<ArmSample>& out) override;
+  void arm_acceptance(std::span<double> tok, std::span<double> weight) const override;
 
   int32_t current_arm() const { return cur_; }
 
@@ -76,17 +78,19 @@ class AutoDrafter final : public Drafter {
   // Grades p against `context`: false while the text is too short to tell.
   bool grade(const Pending& p, std::span<const int32_t> context);
 
-  int32_t shadow_every_;
   std::vector<Method> methods_;
   std::vector<ArmInfo> arms_;
   std::vector<int32_t> arm_method_;  // [arms] -> methods_ index
   int32_t cur_ = 0, next_ = 0;
+  bool shadow_ = false;              // followers observe this step to be graded
   int32_t proposed_ = -1;            // method that proposed the last tree
   int32_t proposed_arm_ = -1;
   int64_t proposed_root_ = 0;
   int64_t n_steps_ = 0;
   std::vector<Pending> pending_;
   std::vector<ArmSample> samples_;
+  void record(const ArmSample& s);             // into samples_ and this sequence's estimates
+  std::vector<double> seq_tok_, seq_n_;       // per arm: this sequence's EMA of tokens per step, samples
   std::vector<int64_t> steps_, accepted_, shadow_graded_;  // per arm
 };
 

@@ -25,6 +25,8 @@ def main():
     if heads:
         assert m.generate(prompt, max_tokens=n, temperature=0, heads=heads) == text
         assert m.last_stats["n_draft_tokens"] > 0, m.last_stats
+        assert m.generate(prompt, max_tokens=n, temperature=0, spec="auto", heads=heads) == text
+    assert m.generate(prompt, max_tokens=n, temperature=0, spec="auto") == text
     # Closing a stream early cancels it.
     s = m.generate(prompt, max_tokens=n, temperature=0, stream=True)
     first = next(s)

@@ -190,6 +190,9 @@ TEST(CApi, StreamedPiecesConcatenateToTheTextAndStatsAreFilled) {
   EXPECT_EQ(generated(mh.m, greedy(40, ("medusa:heads=" + kHeads + ":tree=auto:8").c_str()), nullptr, &sst), text);
   EXPECT_GT(sst.n_draft_tokens, 0);
   EXPECT_GT(sst.mean_accepted_length, 1.0);
+  // "auto" chooses among the methods given (docs/auto.md); its parameters are theirs.
+  EXPECT_EQ(generated(mh.m, greedy(40, "auto")), text);
+  EXPECT_EQ(generated(mh.m, greedy(40, ("auto:heads=" + kHeads + ":explore=0.05").c_str())), text);
 }
 
 // Sampling with a seed (coupled verification, the default): every spec gives the same
@@ -209,6 +212,7 @@ TEST(CApi, SeededSamplingIsTheSameForEverySpecAndAnUnseededRunReportsItsSeed) {
   EXPECT_EQ(generated(mh.m, sampled("lookup:draft=4", 5)), text);
   EXPECT_EQ(generated(mh.m, sampled("ptd", 5)), text);
   EXPECT_EQ(generated(mh.m, sampled(("medusa:heads=" + kHeads + ":tree=auto:8").c_str(), 5)), text);
+  EXPECT_EQ(generated(mh.m, sampled(("auto:heads=" + kHeads).c_str(), 5)), text);
   EXPECT_NE(generated(mh.m, sampled("none", 6)), text) << "the seed is not used";
   const std::string drawn = generated(mh.m, sampled("none", -1), nullptr, &st);
   ASSERT_LT(st.seed, uint64_t{1} << 63);

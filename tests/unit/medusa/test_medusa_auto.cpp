@@ -34,7 +34,7 @@ class RandomArms final : public engine::BudgetPolicy {
       const auto n = static_cast<uint64_t>(arms.size());
       const auto cur = static_cast<int32_t>(rng_.uniform_int(n));
       const auto hint = static_cast<int32_t>(rng_.uniform_int(n));
-      seqs[i]->drafter().select_arm(cur, hint);
+      seqs[i]->drafter().select_arm(cur, hint, rng_.uniform() < 0.5);
       budgets[i] = std::min(budgets[i], arms[static_cast<size_t>(cur)].max_nodes);
       used_.push_back(cur);
     }
@@ -132,14 +132,15 @@ TEST(MedusaAuto, CoupledSamplingMatchesPlainSampling) {
 
 namespace {
 
-// Always the same arm; collects the drafters' samples.
+// Always the same arm, a shadow grade asked for every step (so Medusa is graded
+// everywhere); collects the drafters' samples.
 class FixedArm final : public engine::BudgetPolicy {
  public:
   explicit FixedArm(int32_t arm) : arm_(arm) {}
   void plan(std::span<engine::Sequence* const> seqs, std::span<int32_t> budgets) override {
     seqs_.assign(seqs.begin(), seqs.end());
     for (size_t i = 0; i < seqs.size(); ++i) {
-      seqs[i]->drafter().select_arm(arm_, arm_);
+      seqs[i]->drafter().select_arm(arm_, arm_, true);
       budgets[i] = std::min(budgets[i], seqs[i]->drafter().arms()[static_cast<size_t>(arm_)].max_nodes);
     }
   }
@@ -162,7 +163,6 @@ TEST(MedusaAuto, ShadowGradesEqualTheArmsOwnSteps) {
   TREESPEC_REQUIRE_SHARED();
   const auto& ts = test::trained_stories();
   drafters::SpecConfig cfg = auto_config(heads_file(ts));
-  cfg.automatic.shadow_every = 1;  // the heads run every step, so Medusa is graded everywhere
   const auto goldens = test::load_goldens();
   const int32_t kLookup = 1, kMedusa4 = 4;
   int64_t compared = 0, accepted_drafts = 0;
