@@ -13,6 +13,7 @@ namespace {
 // Shadow trees wait at most this many steps for their text (a sequence that ends leaves
 // its last few ungraded).
 constexpr size_t kMaxPending = 64;
+constexpr size_t kMaxSamples = 4096;
 // Weight of a new sample in a sequence's own estimate of an arm's tokens per step (faster
 // than the policy's batch-wide one: the text changes within a request).
 constexpr double kSeqAlpha = 0.1;
@@ -64,6 +65,8 @@ void AutoDrafter::begin(std::span<const int32_t> prompt) {
 }
 
 void AutoDrafter::record(const ArmSample& smp) {
+  // Without a policy taking them (an AutoDrafter used on its own), keep only the newest.
+  if (samples_.size() >= kMaxSamples) samples_.erase(samples_.begin(), samples_.begin() + kMaxSamples / 2);
   samples_.push_back(smp);
   const auto a = static_cast<size_t>(smp.arm);
   seq_n_[a] += 1.0;
