@@ -101,7 +101,7 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
       ->capture_default_str();
   app.add_option("--auto-trial", c.automatic.trial_steps, "auto: consecutive steps per trial of an arm")->capture_default_str();
   app.add_option("--auto-shadow-every", c.automatic.shadow_every,
-                 "auto: Medusa's heads run at least every N-th step, so its arms are graded while another drafts")
+                 "auto: Medusa's heads run for one sequence every N-th step (4x rarer while Medusa is far from the best), so its arms are graded while another drafts")
       ->capture_default_str();
   auto& d = c.draft;
   app.add_option("--model-draft,--draft-model", d.model_path,

@@ -35,7 +35,8 @@ AutoPolicy::AutoPolicy(AutoPolicyParams p) : p_(p), lat_(p.latency) {
 
 void AutoPolicy::calibrate(Engine& eng) {
   const double t0 = core::now_s();
-  n_probe_ += probe_latency(eng, lat_, p_.probe_max_nodes, 64, 6.0, 2);
+  const ControllerParams sweep;  // the ProPD controller's sweep settings
+  n_probe_ += probe_latency(eng, lat_, p_.probe_max_nodes, sweep.probe_ctx, sweep.probe_max_ratio, sweep.probe_reps);
   refit();
   probe_s_ += core::now_s() - t0;
   TS_LOG_INFO("spec auto: start-up latency sweep of {} points in {:.3f} s", n_probe_, probe_s_);
@@ -89,7 +90,6 @@ double AutoPolicy::predicted_time(int32_t b, int32_t arm) const {
 }
 
 double AutoPolicy::rate(int32_t b, int32_t arm) const {
-  const auto& t = by_batch_.at(b);
   return b * tok_of(b, arm) / predicted_time(b, arm);
 }
 
@@ -229,9 +229,8 @@ void AutoPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budget
   if (!mine.empty()) {
     const auto b = static_cast<int32_t>(seqs.size());
     (void)table_mut(b);
-    std::vector<Sequence*> own;
-    for (size_t i : mine) own.push_back(seqs[i]);
-    blend_sequences(b, own);
+    for (size_t i : mine) cur_seqs_.push_back(seqs[i]);
+    blend_sequences(b, cur_seqs_);
     if (next_arm_ < 0 || next_b_ != b) {
       kept_ = -1;
       next_arm_ = decide(b);
@@ -247,7 +246,6 @@ void AutoPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budget
       const size_t i = mine[k];
       seqs[i]->drafter().select_arm(cur_arm_, next_arm_, static_cast<int32_t>(k) == shadow);
       budgets[i] = std::min(budgets[i], std::max(1, arms_[static_cast<size_t>(cur_arm_)].max_nodes));
-      cur_seqs_.push_back(seqs[i]);
     }
   }
   if (p_.step_budget > 0) StepBudgetPolicy::split(p_.step_budget, budgets);

@@ -359,11 +359,7 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     in.coupled = s.params_.mode == verify::Mode::coupled && !s.params_.sampling.greedy();
     tree::TokenTree t = s.drafter_->propose(in);
     TREESPEC_ASSERT(!t.empty() && t.token(0) == s.context_.back(), "drafter must root its tree at the last token");
-    if (t.size() > in.budget) {  // a topological prefix is ancestor-closed
-      std::vector<int32_t> keep(static_cast<size_t>(in.budget));
-      for (int32_t k = 0; k < in.budget; ++k) keep[static_cast<size_t>(k)] = k;
-      t = t.subtree(keep);
-    }
+    if (t.size() > in.budget) t = t.prefix(in.budget);
     for (int32_t k = 0; k < t.size(); ++k) {
       TREESPEC_ASSERT(t.token(k) >= 0 && t.token(k) < hp.n_vocab, "drafter proposed a token outside the vocabulary");
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "treespec/status.h"
 
@@ -119,6 +120,13 @@ std::vector<int32_t> TokenTree::path_to(int32_t i) const {
   for (int32_t n = i; n >= 0; n = parent_[static_cast<size_t>(n)]) path.push_back(n);
   std::reverse(path.begin(), path.end());
   return path;
+}
+
+TokenTree TokenTree::prefix(int32_t n) const {
+  if (size() <= n) return *this;
+  std::vector<int32_t> keep(static_cast<size_t>(n));
+  std::iota(keep.begin(), keep.end(), 0);
+  return subtree(keep);
 }
 
 TokenTree TokenTree::subtree(std::span<const int32_t> keep, std::vector<int32_t>* old_index) const {

@@ -69,6 +69,9 @@ class TokenTree {
   // Sub-tree keeping only `keep` nodes (must contain the root and be closed under
   // ancestors, in increasing order). Returns the new tree; old_index[k] = original index.
   TokenTree subtree(std::span<const int32_t> keep, std::vector<int32_t>* old_index = nullptr) const;
+  // The first n nodes (a topological prefix is ancestor-closed); the tree itself when it
+  // has at most n.
+  TokenTree prefix(int32_t n) const;
 
   // Throws InvalidArgument naming the first node that breaks an invariant.
   void validate() const;

@@ -103,13 +103,7 @@ tree::TokenTree AutoDrafter::propose(const DraftInput& in) {
     sub.budget = shadow ? m.max_nodes : n;  // a shadowed method drafts its largest tree; the arm takes a prefix
     tree::TokenTree t = m.d->propose(sub);
     if (is_chosen) {
-      if (t.size() > n) {  // a topological prefix is ancestor-closed: Medusa's smaller trees
-        std::vector<int32_t> keep(static_cast<size_t>(n));
-        for (int32_t k = 0; k < n; ++k) keep[static_cast<size_t>(k)] = k;
-        out = t.subtree(keep);
-      } else {
-        out = t;
-      }
+      out = t.prefix(n);  // Medusa's smaller trees are prefixes of its largest
       set_prune(m.d->prune());  // the engine reads the pruning of the drafter it was given
     }
     if (shadow) {
@@ -155,7 +149,6 @@ bool AutoDrafter::grade(const Pending& p, std::span<const int32_t> context) {
 
 void AutoDrafter::observe(const StepFeedback& fb) {
   if (proposed_ < 0) return;
-  ++n_steps_;
   const auto arm = static_cast<size_t>(proposed_arm_);
   steps_[arm] += 1;
   accepted_[arm] += fb.result.n_accepted();

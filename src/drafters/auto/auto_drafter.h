@@ -57,8 +57,6 @@ class AutoDrafter final : public Drafter {
   void take_arm_samples(std::vector<ArmSample>& out) override;
   void arm_acceptance(std::span<double> tok, std::span<double> weight) const override;
 
-  int32_t current_arm() const { return cur_; }
-
  private:
   struct Method {
     std::unique_ptr<Drafter> d;
@@ -86,7 +84,6 @@ class AutoDrafter final : public Drafter {
   int32_t proposed_ = -1;            // method that proposed the last tree
   int32_t proposed_arm_ = -1;
   int64_t proposed_root_ = 0;
-  int64_t n_steps_ = 0;
   std::vector<Pending> pending_;
   std::vector<ArmSample> samples_;
   void record(const ArmSample& s);             // into samples_ and this sequence's estimates

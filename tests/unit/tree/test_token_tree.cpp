@@ -111,6 +111,15 @@ TEST(TokenTree, SubtreeKeepsAncestorClosedSets) {
   expect_invalid([&] { t.subtree(std::vector<int32_t>{0, 9}); }, {"node 9", "out of range"});
 }
 
+TEST(TokenTree, PrefixKeepsTheFirstNodes) {
+  const auto t = TokenTree::from_arrays(std::vector<int32_t>{10, 11, 12, 13, 14}, std::vector<int32_t>{-1, 0, 1, 0, 3});
+  const auto p = t.prefix(3);
+  EXPECT_EQ(p.tokens(), (std::vector<int32_t>{10, 11, 12}));
+  EXPECT_EQ(p.parents(), (std::vector<int32_t>{-1, 0, 1}));
+  EXPECT_EQ(t.prefix(5).tokens(), t.tokens());
+  EXPECT_EQ(t.prefix(9).tokens(), t.tokens());
+}
+
 TEST(TokenTree, InvalidTreesNameTheNode) {
   using V = std::vector<int32_t>;
   // Parent out of range.
