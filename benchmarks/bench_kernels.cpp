@@ -5,6 +5,7 @@
 //                                      so M = 1 measures DRAM streaming and M = 16 / 64
 //                                      shows what extra tree rows cost.
 //   BM_MatmulL2/<type>/<isa>/M/1      ~0.5 MB of weights (in L2): compute rate alone.
+//                                      avx512_vnni reads the load-time packed copy.
 //   BM_Attention/<tree>/threads        8 KV heads x group 2, head_dim 128, 1024 committed
 //                                      cells, a random tree of 1 / 16 / 64 rows.
 //   BM_ReadBandwidth/threads           kernels::measure_read_bandwidth (1 GiB).
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
@@ -32,7 +34,9 @@ constexpr int64_t kWeightBytes = int64_t{96} << 20;
 
 struct BenchWeights {
   std::vector<uint8_t> bytes;
+  core::AlignedBuffer<uint8_t> packed_bytes;
   kernels::WeightView view;
+  kernels::WeightView packed;  // with the load-time packed copy, as Model::load makes it
 };
 
 // One weight matrix per type and size, built on first use (quantising ~100M values
@@ -52,6 +56,12 @@ const BenchWeights& weights(DType t, bool small = false) {
       tensor::quantize_row(t, row.data(), w->bytes.data() + r * rb, kNIn);
     }
     w->view = kernels::WeightView{w->bytes.data(), t, kNIn, n_out};
+    w->packed = w->view;
+    if (const int64_t nb = kernels::packed_bytes(w->view); nb > 0) {
+      w->packed_bytes.resize(static_cast<size_t>(nb), "bench packed weights");
+      kernels::pack_weights(w->view, w->packed_bytes.data());
+      w->packed.packed = w->packed_bytes.data();
+    }
   }
   return *w;
 }
@@ -77,8 +87,10 @@ void BM_Matmul(benchmark::State& st, DType t, kernels::Isa isa, bool small) {
   const kernels::Isa saved = kernels::active_isa();
   kernels::set_active_isa(isa);
   core::ThreadPool* p = n_threads > 1 ? &pool(n_threads) : nullptr;
+  // The int8 levels read the packed copy, as in a loaded model.
+  const kernels::WeightView& view = isa >= kernels::Isa::avx512_vnni ? w.packed : w.view;
   for (auto _ : st) {
-    kernels::matmul(w.view, x.data(), M, y.data(), p);
+    kernels::matmul(view, x.data(), M, y.data(), p);
     benchmark::DoNotOptimize(y.data());
   }
   kernels::set_active_isa(saved);

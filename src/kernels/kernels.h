@@ -16,8 +16,8 @@ namespace treespec::kernels {
 
 // ISA levels, each a superset of the one before. avx2 = AVX2+FMA+F16C; avx512 =
 // F/BW/VL/DQ; avx512_vnni adds the int8 dot products (VPDPBUSD) used for Q8_0/Q4_0.
-// AMX has no level: no AMX kernels exist (the development CPU, AMD Zen 5, has none);
-// cpu_has_amx() reports the CPU so tools and tests can say so.
+// AMX has no level: an AMX-INT8 kernel was built and measured and did not pay with
+// 32-value block scales (docs/kernels.md, "AMX"); cpu_has_amx() reports the CPU.
 enum class Isa { scalar = 0, avx2 = 1, avx512 = 2, avx512_vnni = 3 };
 constexpr int kNumIsas = 4;
 const char* isa_name(Isa isa);

@@ -77,11 +77,7 @@ inline void accumulate_block(const __m512i (&W)[kT][8], const __m512 (&dw)[kT], 
     }
     for (int t = 0; t < kT; ++t) acc0[t] = _mm512_add_epi32(acc0[t], acc1[t]);
     const __m512 dx = _mm512_set1_ps(xqd[ib]);
-    for (int t = 0; t < kT; ++t) {
-      float* f = facc + (m * kT + t) * 16;
-      const __m512 dot = _mm512_cvtepi32_ps(acc0[t]);
-      _mm512_storeu_ps(f, _mm512_fmadd_ps(dot, _mm512_mul_ps(dw[t], dx), _mm512_loadu_ps(f)));
-    }
+    for (int t = 0; t < kT; ++t) fold_q80(facc + (m * kT + t) * 16, acc0[t], dw[t], dx);
   }
 }
 
@@ -136,14 +132,7 @@ void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __res
 //       nibble bytes (low nibbles: values 4k..4k+3, high: 16+4k..16+4k+3).
 // Rows past n_out are zero (scale 0). Results equal the unpacked kernel bit for bit:
 // the integer block dots and the float accumulation are the same operations.
-template <bool kQ4>
-struct PackedLayout {
-  static constexpr int64_t kQuant = kQ4 ? 256 : 512;
-  int64_t nb, scales, tile;
-  explicit PackedLayout(int64_t n_in)
-      : nb(n_in / 32), scales((nb * 32 + 63) / 64 * 64), tile(scales + nb * kQuant) {}
-};
-
+// (PackedLayout in vnni_common.h.)
 template <bool kQ4>
 int64_t pack_q40_q80(const WeightView& w, void* dst) {
   const PackedLayout<kQ4> L(w.n_in);
@@ -188,7 +177,6 @@ void vnni_tiles_packed(const uint8_t* packed, const PackedLayout<kQ4>& L, const 
     sc[t] = tile;
     qs[t] = tile + L.scales;
   }
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t b = 0; b < nb; ++b) {
     __m512i W[kT][8];
@@ -197,11 +185,7 @@ void vnni_tiles_packed(const uint8_t* packed, const PackedLayout<kQ4>& L, const 
       const uint8_t* q = qs[t] + b * L.kQuant;
       for (int64_t l = 0; l < L.kQuant; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
       if constexpr (kQ4) {
-        for (int k = 0; k < 4; ++k) {
-          const __m512i v = _mm512_load_si512(q + 64 * k);
-          W[t][k] = _mm512_and_si512(v, m4);
-          W[t][k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        }
+        load_packed_q40(q, W[t]);
       } else {
         for (int k = 0; k < 8; ++k) W[t][k] = _mm512_load_si512(q + 64 * k);
       }
@@ -221,9 +205,8 @@ void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, 
   const auto* base = static_cast<const uint8_t*>(w.data);
   float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 32));  // [M, 32]
   // Integer offset correction per (row, block), precomputed so the inner loop only
-  // broadcasts it from memory: -128 * sum(x_q) (Q8_0, weights + 128) or -8 * sum(x_q) (Q4_0).
-  auto* corr = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb)));
-  for (int64_t i = 0; i < M * nb; ++i) corr[i] = (kQ4 ? -8 : -128) * xq->s[i];
+  // broadcasts it from memory.
+  const int32_t* corr = block_corr(xq, M, nb, kQ4 ? -8 : -128);
   const auto* pk = static_cast<const uint8_t*>(w.packed);
   const PackedLayout<kQ4> L(n);
   auto pass = [&]<int kT>(int64_t t0, int nr) {

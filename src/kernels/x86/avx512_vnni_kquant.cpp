@@ -37,12 +37,7 @@ inline void accumulate_q4k(const __m512i (&W)[kT][8], const __m512 (&vsc)[kT], c
         acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
       }
     }
-    for (int t = 0; t < kT; ++t) {
-      float* f = facc + (m * kT + t) * 16;
-      const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(acc0[t], acc1[t]));
-      __m512 r = _mm512_fmadd_ps(dot, _mm512_mul_ps(vsc[t], vdx), _mm512_loadu_ps(f));
-      _mm512_storeu_ps(f, _mm512_fnmadd_ps(vmn[t], vms, r));
-    }
+    for (int t = 0; t < kT; ++t) fold_q4k(facc + (m * kT + t) * 16, _mm512_add_epi32(acc0[t], acc1[t]), vsc[t], vmn[t], vdx, vms);
   }
 }
 
@@ -134,7 +129,7 @@ void q4k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
 // low nibbles, 2g + 1 in the high) at 320 + 512g as 8 vectors, vector k lane r = bytes
 // 4k..4k+3 of row r's group. Same size as the GGUF rows plus 4 bytes per row and
 // super-block; same results bit for bit (the scales go through the same float ops).
-constexpr int64_t kQ4KPacked = 320 + 2048;
+// (kQ4KPacked and the block loader load_packed_q4k in vnni_common.h.)
 
 int64_t pack_q4k(const WeightView& w, void* dst) {
   const int64_t nsb = w.n_in / 256, n_tiles = (w.n_out + 15) / 16;
@@ -163,33 +158,18 @@ void q4k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
   const uint8_t* tp[kT];
   for (int t = 0; t < kT; ++t) tp[t] = packed + (t0 / 16 + t) * nsb * kQ4KPacked;
   const int64_t nb = n / 32;
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    __m512 d[kT], dmin[kT];
-    for (int t = 0; t < kT; ++t) {
-      const uint8_t* p = tp[t] + sb * kQ4KPacked;
-      d[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
-      dmin[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
-    }
     for (int j = 0; j < 8; ++j) {
       __m512i W[kT][8];
       __m512 vsc[kT], vmn[kT];
       for (int t = 0; t < kT; ++t) {
         const uint8_t* p = tp[t] + sb * kQ4KPacked;
-        const uint8_t* q = p + 320 + 512 * (j / 2);
         if ((j & 1) == 0) {
+          const uint8_t* q = p + 320 + 512 * (j / 2);
           for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
         }
-        for (int k = 0; k < 8; ++k) {
-          __m512i v = _mm512_load_si512(q + 64 * k);
-          if (j & 1) v = _mm512_srli_epi16(v, 4);
-          W[t][k] = _mm512_and_si512(v, m4);
-        }
-        const __m128i sc = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 64 + 16 * j));
-        const __m128i mn = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 192 + 16 * j));
-        vsc[t] = _mm512_mul_ps(d[t], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
-        vmn[t] = _mm512_mul_ps(dmin[t], _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+        load_packed_q4k(p, j, W[t], vsc[t], vmn[t]);
       }
       accumulate_q4k<kT>(W, vsc, vmn, xq, M, n, nb, sb * 8 + j, facc);
     }
@@ -221,11 +201,7 @@ inline void accumulate_q6k(const __m512i (&W)[kT][8], const __m512 (&vsa)[kT], c
         acc_b[t] = _mm512_dpbusd_epi32(acc_b[t], W[t][kk + 4], x1);
       }
     }
-    for (int t = 0; t < kT; ++t) {
-      float* f = facc + (m * kT + t) * 16;
-      __m512 r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc_a[t]), _mm512_mul_ps(vsa[t], vdx), _mm512_loadu_ps(f));
-      _mm512_storeu_ps(f, _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc_b[t]), _mm512_mul_ps(vsb[t], vdx), r));
-    }
+    for (int t = 0; t < kT; ++t) fold_q6k(facc + (m * kT + t) * 16, acc_a[t], acc_b[t], vsa[t], vsb[t], vdx);
   }
 }
 
@@ -311,7 +287,7 @@ void q6k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
 // (at 2368 + 512h), each as 8 vectors whose lane r holds bytes 4k..4k+3 of row r's
 // group. The byte-wise unpacking of the unpacked kernel commutes with that dword
 // transpose, so the values, and the results, are the same bit for bit.
-constexpr int64_t kQ6KPacked = 320 + 2048 + 1024;
+// (kQ6KPacked and the block loader load_packed_q6k in vnni_common.h.)
 
 int64_t pack_q6k(const WeightView& w, void* dst) {
   const int64_t nsb = w.n_in / 256, n_tiles = (w.n_out + 15) / 16;
@@ -341,13 +317,8 @@ void q6k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
   const uint8_t* tp[kT];
   for (int t = 0; t < kT; ++t) tp[t] = packed + (t0 / 16 + t) * nsb * kQ6KPacked;
   const int64_t nb = n / 32;
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    __m512 d[kT];
-    for (int t = 0; t < kT; ++t) {
-      d[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(tp[t] + sb * kQ6KPacked)));
-    }
     for (int j = 0; j < 8; ++j) {
       const int h = j / 4, k = j % 4;
       __m512i W[kT][8];
@@ -362,17 +333,7 @@ void q6k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
         if (k == 0) {
           for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(qh + kPackedPrefetch + l), _MM_HINT_T0);
         }
-        for (int kk = 0; kk < 8; ++kk) {
-          __m512i lo = _mm512_load_si512(ql + 64 * kk);
-          if (k >> 1) lo = _mm512_srli_epi16(lo, 4);
-          lo = _mm512_and_si512(lo, m4);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(_mm512_load_si512(qh + 64 * kk), 2 * k), m3);
-          W[t][kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-        }
-        const __m128i sa = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * (2 * j)));
-        const __m128i sbv = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * (2 * j + 1)));
-        vsa[t] = _mm512_mul_ps(d[t], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sa)));
-        vsb[t] = _mm512_mul_ps(d[t], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sbv)));
+        load_packed_q6k(p, j, W[t], vsa[t], vsb[t]);
       }
       accumulate_q6k<kT>(W, vsa, vsb, xq, half_corr, M, n, nb, sb * 8 + j, facc);
     }
@@ -388,25 +349,7 @@ void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq
   const int64_t rb = w.row_bytes();
   const auto* base = static_cast<const uint8_t*>(w.data);
   float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 32));
-  const int32_t* half_corr = nullptr;
-  if constexpr (kQ6) {
-    // -32 * sum of x_q over each half (16 values) of every activation block.
-    const int64_t nb = n / 32;
-    auto* hc = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb * 2)));
-    for (int64_t m = 0; m < M; ++m) {
-      for (int64_t b = 0; b < nb; ++b) {
-        const int8_t* q = xq->q + m * n + b * 32;
-        int32_t s0 = 0, s1 = 0;
-        for (int j = 0; j < 16; ++j) {
-          s0 += q[j];
-          s1 += q[16 + j];
-        }
-        hc[2 * (m * nb + b)] = -32 * s0;
-        hc[2 * (m * nb + b) + 1] = -32 * s1;
-      }
-    }
-    half_corr = hc;
-  }
+  const int32_t* half_corr = kQ6 ? q6k_half_corr(xq, M, n) : nullptr;
   const auto* pk = static_cast<const uint8_t*>(w.packed);
   auto pass = [&]<int kT>(int64_t t0, int nr) {
     if constexpr (kQ6) {

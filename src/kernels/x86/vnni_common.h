@@ -1,6 +1,7 @@
-// Pieces shared by the AVX-512 VNNI translation units (avx512_vnni.cpp: Q8_0 / Q4_0,
-// avx512_vnni_kquant.cpp: Q4_K / Q6_K): the 16-row tile transpose, the tile store and
-// the prefetch distances. Included only by files compiled with -mavx512vnni; like
+// Pieces shared by the int8 tile translation units (avx512_vnni.cpp: Q8_0 / Q4_0,
+// avx512_vnni_kquant.cpp: Q4_K / Q6_K): the 16-row tile transpose, the float step per
+// block, the packed layouts and their loaders, the offset corrections, the tile store
+// and the prefetch distances. Included only by files compiled with -mavx512vnni; like
 // simd.h, everything is in an anonymous namespace (no cross-ISA ODR merges).
 #pragma once
 
@@ -47,6 +48,118 @@ inline void store_tiles(const float* facc, int64_t M, float* y, int64_t ldy, int
       _mm512_mask_storeu_ps(y + m * ldy + t0 + 16 * t, keep, _mm512_loadu_ps(facc + (m * kT + t) * 16));
     }
   }
+}
+
+// ---- The float step per (activation row, 16 output rows, block) -------------------
+// Every int8 tile kernel (packed or not, any kT) computes the exact integer dot of a
+// block and then calls one of these; sharing them is what makes the kernels agree bit
+// for bit, so which one runs for a given M or layout changes no output. (An AMX kernel
+// would have to end in the same step: docs/kernels.md, "AMX".)
+
+// Q8_0 / Q4_0: f += float(dot) * (dw * dx).
+inline void fold_q80(float* f, __m512i dot, __m512 dw, __m512 dx) {
+  _mm512_storeu_ps(f, _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), _mm512_loadu_ps(f)));
+}
+// Q4_K sub-block: f = (f + float(dot) * (sc * dx)) - mn * ms, ms = dx * sum(x_q).
+inline void fold_q4k(float* f, __m512i dot, __m512 vsc, __m512 vmn, __m512 vdx, __m512 vms) {
+  const __m512 r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(vsc, vdx), _mm512_loadu_ps(f));
+  _mm512_storeu_ps(f, _mm512_fnmadd_ps(vmn, vms, r));
+}
+// Q6_K, the two sub-blocks of 16 of an activation block: dots da, db (offsets included).
+inline void fold_q6k(float* f, __m512i da, __m512i db, __m512 vsa, __m512 vsb, __m512 vdx) {
+  const __m512 r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(da), _mm512_mul_ps(vsa, vdx), _mm512_loadu_ps(f));
+  _mm512_storeu_ps(f, _mm512_fmadd_ps(_mm512_cvtepi32_ps(db), _mm512_mul_ps(vsb, vdx), r));
+}
+
+// ---- Packed layouts (kernels.h pack_weights) and their block loaders ---------------
+// Q8_0 / Q4_0: tile t (rows 16t..16t+15) occupies tile = align64(nb * 32) + nb * kQuant
+// bytes: scales first (block b at 32 b: the 16 rows' f16 d), then the quants (block b at
+// `scales + kQuant b`), as vectors whose lane r holds 4 bytes of row r (see
+// avx512_vnni.cpp).
+template <bool kQ4>
+struct PackedLayout {
+  static constexpr int64_t kQuant = kQ4 ? 256 : 512;
+  int64_t nb, scales, tile;
+  explicit PackedLayout(int64_t n_in)
+      : nb(n_in / 32), scales((nb * 32 + 63) / 64 * 64), tile(scales + nb * kQuant) {}
+};
+// Per tile of 16 rows and super-block (layouts in avx512_vnni_kquant.cpp).
+constexpr int64_t kQ4KPacked = 320 + 2048;
+constexpr int64_t kQ6KPacked = 320 + 2048 + 1024;
+
+// Packed Q4_0 block (4 vectors of nibble pairs) -> W[8] of values 0..15.
+inline void load_packed_q40(const uint8_t* q, __m512i W[8]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_load_si512(q + 64 * k);
+    W[k] = _mm512_and_si512(v, m4);
+    W[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  }
+}
+// Packed Q4_K super-block p, sub-block j -> W[8] (values 0..15) and the lane scales
+// vsc = d * sc_j, vmn = dmin * m_j.
+inline void load_packed_q4k(const uint8_t* p, int j, __m512i W[8], __m512& vsc, __m512& vmn) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const uint8_t* q = p + 320 + 512 * (j / 2);
+  for (int k = 0; k < 8; ++k) {
+    __m512i v = _mm512_load_si512(q + 64 * k);
+    if (j & 1) v = _mm512_srli_epi16(v, 4);
+    W[k] = _mm512_and_si512(v, m4);
+  }
+  const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
+  const __m128i sc = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 64 + 16 * j));
+  const __m128i mn = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 192 + 16 * j));
+  vsc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
+  vmn = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+}
+// Packed Q6_K super-block p, activation block j (sub-blocks 2j, 2j + 1) -> W[8] (values
+// 0..63; W[0..3] the first sub-block, W[4..7] the second) and their lane scales d * sc.
+inline void load_packed_q6k(const uint8_t* p, int j, __m512i W[8], __m512& vsa, __m512& vsb) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+  const int h = j / 4, k = j % 4;
+  const uint8_t* ql = p + 320 + 512 * (2 * h + (k & 1));
+  const uint8_t* qh = p + 2368 + 512 * h;
+  for (int kk = 0; kk < 8; ++kk) {
+    __m512i lo = _mm512_load_si512(ql + 64 * kk);
+    if (k >> 1) lo = _mm512_srli_epi16(lo, 4);
+    lo = _mm512_and_si512(lo, m4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(_mm512_load_si512(qh + 64 * kk), 2 * k), m3);
+    W[kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+  }
+  const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m128i sa = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * (2 * j)));
+  const __m128i sb = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * (2 * j + 1)));
+  vsa = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sa)));
+  vsb = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sb)));
+}
+
+// Integer offset corrections, per thread (scratch slot 2), recomputed per call.
+// Per (activation row, block): factor * sum(x_q): -128 for Q8_0 (weights stored + 128),
+// -8 for Q4_0 (nibbles q for values q - 8).
+inline const int32_t* block_corr(const impl::ActQ8* xq, int64_t M, int64_t nb, int32_t factor) {
+  auto* corr = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb)));
+  for (int64_t i = 0; i < M * nb; ++i) corr[i] = factor * xq->s[i];
+  return corr;
+}
+// Q6_K (values q - 32): -32 * the sum of x_q over each half (16 values) of every
+// activation block, at [2 * (m * nb + b) + half].
+inline const int32_t* q6k_half_corr(const impl::ActQ8* xq, int64_t M, int64_t n) {
+  const int64_t nb = n / 32;
+  auto* hc = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb * 2)));
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* q = xq->q + m * n + b * 32;
+      int32_t s0 = 0, s1 = 0;
+      for (int j = 0; j < 16; ++j) {
+        s0 += q[j];
+        s1 += q[16 + j];
+      }
+      hc[2 * (m * nb + b)] = -32 * s0;
+      hc[2 * (m * nb + b) + 1] = -32 * s1;
+    }
+  }
+  return hc;
 }
 
 constexpr int64_t kPrefetch = 256;  // bytes ahead in each weight row

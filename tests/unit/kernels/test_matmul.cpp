@@ -163,12 +163,6 @@ INSTANTIATE_TEST_SUITE_P(AllTypesAllIsas, MatmulTest, ::testing::Combine(::testi
                                   tensor::dtype_name(std::get<1>(info.param));
                          });
 
-TEST(Isa, AmxIsReportedAndSkipped) {
-  // No AMX kernels exist; on a CPU with AMX the int8 VNNI path is still what runs.
-  GTEST_SKIP() << "AMX kernels not implemented; this CPU " << (kernels::cpu_has_amx() ? "has" : "has no")
-               << " AMX (AMX-TILE + AMX-INT8)";
-}
-
 TEST(Isa, BestIsaIsSupportedAndActiveByDefault) {
   EXPECT_TRUE(kernels::isa_supported(kernels::best_isa()));
   EXPECT_TRUE(kernels::isa_supported(kernels::Isa::scalar));
