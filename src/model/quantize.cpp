@@ -14,15 +14,24 @@ namespace {
 
 bool fits(DType t, int64_t n) { return n % tensor::dtype_traits(t).block_size == 0; }
 
-// GGUF general.file_type numbering (llama_ftype) for the types we write.
+// GGUF general.file_type numbering (llama_ftype) for the types we write; a uniform
+// K-quant file is named after llama.cpp's "_S" mix (closest to one type everywhere).
 int32_t file_type_of(DType t) {
   switch (t) {
     case DType::f32: return 0;
     case DType::f16: return 1;
     case DType::q4_0: return 2;
+    case DType::q4_1: return 3;
     case DType::q8_0: return 7;
+    case DType::q5_0: return 8;
+    case DType::q5_1: return 9;
+    case DType::q2_k: return 10;
+    case DType::q3_k: return 11;
     case DType::q4_k: return 15;  // Q4_K_M is the common name; we quantise uniformly
+    case DType::q5_k: return 16;
     case DType::q6_k: return 18;
+    case DType::iq4_nl: return 25;
+    case DType::iq4_xs: return 30;
     case DType::bf16: return 32;
     default: return -1;
   }
@@ -36,11 +45,18 @@ DType quant_type_for(const std::string& name, const std::vector<int64_t>& ne, DT
   if (!is_matrix || !is_weight || name == "rope_freqs.weight") return DType::f32;
   const int64_t n = ne[0];
   if (fits(target, n)) return target;
+  // llama.cpp's fallbacks for rows that are not a multiple of 256.
+  DType fallback = DType::f16;
   switch (target) {
-    case DType::q4_k: return fits(DType::q4_0, n) ? DType::q4_0 : DType::f16;
-    case DType::q6_k: return fits(DType::q8_0, n) ? DType::q8_0 : DType::f16;
-    default: return DType::f16;
+    case DType::q2_k:
+    case DType::q3_k:
+    case DType::iq4_xs: fallback = DType::iq4_nl; break;
+    case DType::q4_k: fallback = DType::q5_0; break;
+    case DType::q5_k: fallback = DType::q5_1; break;
+    case DType::q6_k: fallback = DType::q8_0; break;
+    default: break;
   }
+  return fits(fallback, n) ? fallback : DType::f16;
 }
 
 std::vector<float> tensor_to_f32(const std::string& file, const std::string& name, DType type,
@@ -69,7 +85,8 @@ std::vector<uint8_t> f32_to_tensor(DType type, const float* x, int64_t n_rows, i
 
 QuantizeSummary quantize_gguf(const std::string& in, const std::string& out, DType target) {
   if (!tensor::quant_supported(target)) {
-    throw Unsupported(fmt::format("quantize: target type {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)",
+    throw Unsupported(fmt::format("quantize: target type {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+                                  "q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs)",
                                   tensor::dtype_name(target)));
   }
   const auto src = gguf::GgufFile::open(in);

@@ -13,9 +13,8 @@ namespace treespec::model {
 // The type a tensor gets when a model is converted to `target`, following llama.cpp:
 // only 2-D weight matrices are quantised (norms, biases, rope factors and other 1-D or
 // small tensors stay F32); a matrix whose row length ne[0] is not a multiple of the
-// target's block size falls back to a type that fits: q4_k -> q4_0 -> f16,
-// q6_k -> q8_0 -> f16, q8_0 / q4_0 -> f16 (llama.cpp falls back to q5_0 / q8_0 / f16;
-// we do not compute with q5_0, so q4_0 stands in for it).
+// target's block size falls back as llama.cpp does: q2_k / q3_k / iq4_xs -> iq4_nl,
+// q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, then (and for the 32-value types) f16.
 tensor::DType quant_type_for(const std::string& name, const std::vector<int64_t>& ne, tensor::DType target);
 
 // Element values of a tensor as f32 (any type tensor::quant_supported accepts; Unsupported

@@ -1,4 +1,4 @@
-// treespec quantize IN.gguf OUT.gguf --type f16|bf16|q8_0|q4_0|q4_k|q6_k
+// treespec quantize IN.gguf OUT.gguf --type TYPE (every type tensor::quant_supported writes)
 // Thin wrapper over model::quantize_gguf (rules: src/model/quantize.h).
 #include <cstdio>
 
@@ -15,7 +15,7 @@ std::function<int()> setup_quantize(CLI::App& sub) {
   auto type = std::make_shared<std::string>();
   sub.add_option("input", *in, "source GGUF")->required();
   sub.add_option("output", *out, "output GGUF")->required();
-  sub.add_option("--type", *type, "f32, f16, bf16, q8_0, q4_0, q4_k or q6_k (norms and 1-D tensors stay f32)")->required();
+  sub.add_option("--type", *type, "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k or iq4_xs (one type for every matrix; norms and 1-D tensors stay f32)")->required();
   return [in, out, type]() -> int {
     using namespace treespec;
     const auto t = tensor::dtype_from_name(*type);

@@ -63,6 +63,14 @@ void impl::register_ref(KernelTable& t) {
   set(DType::q4_0, matmul_rows_ref<DType::q4_0>, to_float_t<DType::q4_0>);
   set(DType::q4_k, matmul_rows_ref<DType::q4_k>, to_float_t<DType::q4_k>);
   set(DType::q6_k, matmul_rows_ref<DType::q6_k>, to_float_t<DType::q6_k>);
+  set(DType::q4_1, matmul_rows_ref<DType::q4_1>, to_float_t<DType::q4_1>);
+  set(DType::q5_0, matmul_rows_ref<DType::q5_0>, to_float_t<DType::q5_0>);
+  set(DType::q5_1, matmul_rows_ref<DType::q5_1>, to_float_t<DType::q5_1>);
+  set(DType::iq4_nl, matmul_rows_ref<DType::iq4_nl>, to_float_t<DType::iq4_nl>);
+  set(DType::q2_k, matmul_rows_ref<DType::q2_k>, to_float_t<DType::q2_k>);
+  set(DType::q3_k, matmul_rows_ref<DType::q3_k>, to_float_t<DType::q3_k>);
+  set(DType::q5_k, matmul_rows_ref<DType::q5_k>, to_float_t<DType::q5_k>);
+  set(DType::iq4_xs, matmul_rows_ref<DType::iq4_xs>, to_float_t<DType::iq4_xs>);
   t.quantize_act = ref_quantize_act;
   t.rmsnorm = ref_rmsnorm;
   t.swiglu = ref_swiglu;

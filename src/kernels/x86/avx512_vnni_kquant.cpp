@@ -1,8 +1,9 @@
-// AVX-512 VNNI kernels for the K-quants (Q4_K, Q6_K): the tile scheme of
+// AVX-512 VNNI kernels for the K-quants (Q4_K, Q5_K, Q6_K): the tile scheme of
 // avx512_vnni.cpp (16 weight rows per tile, VPDPBUSD on activations quantised per block
 // of 32), reading either the GGUF rows or the load-time packed copy (kernels.h
 // pack_weights), with bit-identical results.
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/x86/vnni_common.h"
 
@@ -43,36 +44,39 @@ inline void accumulate_q4k(const __m512i (&W)[kT][8], const __m512 (&vsc)[kT], c
 
 // Q4_K: value = d*sc*q - dmin*m, q in 0..15. Per (row, activation block j):
 // acc += float(sum q*x_q) * (d*sc_j*dx) - (dmin*m_j) * (dx * sum x_q).
-template <int kT>
+// Q5_K (Blk = BlockQ5_K): the same with q in 0..31, the fifth bit from qh. Both blocks
+// start with d, dmin and the 12 scale bytes at the same offsets.
+template <class Blk, int kT>
 void q4k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* xq, int64_t M, int64_t n, float* y,
                int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  constexpr bool kQ5 = std::is_same_v<Blk, tensor::BlockQ5_K>;
   const uint8_t* tile = base + t0 * rb;
-  const tensor::BlockQ4_K* rows[kT][16];
+  const Blk* rows[kT][16];
   __m512i gidx[kT];  // byte offset of each lane's row from `tile`, for gathering scales
   for (int t = 0; t < kT; ++t) {
     alignas(64) int32_t offs[16];
     for (int i = 0; i < 16; ++i) {
       const int ri = imin(16 * t + i, nr - 1);
-      rows[t][i] = reinterpret_cast<const tensor::BlockQ4_K*>(tile + ri * rb);
+      rows[t][i] = reinterpret_cast<const Blk*>(tile + ri * rb);
       offs[i] = static_cast<int32_t>(ri * rb);
     }
     gidx[t] = _mm512_load_si512(offs);
   }
   const int64_t nb = n / 32;
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(0x01);
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
     if (sb + 2 < nsb) {  // as in the Q8_0 kernel: 32 row streams need software prefetch
       for (int t = 0; t < kT; ++t)
         for (int i = 0; i < 16; ++i)
-          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockQ4_K)); l += 64)
+          for (int l = 0; l < static_cast<int>(sizeof(Blk)); l += 64)
             _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
     }
     // Sub-block scales of the 16 rows, one lane per row: gather d/dmin and the 12 scale
     // bytes as dwords and unpack the 6-bit fields (q4k_scale_min) in vectors.
     alignas(64) float dsc[kT][8][16], dmn[kT][8][16];
     for (int t = 0; t < kT; ++t) {
-      const uint8_t* bp = tile + sb * static_cast<int64_t>(sizeof(tensor::BlockQ4_K));
+      const uint8_t* bp = tile + sb * static_cast<int64_t>(sizeof(Blk));
       const __m512i g0 = _mm512_i32gather_epi32(gidx[t], bp, 1);
       const __m512i s0 = _mm512_i32gather_epi32(gidx[t], bp + 4, 1);
       const __m512i s1 = _mm512_i32gather_epi32(gidx[t], bp + 8, 1);
@@ -107,6 +111,12 @@ void q4k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
           if (j & 1) z = _mm512_srli_epi16(z, 4);
           a[i] = _mm512_and_si512(z, m4);
+          if constexpr (kQ5) {  // bit j of qh[l] is bit 4 of element 32j + l
+            const __m512i h = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[t][i][sb].qh))),
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[t][i + 8][sb].qh)), 1);
+            a[i] = _mm512_or_si512(a[i], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, j), one), 4));
+          }
         }
         transpose_prepared(a, W[t]);
       }
@@ -129,34 +139,43 @@ void q4k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
 // low nibbles, 2g + 1 in the high) at 320 + 512g as 8 vectors, vector k lane r = bytes
 // 4k..4k+3 of row r's group. Same size as the GGUF rows plus 4 bytes per row and
 // super-block; same results bit for bit (the scales go through the same float ops).
-// (kQ4KPacked and the block loader load_packed_q4k in vnni_common.h.)
+// Packed Q5_K: the same kQ4KPacked bytes followed by qh as 8 vectors (vector k lane r =
+// qh bytes 4k..4k+3 of row r): kQ5KPacked bytes per tile and super-block.
+// (kQ4KPacked, kQ5KPacked and the block loaders load_packed_q4k / q5k in vnni_common.h.)
 
+template <class Blk>
 int64_t pack_q4k(const WeightView& w, void* dst) {
+  constexpr bool kQ5 = std::is_same_v<Blk, tensor::BlockQ5_K>;
+  constexpr int64_t kBytes = kQ5 ? kQ5KPacked : kQ4KPacked;
   const int64_t nsb = w.n_in / 256, n_tiles = (w.n_out + 15) / 16;
-  if (dst == nullptr) return n_tiles * nsb * kQ4KPacked;
+  if (dst == nullptr) return n_tiles * nsb * kBytes;
   const int64_t rb = w.row_bytes();
   auto* out = static_cast<uint8_t*>(dst);
-  std::memset(out, 0, static_cast<size_t>(n_tiles * nsb * kQ4KPacked));
+  std::memset(out, 0, static_cast<size_t>(n_tiles * nsb * kBytes));
   for (int64_t t = 0; t < n_tiles; ++t) {
     for (int64_t sb = 0; sb < nsb; ++sb) {
-      uint8_t* p = out + (t * nsb + sb) * kQ4KPacked;
+      uint8_t* p = out + (t * nsb + sb) * kBytes;
       for (int r = 0; r < 16 && 16 * t + r < w.n_out; ++r) {
-        const auto* blk = reinterpret_cast<const tensor::BlockQ4_K*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
+        const auto* blk = reinterpret_cast<const Blk*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
         std::memcpy(p + 2 * r, &blk->d, 2);
         std::memcpy(p + 32 + 2 * r, &blk->dmin, 2);
         for (int j = 0; j < 8; ++j) q4k_scale_min(j, blk->scales, p + 64 + 16 * j + r, p + 192 + 16 * j + r);
         for (int i = 0; i < 128; ++i) p[320 + 512 * (i / 32) + 64 * ((i % 32) / 4) + 4 * r + i % 4] = blk->qs[i];
+        if constexpr (kQ5) {
+          for (int i = 0; i < 32; ++i) p[kQ4KPacked + 64 * (i / 4) + 4 * r + i % 4] = blk->qh[i];
+        }
       }
     }
   }
-  return n_tiles * nsb * kQ4KPacked;
+  return n_tiles * nsb * kBytes;
 }
 
-template <int kT>
+template <bool kQ5, int kT>
 void q4k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq, int64_t M, int64_t n, float* y,
                       int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  constexpr int64_t kBytes = kQ5 ? kQ5KPacked : kQ4KPacked;
   const uint8_t* tp[kT];
-  for (int t = 0; t < kT; ++t) tp[t] = packed + (t0 / 16 + t) * nsb * kQ4KPacked;
+  for (int t = 0; t < kT; ++t) tp[t] = packed + (t0 / 16 + t) * nsb * kBytes;
   const int64_t nb = n / 32;
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -164,12 +183,20 @@ void q4k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
       __m512i W[kT][8];
       __m512 vsc[kT], vmn[kT];
       for (int t = 0; t < kT; ++t) {
-        const uint8_t* p = tp[t] + sb * kQ4KPacked;
+        const uint8_t* p = tp[t] + sb * kBytes;
         if ((j & 1) == 0) {
           const uint8_t* q = p + 320 + 512 * (j / 2);
           for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
         }
-        load_packed_q4k(p, j, W[t], vsc[t], vmn[t]);
+        if constexpr (kQ5) {
+          if (j == 0) {
+            for (int64_t l = 0; l < 512; l += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(p + kQ4KPacked + kPackedPrefetch + l), _MM_HINT_T0);
+          }
+          load_packed_q5k(p, j, W[t], vsc[t], vmn[t]);
+        } else {
+          load_packed_q4k(p, j, W[t], vsc[t], vmn[t]);
+        }
       }
       accumulate_q4k<kT>(W, vsc, vmn, xq, M, n, nb, sb * 8 + j, facc);
     }
@@ -341,9 +368,10 @@ void q6k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
   store_tiles<kT>(facc, M, y, ldy, t0, nr);
 }
 
-template <bool kQ6>
+template <tensor::DType kType>
 void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
                         int64_t r0, int64_t r1) {
+  constexpr bool kQ6 = kType == tensor::DType::q6_k, kQ5 = kType == tensor::DType::q5_k;
   const int64_t n = w.n_in;
   const int64_t nsb = n / 256;
   const int64_t rb = w.row_bytes();
@@ -351,6 +379,7 @@ void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq
   float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 32));
   const int32_t* half_corr = kQ6 ? q6k_half_corr(xq, M, n) : nullptr;
   const auto* pk = static_cast<const uint8_t*>(w.packed);
+  using Blk = std::conditional_t<kQ5, tensor::BlockQ5_K, tensor::BlockQ4_K>;
   auto pass = [&]<int kT>(int64_t t0, int nr) {
     if constexpr (kQ6) {
       if (pk != nullptr) {
@@ -360,9 +389,9 @@ void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq
       }
     } else {
       if (pk != nullptr) {
-        q4k_tiles_packed<kT>(pk, nsb, xq, M, n, y, ldy, t0, nr, facc);
+        q4k_tiles_packed<kQ5, kT>(pk, nsb, xq, M, n, y, ldy, t0, nr, facc);
       } else {
-        q4k_tiles<kT>(base, rb, nsb, xq, M, n, y, ldy, t0, nr, facc);
+        q4k_tiles<Blk, kT>(base, rb, nsb, xq, M, n, y, ldy, t0, nr, facc);
       }
     }
   };
@@ -374,12 +403,15 @@ void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq
 }  // namespace
 
 void impl::register_avx512_vnni_kquant(KernelTable& t) {
-  const int q4k = static_cast<int>(tensor::DType::q4_k), q6k = static_cast<int>(tensor::DType::q6_k);
-  t.matmul_rows[q4k] = matmul_rows_kquant<false>;
-  t.matmul_rows[q6k] = matmul_rows_kquant<true>;
-  t.pack[q4k] = pack_q4k;
+  using tensor::DType;
+  const int q4k = static_cast<int>(DType::q4_k), q5k = static_cast<int>(DType::q5_k), q6k = static_cast<int>(DType::q6_k);
+  t.matmul_rows[q4k] = matmul_rows_kquant<DType::q4_k>;
+  t.matmul_rows[q5k] = matmul_rows_kquant<DType::q5_k>;
+  t.matmul_rows[q6k] = matmul_rows_kquant<DType::q6_k>;
+  t.pack[q4k] = pack_q4k<tensor::BlockQ4_K>;
+  t.pack[q5k] = pack_q4k<tensor::BlockQ5_K>;
   t.pack[q6k] = pack_q6k;
-  for (int id : {q4k, q6k}) {
+  for (int id : {q4k, q5k, q6k}) {
     t.act[id] = ActFormat::q8;
     t.row_grain[id] = 16;
   }

@@ -585,6 +585,16 @@ void register_float_path(impl::KernelTable& t) {
   set(DType::q4_0, matmul_rows_float<T, DType::q4_0>, dequant_row<T, DType::q4_0>);
   set(DType::q4_k, matmul_rows_float<T, DType::q4_k>, dequant_row<T, DType::q4_k>);
   set(DType::q6_k, matmul_rows_float<T, DType::q6_k>, dequant_row<T, DType::q6_k>);
+  // Types dequantised by the scalar reference into the same float tiles (no SIMD
+  // unpacking yet; the int8 kernels of avx512_vnni override the common ones).
+  set(DType::q4_1, matmul_rows_float<T, DType::q4_1>, dequant_row<T, DType::q4_1>);
+  set(DType::q5_0, matmul_rows_float<T, DType::q5_0>, dequant_row<T, DType::q5_0>);
+  set(DType::q5_1, matmul_rows_float<T, DType::q5_1>, dequant_row<T, DType::q5_1>);
+  set(DType::iq4_nl, matmul_rows_float<T, DType::iq4_nl>, dequant_row<T, DType::iq4_nl>);
+  set(DType::q2_k, matmul_rows_float<T, DType::q2_k>, dequant_row<T, DType::q2_k>);
+  set(DType::q3_k, matmul_rows_float<T, DType::q3_k>, dequant_row<T, DType::q3_k>);
+  set(DType::q5_k, matmul_rows_float<T, DType::q5_k>, dequant_row<T, DType::q5_k>);
+  set(DType::iq4_xs, matmul_rows_float<T, DType::iq4_xs>, dequant_row<T, DType::iq4_xs>);
   t.rmsnorm = rmsnorm_t<T>;
   t.swiglu = swiglu_t<T>;
   t.softmax = softmax_t<T>;

@@ -86,6 +86,7 @@ struct PackedLayout {
 // Per tile of 16 rows and super-block (layouts in avx512_vnni_kquant.cpp).
 constexpr int64_t kQ4KPacked = 320 + 2048;
 constexpr int64_t kQ6KPacked = 320 + 2048 + 1024;
+constexpr int64_t kQ5KPacked = kQ4KPacked + 512;  // Q4_K's layout, then qh as 8 vectors
 
 // Packed Q4_0 block (4 vectors of nibble pairs) -> W[8] of values 0..15.
 inline void load_packed_q40(const uint8_t* q, __m512i W[8]) {
@@ -112,6 +113,19 @@ inline void load_packed_q4k(const uint8_t* p, int j, __m512i W[8], __m512& vsc, 
   const __m128i mn = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 192 + 16 * j));
   vsc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
   vmn = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+}
+// Packed Q5_K super-block p, sub-block j: Q4_K's nibbles with bit j of qh[l] as bit 4.
+inline void load_packed_q5k(const uint8_t* p, int j, __m512i W[8], __m512& vsc, __m512& vmn) {
+  load_packed_q4k(p, j, W, vsc, vmn);
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
+  for (int k = 0; k < 8; ++k) {
+    __m512i h = _mm512_load_si512(p + kQ4KPacked + 64 * k);
+    // Move bit j of every byte to bit 4 (a 16-bit shift: the bits it carries across
+    // bytes are masked off), then W |= h & 0x10 in one ternary-logic op.
+    if (j < 4) h = _mm512_slli_epi16(h, 4 - j);
+    if (j > 4) h = _mm512_srli_epi16(h, j - 4);
+    W[k] = _mm512_ternarylogic_epi32(W[k], h, bit4, 0xF8);  // a | (b & c)
+  }
 }
 // Packed Q6_K super-block p, activation block j (sub-blocks 2j, 2j + 1) -> W[8] (values
 // 0..63; W[0..3] the first sub-block, W[4..7] the second) and their lane scales d * sc.

@@ -241,8 +241,9 @@ TEST(Expand, RejectsBadShapes) {
 
 TEST(Quantize, KeepsNormsF32AndFallsBackOnRowLength) {
   TREESPEC_REQUIRE_SHARED();
-  for (auto t : {tensor::DType::f16, tensor::DType::bf16, tensor::DType::q8_0, tensor::DType::q4_0, tensor::DType::q4_k,
-                 tensor::DType::q6_k}) {
+  using tensor::DType;
+  for (auto t : {DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k, DType::q4_1, DType::q5_0,
+                 DType::q5_1, DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_xs}) {
     const std::string out = test::temp_dir() + "/q.gguf";
     model::quantize_gguf(test::stories_gguf(), out, t);
     const auto f = gguf::GgufFile::open(out);
@@ -253,12 +254,11 @@ TEST(Quantize, KeepsNormsF32AndFallsBackOnRowLength) {
     if (t == tensor::DType::f16 || t == tensor::DType::bf16) {
       EXPECT_EQ(down, t);
       EXPECT_EQ(q, t);
-    } else if (t == tensor::DType::q4_k) {
-      EXPECT_EQ(q, tensor::DType::q4_0);  // 64 is not a multiple of 256
-      EXPECT_EQ(down, tensor::DType::f16);
-    } else if (t == tensor::DType::q6_k) {
-      EXPECT_EQ(q, tensor::DType::q8_0);
-      EXPECT_EQ(down, tensor::DType::f16);
+    } else if (tensor::dtype_traits(t).block_size == 256) {
+      // 64 is not a multiple of 256: llama.cpp's fallbacks; 172 fits no block: f16.
+      const DType expect = t == DType::q4_k ? DType::q5_0 : t == DType::q5_k ? DType::q5_1 : t == DType::q6_k ? DType::q8_0 : DType::iq4_nl;
+      EXPECT_EQ(q, expect) << tensor::dtype_name(t);
+      EXPECT_EQ(down, DType::f16);
     } else {
       EXPECT_EQ(q, t);
       EXPECT_EQ(down, tensor::DType::f16);
@@ -280,7 +280,7 @@ TEST(Quantize, CliRoundTrip) {
   EXPECT_NE(out.find("q8_0"), std::string::npos);
   ASSERT_EQ(test::run_command(test::treespec_binary() + " expand -m " + dir + "/q.gguf -o " + dir + "/e.gguf --dim 128 --ffn 192 --layers 6", &out), 0) << out;
   EXPECT_NE(out.find("source layers at"), std::string::npos) << out;
-  EXPECT_NE(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir + "/x.gguf --type q5_1 2>/dev/null"), 0);
+  EXPECT_NE(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir + "/x.gguf --type iq2_xxs 2>/dev/null"), 0);
   ASSERT_EQ(test::run_command(test::treespec_binary() + " membw --mib 16 --reps 1", &out), 0);
   EXPECT_NE(out.find("GB/s"), std::string::npos);
 }

@@ -29,7 +29,9 @@ using tensor::DType;
 
 namespace {
 
-const DType kTypes[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
+const DType kTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,   DType::q4_0, DType::q4_k,
+                        DType::q6_k, DType::q4_1, DType::q5_0, DType::q5_1,   DType::iq4_nl, DType::q2_k,
+                        DType::q3_k, DType::q5_k, DType::iq4_xs};
 const kernels::Isa kIsas[] = {kernels::Isa::scalar, kernels::Isa::avx2, kernels::Isa::avx512,
                               kernels::Isa::avx512_vnni};
 const int64_t kMs[] = {1, 2, 3, 4, 7, 8, 16, 31, 64};
@@ -199,8 +201,10 @@ TEST(Isa, EveryTypeHasAKernelAtEveryLevel) {
   }
   EXPECT_TRUE(kernels::dtype_supported(DType::q4_k));
   EXPECT_TRUE(kernels::dtype_supported(DType::q6_k));
-  EXPECT_FALSE(kernels::dtype_supported(DType::q5_0));
-  EXPECT_FALSE(kernels::dtype_supported(DType::iq4_xs));
+  EXPECT_TRUE(kernels::dtype_supported(DType::q5_k));
+  EXPECT_TRUE(kernels::dtype_supported(DType::iq4_xs));
+  EXPECT_FALSE(kernels::dtype_supported(DType::iq2_xxs));
+  EXPECT_FALSE(kernels::dtype_supported(DType::tq1_0));
 }
 
 TEST(MatmulMulti, EqualsSeparateCallsOnEveryIsa) {
