@@ -1,4 +1,4 @@
-// treespec quantize IN.gguf OUT.gguf --type TYPE (every type tensor::quant_supported writes)
+// treespec quantize IN.gguf OUT.gguf --type RECIPE (model::quant_recipe: llama.cpp file types or one type)
 // Thin wrapper over model::quantize_gguf (rules: src/model/quantize.h).
 #include <cstdio>
 
@@ -15,17 +15,21 @@ std::function<int()> setup_quantize(CLI::App& sub) {
   auto type = std::make_shared<std::string>();
   sub.add_option("input", *in, "source GGUF")->required();
   sub.add_option("output", *out, "output GGUF")->required();
-  sub.add_option("--type", *type, "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k or iq4_xs (one type for every matrix; norms and 1-D tensors stay f32)")->required();
+  sub.add_option("--type", *type,
+                 "llama.cpp's file types with llama-quantize's per-tensor choices (q4_k_m, q5_k_m, q8_0, q6_k, q2_k, "
+                 "q3_k_s/m/l, q4_k_s, q5_k_s, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, f16, bf16, f32), or q3_k, q4_k, "
+                 "q5_k for one type in every matrix; norms and 1-D tensors stay f32")
+      ->required();
   return [in, out, type]() -> int {
     using namespace treespec;
-    const auto t = tensor::dtype_from_name(*type);
-    if (!t) throw InvalidArgument("--type: unknown type '" + *type + "'");
-    const auto s = model::quantize_gguf(*in, *out, *t);
-    std::printf("wrote %s: %zu tensors, %zu %s, %zu fallback (row length not a multiple of the block), %zu f32; "
-                "%llu -> %llu bytes\n",
-                out->c_str(), s.n_tensors, s.n_quantized, tensor::dtype_name(*t), s.n_fallback,
-                s.n_tensors - s.n_quantized - s.n_fallback, static_cast<unsigned long long>(s.bytes_in),
-                static_cast<unsigned long long>(s.bytes_out));
+    const auto r = model::quant_recipe(*type);
+    if (!r) throw InvalidArgument("--type: unknown type '" + *type + "' (known: " + model::quant_recipe_names() + ")");
+    const auto s = model::quantize_gguf(*in, *out, *r);
+    std::printf("wrote %s (%s): %zu tensors, %zu %s, %zu with more bits by llama.cpp's rules, %zu fallback (row length "
+                "not a multiple of the block), %zu f32; %llu -> %llu bytes\n",
+                out->c_str(), r->name.c_str(), s.n_tensors, s.n_quantized, tensor::dtype_name(r->base), s.n_upgraded,
+                s.n_fallback, s.n_tensors - s.n_quantized - s.n_upgraded - s.n_fallback,
+                static_cast<unsigned long long>(s.bytes_in), static_cast<unsigned long long>(s.bytes_out));
     return 0;
   };
 }

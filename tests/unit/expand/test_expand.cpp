@@ -272,6 +272,55 @@ TEST(Quantize, KeepsNormsF32AndFallsBackOnRowLength) {
   EXPECT_EQ(model::quant_type_for("blk.0.attn_norm.weight", {4096}, tensor::DType::q4_k), tensor::DType::f32);
 }
 
+// llama.cpp's file types: the per-tensor choices llama-quantize (the anchor, commit in
+// ../shared/anchors) made for a 22-layer llama with GQA 2 and tied embeddings, checked
+// by benchmarks/dequant_vs_llama.sh's model and docs/kernels.md; here the rules alone.
+TEST(Quantize, LlamaFileTypeRules) {
+  using tensor::DType;
+  const model::QuantModelShape shape{22, 2, false};
+  auto type_of = [&](const char* recipe, const std::string& name) {
+    return model::quant_type_for(name, {512, 512}, *model::quant_recipe(recipe), shape);
+  };
+  auto layers_with = [&](const char* recipe, const char* tensor, DType t) {
+    std::vector<int> out;
+    for (int i = 0; i < 22; ++i) {
+      if (type_of(recipe, "blk." + std::to_string(i) + "." + tensor + ".weight") == t) out.push_back(i);
+    }
+    return out;
+  };
+  const std::vector<int> more_bits = {0, 1, 4, 7, 10, 13, 16, 19, 20, 21};  // llama-quantize's Q4_K_M / Q5_K_M
+  EXPECT_EQ(layers_with("q4_k_m", "attn_v", DType::q6_k), more_bits);
+  EXPECT_EQ(layers_with("q4_k_m", "ffn_down", DType::q6_k), more_bits);
+  EXPECT_EQ(layers_with("Q5_K_M", "ffn_down", DType::q6_k), more_bits);
+  EXPECT_EQ(type_of("q4_k_m", "blk.3.attn_q.weight"), DType::q4_k);
+  EXPECT_EQ(type_of("q4_k_m", "token_embd.weight"), DType::q6_k);  // tied: the output rule
+  EXPECT_EQ(type_of("q8_0", "token_embd.weight"), DType::q8_0);
+  EXPECT_EQ(layers_with("q4_k_s", "attn_v", DType::q5_k), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(layers_with("q4_k_s", "ffn_down", DType::q5_k), (std::vector<int>{0, 1}));
+  EXPECT_EQ(layers_with("q3_k_m", "attn_v", DType::q5_k), (std::vector<int>{0, 1}));
+  EXPECT_EQ(layers_with("q3_k_m", "ffn_down", DType::q5_k), (std::vector<int>{0}));
+  EXPECT_EQ(type_of("q3_k_m", "blk.9.ffn_down.weight"), DType::q4_k);
+  EXPECT_EQ(type_of("q3_k_m", "blk.9.attn_output.weight"), DType::q4_k);
+  EXPECT_EQ(type_of("q3_k_l", "blk.9.attn_output.weight"), DType::q5_k);
+  EXPECT_EQ(type_of("q2_k", "blk.9.attn_v.weight"), DType::q3_k);
+  EXPECT_EQ(type_of("q2_k", "blk.9.ffn_gate.weight"), DType::q2_k);
+  EXPECT_EQ(layers_with("iq4_xs", "ffn_down", DType::q5_k), (std::vector<int>{0, 1}));
+  // Shape-dependent rules: GQA >= 4, a separate output matrix, rows that fit no K-quant.
+  const model::QuantModelShape gqa8{22, 8, true};
+  EXPECT_EQ(model::quant_type_for("blk.5.attn_v.weight", {512, 512}, *model::quant_recipe("q2_k"), gqa8), DType::q4_k);
+  EXPECT_EQ(model::quant_type_for("token_embd.weight", {512, 512}, *model::quant_recipe("q4_k_m"), gqa8), DType::q4_k);
+  EXPECT_EQ(model::quant_type_for("output.weight", {512, 512}, *model::quant_recipe("q4_k_m"), gqa8), DType::q6_k);
+  EXPECT_EQ(model::quant_type_for("output.weight", {288, 512}, *model::quant_recipe("q4_k_m"), gqa8), DType::q8_0);
+  EXPECT_EQ(model::quant_type_for("blk.0.attn_v.weight", {288, 512}, *model::quant_recipe("q4_k_m"), gqa8), DType::q8_0);
+  // Uniform recipes and names.
+  EXPECT_EQ(type_of("q4_k", "blk.0.attn_v.weight"), DType::q4_k);
+  EXPECT_EQ(type_of("q4_k", "token_embd.weight"), DType::q4_k);
+  EXPECT_EQ(model::quant_recipe("q4_k_m")->file_type, 15);
+  EXPECT_EQ(model::quant_recipe("Q5_K_S")->file_type, 16);
+  EXPECT_FALSE(model::quant_recipe("q4_k_x"));
+  EXPECT_NE(model::quant_recipe_names().find("q4_k_m"), std::string::npos);
+}
+
 TEST(Quantize, CliRoundTrip) {
   TREESPEC_REQUIRE_SHARED();
   const std::string dir = test::temp_dir();
@@ -280,7 +329,11 @@ TEST(Quantize, CliRoundTrip) {
   EXPECT_NE(out.find("q8_0"), std::string::npos);
   ASSERT_EQ(test::run_command(test::treespec_binary() + " expand -m " + dir + "/q.gguf -o " + dir + "/e.gguf --dim 128 --ffn 192 --layers 6", &out), 0) << out;
   EXPECT_NE(out.find("source layers at"), std::string::npos) << out;
-  EXPECT_NE(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir + "/x.gguf --type iq2_xxs 2>/dev/null"), 0);
+  EXPECT_NE(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir + "/x.gguf --type iq2_xxs 2>&1", &out), 0);
+  EXPECT_NE(out.find("q4_k_m"), std::string::npos) << out;  // the error lists the known names
+  ASSERT_EQ(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir + "/m.gguf --type Q4_K_M", &out), 0) << out;
+  EXPECT_NE(out.find("q4_k_m"), std::string::npos) << out;
+  ASSERT_EQ(test::run_command(test::treespec_binary() + " run -m " + dir + "/m.gguf -p 'Once upon a time' -n 8 --temp 0", &out), 0) << out;
   ASSERT_EQ(test::run_command(test::treespec_binary() + " membw --mib 16 --reps 1", &out), 0);
   EXPECT_NE(out.find("GB/s"), std::string::npos);
 }
