@@ -1,5 +1,6 @@
 // The 32-value block types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL (layouts in quant.h).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -42,20 +43,27 @@ float signed_max(const float* x, int n, float* amax_out) {
   return max;
 }
 
+}  // namespace
+
+// Index of the grid value nearest to v (the lower one on a tie): a binary search over
+// the midpoints between neighbouring grid values.
 int nearest_iq4nl(float v) {
-  int best = 0;
-  float best_err = std::fabs(v - kIq4nlValues[0]);
-  for (int k = 1; k < 16; ++k) {
-    const float e = std::fabs(v - kIq4nlValues[k]);
-    if (e < best_err) {
-      best_err = e;
-      best = k;
+  static const auto mid = [] {
+    std::array<float, 15> m{};
+    for (int k = 0; k < 15; ++k) m[k] = 0.5f * static_cast<float>(kIq4nlValues[k] + kIq4nlValues[k + 1]);
+    return m;
+  }();
+  int lo = 0, hi = 15;  // answer in [lo, hi]: v > mid[k] for all k < lo, not for k >= hi
+  while (lo < hi) {
+    const int k = (lo + hi) / 2;
+    if (v > mid[static_cast<size_t>(k)]) {
+      lo = k + 1;
+    } else {
+      hi = k;
     }
   }
-  return best;
+  return lo;
 }
-
-}  // namespace
 
 // --- dequantisers ---------------------------------------------------------------------
 
@@ -198,8 +206,8 @@ float fit_iq4nl(const float* x, int n, uint8_t* L) {
   float best_d = max / static_cast<float>(kIq4nlValues[0]);
   double best_err = INFINITY;
   uint8_t cand[32];
-  for (int is = -9; is <= 9; ++is) {
-    const float id = (static_cast<float>(kIq4nlValues[0]) + 1.5f * static_cast<float>(is)) / max;
+  for (int is = -3; is <= 3; ++is) {  // 7 candidates (19 gave 0.3% less error, 2.7x the time)
+    const float id = (static_cast<float>(kIq4nlValues[0]) + 3.0f * static_cast<float>(is)) / max;
     double sxv = 0, svv = 0;
     for (int j = 0; j < n; ++j) {
       cand[j] = static_cast<uint8_t>(nearest_iq4nl(x[j] * id));

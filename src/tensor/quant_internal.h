@@ -21,6 +21,8 @@ float fit_scale_min(const float* x, int n, int nmax, float* mn);
 float fit_scale_sym(const float* x, int n, int nmax);
 // Fit x[n] ~ d * kIq4nlValues[L] (n <= 32): returns d, writes the indices L.
 float fit_iq4nl(const float* x, int n, uint8_t* L);
+// Index of the grid value nearest to v (the lower on a tie).
+int nearest_iq4nl(float v);
 
 // Dequantisers (nb blocks) and quantisers (nb blocks) per type.
 void deq_q8_0(const BlockQ8_0* b, float* y, int64_t nb);

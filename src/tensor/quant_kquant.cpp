@@ -398,16 +398,7 @@ void quant_iq4_xs(const float* x, BlockIQ4_XS* b, int64_t nb) {
       b[i].scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * s));
       const float dl = d * static_cast<float>(ls - 32);
       const float id = dl != 0.0f ? 1.0f / dl : 0.0f;
-      for (int j = 0; j < 32; ++j) {
-        float best = INFINITY;
-        for (int k = 0; k < 16; ++k) {
-          const float e = std::fabs(x[32 * s + j] * id - static_cast<float>(kIq4nlValues[k]));
-          if (e < best) {
-            best = e;
-            L[j] = static_cast<uint8_t>(k);
-          }
-        }
-      }
+      for (int j = 0; j < 32; ++j) L[j] = static_cast<uint8_t>(nearest_iq4nl(x[32 * s + j] * id));
       for (int j = 0; j < 16; ++j) b[i].qs[16 * s + j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
     }
   }

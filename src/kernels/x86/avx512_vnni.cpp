@@ -1,5 +1,5 @@
-// AVX-512 VNNI kernels: Q8_0 and Q4_0 weights times activations quantised per block of
-// 32 to int8 (impl::ActQ8), with VPDPBUSD integer dot products.
+// AVX-512 VNNI kernels: Q8_0, Q4_0 and IQ4_NL weights times activations quantised per
+// block of 32 to int8 (impl::ActQ8), with VPDPBUSD integer dot products.
 //
 // Tile layout. A tile is 16 consecutive weight rows (two tiles are processed per pass). For each block of 32 inputs the
 // 16 rows' 32 bytes are transposed in registers into 8 vectors W[k] whose lane r holds
@@ -21,69 +21,13 @@
 
 namespace treespec::kernels {
 namespace {
-// Loads block b of 16 rows (rows[0..15]) and transposes it into W[8] (unsigned bytes).
-template <bool kQ4>
-inline void load_tile_block(const uint8_t* const* rows, int64_t ob, __m512i W[8]) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  // Q4_0: shift the high copy of each row's 16 bytes right by 4 (128-bit lanes 1 and 3).
-  const __m512i nib_shift = _mm512_inserti64x4(
-      _mm512_castsi256_si512(_mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL)),
-      _mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL), 1);
-  __m512i a[8];
-  for (int i = 0; i < 8; ++i) {
-    if constexpr (kQ4) {
-      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + ob + 2));
-      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i + 8] + ob + 2));
-      const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(lo)),
-                                           _mm256_broadcastsi128_si256(hi), 1);
-      a[i] = _mm512_and_si512(_mm512_srlv_epi16(z, nib_shift), m4);
-    } else {
-      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + ob + 2));
-      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i + 8] + ob + 2));
-      a[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    }
-  }
-  transpose_16x8(a, W);
-  if constexpr (!kQ4) {
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-    for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(W[k], flip);
-  }
-}
-
-// For every activation row m: facc[m, tile t] += float(block b's integer dot with
-// W[t]) * (dw[t] * dx[m, b]); the one float operation per (row, output, block), in block
-// order, that makes every tile kernel batch invariant and packed == unpacked.
-template <int kT>
-inline void accumulate_block(const __m512i (&W)[kT][8], const __m512 (&dw)[kT], const int8_t* __restrict xqq,
-                             const float* __restrict xqd, const int32_t* __restrict corr, int64_t M, int64_t n,
-                             int64_t nb, int64_t b, float* __restrict facc) {
-  for (int64_t m = 0; m < M; ++m) {
-    const auto* xb = reinterpret_cast<const int32_t*>(xqq + m * n + b * 32);
-    const int64_t ib = m * nb + b;
-    const __m512i c = _mm512_set1_epi32(corr[ib]);
-    // Two short chains per tile (integer sums are exact in any order).
-    __m512i acc0[kT], acc1[kT];
-    for (int t = 0; t < kT; ++t) {
-      acc0[t] = c;
-      acc1[t] = _mm512_setzero_si512();
-    }
-    for (int k = 0; k < 8; k += 2) {
-      const __m512i x0 = _mm512_set1_epi32(xb[k]);
-      const __m512i x1 = _mm512_set1_epi32(xb[k + 1]);
-      for (int t = 0; t < kT; ++t) {
-        acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
-        acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
-      }
-    }
-    for (int t = 0; t < kT; ++t) acc0[t] = _mm512_add_epi32(acc0[t], acc1[t]);
-    const __m512 dx = _mm512_set1_ps(xqd[ib]);
-    for (int t = 0; t < kT; ++t) fold_q80(facc + (m * kT + t) * 16, acc0[t], dw[t], dx);
-  }
-}
+// (load_tile_block and accumulate_block, shared with the IQ4_XS kernel, in vnni_common.h.)
 
 // kT tiles of 16 rows (kT = 2: 32 rows) per pass: each broadcast activation dword feeds
 // kT VPDPBUSDs, which halves the broadcasts per multiply-add.
-template <bool kQ4, int kT>
+// kNl (IQ4_NL, the Q4_0 layout): each nibble indexes llama.cpp's grid, looked up as
+// grid + 128 (unsigned) with the Q8_0 correction -128 * sum(x_q).
+template <bool kQ4, int kT, bool kNl = false>
 void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __restrict xqq,
                 const float* __restrict xqd, const int32_t* __restrict corr, int64_t M, int64_t n, float* y,
                 int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
@@ -113,6 +57,7 @@ void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __res
     }
     for (int t = 0; t < kT; ++t) {
       load_tile_block<kQ4>(rows[t], ob, W[t]);
+      if constexpr (kNl) iq4nl_lookup(W[t]);
       dw[t] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(gidx[t], tile + ob, 1)));
     }
     accumulate_block<kT>(W, dw, xqq, xqd, corr, M, n, nb, b, facc);
@@ -165,7 +110,7 @@ int64_t pack_q40_q80(const WeightView& w, void* dst) {
   return n_tiles * L.tile;
 }
 
-template <bool kQ4, int kT>
+template <bool kQ4, int kT, bool kNl = false>
 void vnni_tiles_packed(const uint8_t* packed, const PackedLayout<kQ4>& L, const int8_t* __restrict xqq,
                        const float* __restrict xqd, const int32_t* __restrict corr, int64_t M, int64_t n, float* y,
                        int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
@@ -186,6 +131,7 @@ void vnni_tiles_packed(const uint8_t* packed, const PackedLayout<kQ4>& L, const 
       for (int64_t l = 0; l < L.kQuant; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
       if constexpr (kQ4) {
         load_packed_q40(q, W[t]);
+        if constexpr (kNl) iq4nl_lookup(W[t]);
       } else {
         for (int k = 0; k < 8; ++k) W[t][k] = _mm512_load_si512(q + 64 * k);
       }
@@ -196,7 +142,7 @@ void vnni_tiles_packed(const uint8_t* packed, const PackedLayout<kQ4>& L, const 
   store_tiles<kT>(facc, M, y, ldy, t0, nr);
 }
 
-template <bool kQ4>
+template <bool kQ4, bool kNl = false>
 void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
                       int64_t r0, int64_t r1) {
   const int64_t n = w.n_in;
@@ -206,14 +152,14 @@ void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, 
   float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 32));  // [M, 32]
   // Integer offset correction per (row, block), precomputed so the inner loop only
   // broadcasts it from memory.
-  const int32_t* corr = block_corr(xq, M, nb, kQ4 ? -8 : -128);
+  const int32_t* corr = block_corr(xq, M, nb, kQ4 && !kNl ? -8 : -128);
   const auto* pk = static_cast<const uint8_t*>(w.packed);
   const PackedLayout<kQ4> L(n);
   auto pass = [&]<int kT>(int64_t t0, int nr) {
     if (pk != nullptr) {
-      vnni_tiles_packed<kQ4, kT>(pk, L, xq->q, xq->d, corr, M, n, y, ldy, t0, nr, facc);
+      vnni_tiles_packed<kQ4, kT, kNl>(pk, L, xq->q, xq->d, corr, M, n, y, ldy, t0, nr, facc);
     } else {
-      vnni_tiles<kQ4, kT>(base, rb, nb, xq->q, xq->d, corr, M, n, y, ldy, t0, nr, facc);
+      vnni_tiles<kQ4, kT, kNl>(base, rb, nb, xq->q, xq->d, corr, M, n, y, ldy, t0, nr, facc);
     }
   };
   int64_t t0 = r0;
@@ -255,8 +201,10 @@ void impl::register_avx512_vnni(KernelTable& t) {
   };
   set(DType::q8_0, matmul_rows_vnni<false>);
   set(DType::q4_0, matmul_rows_vnni<true>);
+  set(DType::iq4_nl, matmul_rows_vnni<true, true>);
   t.pack[static_cast<int>(DType::q8_0)] = pack_q40_q80<false>;
   t.pack[static_cast<int>(DType::q4_0)] = pack_q40_q80<true>;
+  t.pack[static_cast<int>(DType::iq4_nl)] = pack_q40_q80<true>;  // BlockIQ4_NL is laid out as BlockQ4_0
   register_avx512_vnni_kquant(t);
 }
 

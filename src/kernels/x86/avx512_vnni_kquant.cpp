@@ -1,4 +1,4 @@
-// AVX-512 VNNI kernels for the K-quants (Q4_K, Q5_K, Q6_K): the tile scheme of
+// AVX-512 VNNI kernels for the K-quants (Q4_K, Q5_K, Q6_K) and IQ4_XS: the tile scheme of
 // avx512_vnni.cpp (16 weight rows per tile, VPDPBUSD on activations quantised per block
 // of 32), reading either the GGUF rows or the load-time packed copy (kernels.h
 // pack_weights), with bit-identical results.
@@ -368,6 +368,136 @@ void q6k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
   store_tiles<kT>(facc, M, y, ldy, t0, nr);
 }
 
+// ---- IQ4_XS -------------------------------------------------------------------------
+// 8 sub-blocks of 32, each an IQ4_NL block (nibbles -> llama.cpp's grid) with its own
+// scale d * (ls - 32): per activation block (= sub-block) the Q8_0 float step
+// (accumulate_block) with those lane scales, the grid lookup and the -128 * sum(x_q)
+// correction. Packed, kIQ4XSPacked bytes per tile of 16 rows and super-block: [0, 32)
+// the rows' f16 d, [32, 160) ls (0..63) of sub-block s at 32 + 16 s (lane r = row r),
+// then sub-block s's quants at 192 + 256 s in the packed Q4_0 block layout (4 vectors,
+// vector k lane r = bytes 4k..4k+3 of row r's qs[16 s, 16 s + 16)).
+
+int iq4xs_ls(const tensor::BlockIQ4_XS& b, int s) {
+  return ((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4);
+}
+
+int64_t pack_iq4xs(const WeightView& w, void* dst) {
+  const int64_t nsb = w.n_in / 256, n_tiles = (w.n_out + 15) / 16;
+  if (dst == nullptr) return n_tiles * nsb * kIQ4XSPacked;
+  const int64_t rb = w.row_bytes();
+  auto* out = static_cast<uint8_t*>(dst);
+  std::memset(out, 0, static_cast<size_t>(n_tiles * nsb * kIQ4XSPacked));
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      uint8_t* p = out + (t * nsb + sb) * kIQ4XSPacked;
+      for (int r = 0; r < 16 && 16 * t + r < w.n_out; ++r) {
+        const auto* blk = reinterpret_cast<const tensor::BlockIQ4_XS*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
+        std::memcpy(p + 2 * r, &blk->d, 2);
+        for (int sub = 0; sub < 8; ++sub) {
+          p[32 + 16 * sub + r] = static_cast<uint8_t>(iq4xs_ls(*blk, sub));
+          for (int j = 0; j < 16; ++j) p[192 + 256 * sub + 64 * (j / 4) + 4 * r + j % 4] = blk->qs[16 * sub + j];
+        }
+      }
+    }
+  }
+  return n_tiles * nsb * kIQ4XSPacked;
+}
+
+// Lane scales d * (ls - 32) of 16 rows (the same two float operations as the unpacked
+// kernel's scalar ones).
+inline __m512 iq4xs_scales(__m512 d, const uint8_t* ls16) {
+  const __m512i v = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(ls16)));
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(v, _mm512_set1_epi32(32))));
+}
+
+template <int kT>
+void iq4xs_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq, const int32_t* corr, int64_t M,
+                        int64_t n, float* y, int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  const uint8_t* tp[kT];
+  for (int t = 0; t < kT; ++t) tp[t] = packed + (t0 / 16 + t) * nsb * kIQ4XSPacked;
+  const int64_t nb = n / 32;
+  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    __m512 d[kT];
+    for (int t = 0; t < kT; ++t) {
+      d[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(tp[t] + sb * kIQ4XSPacked)));
+    }
+    for (int sub = 0; sub < 8; ++sub) {
+      __m512i W[kT][8];
+      __m512 dl[kT];
+      for (int t = 0; t < kT; ++t) {
+        const uint8_t* p = tp[t] + sb * kIQ4XSPacked;
+        const uint8_t* q = p + 192 + 256 * sub;
+        for (int64_t l = 0; l < 256; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
+        load_packed_q40(q, W[t]);
+        iq4nl_lookup(W[t]);
+        dl[t] = iq4xs_scales(d[t], p + 32 + 16 * sub);
+      }
+      accumulate_block<kT>(W, dl, xq->q, xq->d, corr, M, n, nb, sb * 8 + sub, facc);
+    }
+  }
+  store_tiles<kT>(facc, M, y, ldy, t0, nr);
+}
+
+template <int kT>
+void iq4xs_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* xq, const int32_t* corr, int64_t M,
+                 int64_t n, float* y, int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+  const uint8_t* tile = base + t0 * rb;
+  const tensor::BlockIQ4_XS* rows[kT][16];
+  for (int t = 0; t < kT; ++t) {
+    for (int i = 0; i < 16; ++i) rows[t][i] = reinterpret_cast<const tensor::BlockIQ4_XS*>(tile + imin(16 * t + i, nr - 1) * rb);
+  }
+  const int64_t nb = n / 32;
+  for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    if (sb + 2 < nsb) {
+      for (int t = 0; t < kT; ++t)
+        for (int i = 0; i < 16; ++i)
+          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockIQ4_XS)); l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
+    }
+    alignas(64) float dl[kT][8][16];
+    for (int t = 0; t < kT; ++t) {
+      for (int i = 0; i < 16; ++i) {
+        const float d = h2f(rows[t][i][sb].d);
+        for (int sub = 0; sub < 8; ++sub) dl[t][sub][i] = d * static_cast<float>(iq4xs_ls(rows[t][i][sb], sub) - 32);
+      }
+    }
+    for (int sub = 0; sub < 8; ++sub) {
+      __m512i W[kT][8];
+      __m512 dls[kT];
+      for (int t = 0; t < kT; ++t) {
+        const uint8_t* ptr[16];  // load_tile_block reads 16 bytes at ptr + 2 (a Q4_0 block's quants)
+        for (int i = 0; i < 16; ++i) ptr[i] = rows[t][i][sb].qs + 16 * sub - 2;
+        load_tile_block<true>(ptr, 0, W[t]);
+        iq4nl_lookup(W[t]);
+        dls[t] = _mm512_load_ps(dl[t][sub]);
+      }
+      accumulate_block<kT>(W, dls, xq->q, xq->d, corr, M, n, nb, sb * 8 + sub, facc);
+    }
+  }
+  store_tiles<kT>(facc, M, y, ldy, t0, nr);
+}
+
+void matmul_rows_iq4xs(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
+                       int64_t r0, int64_t r1) {
+  const int64_t n = w.n_in, nsb = n / 256;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const auto* pk = static_cast<const uint8_t*>(w.packed);
+  float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 32));
+  const int32_t* corr = block_corr(xq, M, n / 32, -128);
+  auto pass = [&]<int kT>(int64_t t0, int nr) {
+    if (pk != nullptr) {
+      iq4xs_tiles_packed<kT>(pk, nsb, xq, corr, M, n, y, ldy, t0, nr, facc);
+    } else {
+      iq4xs_tiles<kT>(base, w.row_bytes(), nsb, xq, corr, M, n, y, ldy, t0, nr, facc);
+    }
+  };
+  int64_t t0 = r0;
+  for (; t0 + 16 < r1; t0 += 32) pass.template operator()<2>(t0, static_cast<int>(imin<int64_t>(32, r1 - t0)));
+  if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
+}
+
 template <tensor::DType kType>
 void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
                         int64_t r0, int64_t r1) {
@@ -411,7 +541,10 @@ void impl::register_avx512_vnni_kquant(KernelTable& t) {
   t.pack[q4k] = pack_q4k<tensor::BlockQ4_K>;
   t.pack[q5k] = pack_q4k<tensor::BlockQ5_K>;
   t.pack[q6k] = pack_q6k;
-  for (int id : {q4k, q5k, q6k}) {
+  const int iq4xs = static_cast<int>(DType::iq4_xs);
+  t.matmul_rows[iq4xs] = matmul_rows_iq4xs;
+  t.pack[iq4xs] = pack_iq4xs;
+  for (int id : {q4k, q5k, q6k, iq4xs}) {
     t.act[id] = ActFormat::q8;
     t.row_grain[id] = 16;
   }

@@ -71,6 +71,68 @@ inline void fold_q6k(float* f, __m512i da, __m512i db, __m512 vsa, __m512 vsb, _
   _mm512_storeu_ps(f, _mm512_fmadd_ps(_mm512_cvtepi32_ps(db), _mm512_mul_ps(vsb, vdx), r));
 }
 
+// ---- Q8_0-style blocks: one scale per 32 values ------------------------------------
+
+// Loads block b of 16 rows (rows[0..15]) and transposes it into W[8] (unsigned bytes).
+template <bool kQ4>
+inline void load_tile_block(const uint8_t* const* rows, int64_t ob, __m512i W[8]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  // Q4_0: shift the high copy of each row's 16 bytes right by 4 (128-bit lanes 1 and 3).
+  const __m512i nib_shift = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL)),
+      _mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL), 1);
+  __m512i a[8];
+  for (int i = 0; i < 8; ++i) {
+    if constexpr (kQ4) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + ob + 2));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i + 8] + ob + 2));
+      const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(lo)),
+                                           _mm256_broadcastsi128_si256(hi), 1);
+      a[i] = _mm512_and_si512(_mm512_srlv_epi16(z, nib_shift), m4);
+    } else {
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + ob + 2));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i + 8] + ob + 2));
+      a[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
+  }
+  transpose_16x8(a, W);
+  if constexpr (!kQ4) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int k = 0; k < 8; ++k) W[k] = _mm512_xor_si512(W[k], flip);
+  }
+}
+
+// For every activation row m: facc[m, tile t] += float(block b's integer dot with
+// W[t]) * (dw[t] * dx[m, b]); the one float operation per (row, output, block), in block
+// order, that makes every tile kernel batch invariant and packed == unpacked.
+template <int kT>
+inline void accumulate_block(const __m512i (&W)[kT][8], const __m512 (&dw)[kT], const int8_t* __restrict xqq,
+                             const float* __restrict xqd, const int32_t* __restrict corr, int64_t M, int64_t n,
+                             int64_t nb, int64_t b, float* __restrict facc) {
+  for (int64_t m = 0; m < M; ++m) {
+    const auto* xb = reinterpret_cast<const int32_t*>(xqq + m * n + b * 32);
+    const int64_t ib = m * nb + b;
+    const __m512i c = _mm512_set1_epi32(corr[ib]);
+    // Two short chains per tile (integer sums are exact in any order).
+    __m512i acc0[kT], acc1[kT];
+    for (int t = 0; t < kT; ++t) {
+      acc0[t] = c;
+      acc1[t] = _mm512_setzero_si512();
+    }
+    for (int k = 0; k < 8; k += 2) {
+      const __m512i x0 = _mm512_set1_epi32(xb[k]);
+      const __m512i x1 = _mm512_set1_epi32(xb[k + 1]);
+      for (int t = 0; t < kT; ++t) {
+        acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
+        acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
+      }
+    }
+    for (int t = 0; t < kT; ++t) acc0[t] = _mm512_add_epi32(acc0[t], acc1[t]);
+    const __m512 dx = _mm512_set1_ps(xqd[ib]);
+    for (int t = 0; t < kT; ++t) fold_q80(facc + (m * kT + t) * 16, acc0[t], dw[t], dx);
+  }
+}
+
 // ---- Packed layouts (kernels.h pack_weights) and their block loaders ---------------
 // Q8_0 / Q4_0: tile t (rows 16t..16t+15) occupies tile = align64(nb * 32) + nb * kQuant
 // bytes: scales first (block b at 32 b: the 16 rows' f16 d), then the quants (block b at
@@ -87,6 +149,7 @@ struct PackedLayout {
 constexpr int64_t kQ4KPacked = 320 + 2048;
 constexpr int64_t kQ6KPacked = 320 + 2048 + 1024;
 constexpr int64_t kQ5KPacked = kQ4KPacked + 512;  // Q4_K's layout, then qh as 8 vectors
+constexpr int64_t kIQ4XSPacked = 192 + 2048;      // layout in avx512_vnni_kquant.cpp
 
 // Packed Q4_0 block (4 vectors of nibble pairs) -> W[8] of values 0..15.
 inline void load_packed_q40(const uint8_t* q, __m512i W[8]) {
@@ -97,6 +160,22 @@ inline void load_packed_q40(const uint8_t* q, __m512i W[8]) {
     W[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
   }
 }
+// IQ4_NL / IQ4_XS: nibbles (0..15 in every byte of W) -> llama.cpp's grid + 128, as
+// unsigned bytes for VPDPBUSD (the dot then needs the Q8_0 correction -128 * sum(x_q)).
+struct Grid128 {
+  alignas(16) uint8_t v[16];
+};
+constexpr Grid128 make_grid128() {
+  Grid128 g{};
+  for (int i = 0; i < 16; ++i) g.v[i] = static_cast<uint8_t>(tensor::kIq4nlValues[i] + 128);
+  return g;
+}
+inline constexpr Grid128 kGrid128 = make_grid128();
+inline void iq4nl_lookup(__m512i W[8]) {
+  const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kGrid128.v)));
+  for (int k = 0; k < 8; ++k) W[k] = _mm512_shuffle_epi8(table, W[k]);
+}
+
 // Packed Q4_K super-block p, sub-block j -> W[8] (values 0..15) and the lane scales
 // vsc = d * sc_j, vmn = dmin * m_j.
 inline void load_packed_q4k(const uint8_t* p, int j, __m512i W[8], __m512& vsc, __m512& vmn) {

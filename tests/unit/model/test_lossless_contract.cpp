@@ -220,8 +220,10 @@ TEST(LosslessContractIsa, Avx2TreeRowsEqualOneRowSteps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, LosslessContract,
+                         // q5_k and iq4_xs stand for the types added for llama.cpp's files (their own
+                         // int8 kernels); the float-path ones share f16's forward code.
                          ::testing::Values(DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_k,
-                                           DType::q6_k),
+                                           DType::q6_k, DType::q5_k, DType::iq4_xs),
                          [](const auto& info) { return std::string(tensor::dtype_name(info.param)); });
 
 }  // namespace
