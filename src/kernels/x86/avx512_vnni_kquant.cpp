@@ -204,33 +204,7 @@ void q4k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
   store_tiles<kT>(facc, M, y, ldy, t0, nr);
 }
 
-// Q6_K, activation block jb (sub-blocks 2jb, 2jb + 1) against the kT tiles' W (6-bit
-// unsigned values) with lane scales vsa, vsb (d * sc): shared by the packed and
-// unpacked kernels.
-template <int kT>
-inline void accumulate_q6k(const __m512i (&W)[kT][8], const __m512 (&vsa)[kT], const __m512 (&vsb)[kT],
-                           const impl::ActQ8* xq, const int32_t* half_corr, int64_t M, int64_t n, int64_t nb, int64_t jb,
-                           float* __restrict facc) {
-  for (int64_t m = 0; m < M; ++m) {
-    const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
-    const __m512 vdx = _mm512_set1_ps(xq->d[m * nb + jb]);
-    const __m512i ca = _mm512_set1_epi32(half_corr[2 * (m * nb + jb)]);
-    const __m512i cb = _mm512_set1_epi32(half_corr[2 * (m * nb + jb) + 1]);
-    __m512i acc_a[kT], acc_b[kT];
-    for (int t = 0; t < kT; ++t) {
-      acc_a[t] = ca;
-      acc_b[t] = cb;
-    }
-    for (int kk = 0; kk < 4; ++kk) {
-      const __m512i x0 = _mm512_set1_epi32(xb[kk]), x1 = _mm512_set1_epi32(xb[kk + 4]);
-      for (int t = 0; t < kT; ++t) {
-        acc_a[t] = _mm512_dpbusd_epi32(acc_a[t], W[t][kk], x0);
-        acc_b[t] = _mm512_dpbusd_epi32(acc_b[t], W[t][kk + 4], x1);
-      }
-    }
-    for (int t = 0; t < kT; ++t) fold_q6k(facc + (m * kT + t) * 16, acc_a[t], acc_b[t], vsa[t], vsb[t], vdx);
-  }
-}
+// (accumulate_q6k, shared with the Q3_K kernel, in vnni_common.h.)
 
 // Q6_K: value = d*sc_s*(q - 32), q in 0..63, sub-blocks s of 16. Activation block j
 // (32 values) covers sub-blocks 2j and 2j+1; their integer dots start at -32 * (sum of
@@ -507,7 +481,7 @@ void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq
   const int64_t rb = w.row_bytes();
   const auto* base = static_cast<const uint8_t*>(w.data);
   float* facc = impl::thread_scratch(1, static_cast<size_t>(M * 32));
-  const int32_t* half_corr = kQ6 ? q6k_half_corr(xq, M, n) : nullptr;
+  const int32_t* half_corr = kQ6 ? half_corr_sums(xq, M, n, -32) : nullptr;
   const auto* pk = static_cast<const uint8_t*>(w.packed);
   using Blk = std::conditional_t<kQ5, tensor::BlockQ5_K, tensor::BlockQ4_K>;
   auto pass = [&]<int kT>(int64_t t0, int nr) {

@@ -235,9 +235,9 @@ inline const int32_t* block_corr(const impl::ActQ8* xq, int64_t M, int64_t nb, i
   for (int64_t i = 0; i < M * nb; ++i) corr[i] = factor * xq->s[i];
   return corr;
 }
-// Q6_K (values q - 32): -32 * the sum of x_q over each half (16 values) of every
-// activation block, at [2 * (m * nb + b) + half].
-inline const int32_t* q6k_half_corr(const impl::ActQ8* xq, int64_t M, int64_t n) {
+// Q6_K (values q - 32), Q3_K (q - 4): factor * the sum of x_q over each half (16
+// values) of every activation block, at [2 * (m * nb + b) + half].
+inline const int32_t* half_corr_sums(const impl::ActQ8* xq, int64_t M, int64_t n, int32_t factor) {
   const int64_t nb = n / 32;
   auto* hc = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb * 2)));
   for (int64_t m = 0; m < M; ++m) {
@@ -248,11 +248,39 @@ inline const int32_t* q6k_half_corr(const impl::ActQ8* xq, int64_t M, int64_t n)
         s0 += q[j];
         s1 += q[16 + j];
       }
-      hc[2 * (m * nb + b)] = -32 * s0;
-      hc[2 * (m * nb + b) + 1] = -32 * s1;
+      hc[2 * (m * nb + b)] = factor * s0;
+      hc[2 * (m * nb + b) + 1] = factor * s1;
     }
   }
   return hc;
+}
+
+// Sub-blocks of 16 (Q6_K, Q3_K), activation block jb (sub-blocks 2jb, 2jb + 1) against
+// the kT tiles' W (unsigned values; W[0..3] the first sub-block, W[4..7] the second)
+// with lane scales vsa, vsb: the float steps the packed and unpacked kernels share.
+template <int kT>
+inline void accumulate_q6k(const __m512i (&W)[kT][8], const __m512 (&vsa)[kT], const __m512 (&vsb)[kT],
+                           const impl::ActQ8* xq, const int32_t* half_corr, int64_t M, int64_t n, int64_t nb, int64_t jb,
+                           float* __restrict facc) {
+  for (int64_t m = 0; m < M; ++m) {
+    const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
+    const __m512 vdx = _mm512_set1_ps(xq->d[m * nb + jb]);
+    const __m512i ca = _mm512_set1_epi32(half_corr[2 * (m * nb + jb)]);
+    const __m512i cb = _mm512_set1_epi32(half_corr[2 * (m * nb + jb) + 1]);
+    __m512i acc_a[kT], acc_b[kT];
+    for (int t = 0; t < kT; ++t) {
+      acc_a[t] = ca;
+      acc_b[t] = cb;
+    }
+    for (int kk = 0; kk < 4; ++kk) {
+      const __m512i x0 = _mm512_set1_epi32(xb[kk]), x1 = _mm512_set1_epi32(xb[kk + 4]);
+      for (int t = 0; t < kT; ++t) {
+        acc_a[t] = _mm512_dpbusd_epi32(acc_a[t], W[t][kk], x0);
+        acc_b[t] = _mm512_dpbusd_epi32(acc_b[t], W[t][kk + 4], x1);
+      }
+    }
+    for (int t = 0; t < kT; ++t) fold_q6k(facc + (m * kT + t) * 16, acc_a[t], acc_b[t], vsa[t], vsb[t], vdx);
+  }
 }
 
 constexpr int64_t kPrefetch = 256;  // bytes ahead in each weight row
