@@ -18,29 +18,7 @@ namespace {
 // Transposes 16 rows of 32 prepared bytes: a[i] = [row i | row i+8] (32 bytes each).
 inline void transpose_prepared(__m512i a[8], __m512i W[8]) { transpose_16x8(a, W); }
 
-// Q4_K, activation block jb against the kT tiles' sub-block W (unsigned nibbles) with
-// lane scales vsc = d*sc and mins vmn = dmin*m: the float operations per (row, output,
-// sub-block) that the packed and unpacked kernels share.
-template <int kT>
-inline void accumulate_q4k(const __m512i (&W)[kT][8], const __m512 (&vsc)[kT], const __m512 (&vmn)[kT],
-                           const impl::ActQ8* xq, int64_t M, int64_t n, int64_t nb, int64_t jb, float* __restrict facc) {
-  for (int64_t m = 0; m < M; ++m) {
-    const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
-    const float dx = xq->d[m * nb + jb];
-    const __m512 vdx = _mm512_set1_ps(dx);
-    const __m512 vms = _mm512_set1_ps(dx * static_cast<float>(xq->s[m * nb + jb]));
-    __m512i acc0[kT], acc1[kT];
-    for (int t = 0; t < kT; ++t) acc0[t] = acc1[t] = _mm512_setzero_si512();
-    for (int k = 0; k < 8; k += 2) {
-      const __m512i x0 = _mm512_set1_epi32(xb[k]), x1 = _mm512_set1_epi32(xb[k + 1]);
-      for (int t = 0; t < kT; ++t) {
-        acc0[t] = _mm512_dpbusd_epi32(acc0[t], W[t][k], x0);
-        acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
-      }
-    }
-    for (int t = 0; t < kT; ++t) fold_q4k(facc + (m * kT + t) * 16, _mm512_add_epi32(acc0[t], acc1[t]), vsc[t], vmn[t], vdx, vms);
-  }
-}
+// (accumulate_q4k, shared with the Q4_1 / Q5_1 kernels, in vnni_common.h.)
 
 // Q4_K: value = d*sc*q - dmin*m, q in 0..15. Per (row, activation block j):
 // acc += float(sum q*x_q) * (d*sc_j*dx) - (dmin*m_j) * (dx * sum x_q).
