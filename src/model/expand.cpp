@@ -190,6 +190,9 @@ ExpandSummary expand_gguf(const std::string& in, const std::string& out, const E
   }
   const std::string a = hp.arch + ".";
   w.set("general.name", gguf::Value::string(hp.name.empty() ? "expanded" : hp.name + "-expanded"));
+  if (o.type && file_type_for(*o.type) >= 0) {  // what llama.cpp tools show as the file's type
+    w.set("general.file_type", gguf::Value::u32(static_cast<uint32_t>(file_type_for(*o.type))));
+  }
   w.set(a + "embedding_length", gguf::Value::u32(static_cast<uint32_t>(E)));
   w.set(a + "feed_forward_length", gguf::Value::u32(static_cast<uint32_t>(F)));
   w.set(a + "block_count", gguf::Value::u32(static_cast<uint32_t>(L)));

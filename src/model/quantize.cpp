@@ -136,6 +136,13 @@ std::optional<QuantRecipe> quant_recipe(const std::string& name) {
   return std::nullopt;
 }
 
+int32_t file_type_for(DType t) {
+  for (const auto& e : kRecipes) {
+    if (e.base == t) return e.file_type;
+  }
+  return -1;
+}
+
 std::string quant_recipe_names() {
   std::string out;
   for (const auto& e : kRecipes) out += (out.empty() ? "" : ", ") + std::string(e.name);
@@ -185,11 +192,7 @@ QuantizeSummary quantize_gguf(const std::string& in, const std::string& out, DTy
                                   "q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs)",
                                   tensor::dtype_name(target)));
   }
-  int32_t file_type = -1;
-  for (const auto& e : kRecipes) {
-    if (e.base == target && file_type < 0) file_type = e.file_type;
-  }
-  return quantize_gguf(in, out, QuantRecipe{tensor::dtype_name(target), target, file_type, false});
+  return quantize_gguf(in, out, QuantRecipe{tensor::dtype_name(target), target, file_type_for(target), false});
 }
 
 QuantizeSummary quantize_gguf(const std::string& in, const std::string& out, const QuantRecipe& recipe) {

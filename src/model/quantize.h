@@ -32,6 +32,8 @@ struct QuantRecipe {
 // nullopt for an unknown name; quant_recipe_names() lists the known ones.
 std::optional<QuantRecipe> quant_recipe(const std::string& name);
 std::string quant_recipe_names();
+// general.file_type (llama_ftype) of a file whose matrices are all `t`; -1 if none fits.
+int32_t file_type_for(tensor::DType t);
 
 // What llama-quantize's rules look at besides a tensor's name and shape.
 struct QuantModelShape {

@@ -2,6 +2,7 @@
 //   [--method NAME[:k=v,...]] [--budget auto,8,16] [--batch 1,2,4,8] [-r REPS]
 //   [--json OUT.json] [--csv OUT.csv] [--plot DIR]
 // treespec bench --compare A.json B.json | --from RUN.json [...] | --membw
+// treespec bench -m MODEL --pp 512 --tg 128 [-r 5] [-t N]   (llama-bench's tests, src/bench/pp_tg.h)
 // Thin: parsing, mapping method parameters onto the shared drafter flags, printing.
 // The sweep, tables and plots live in src/bench.
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 
 #include "bench/bench.h"
 #include "bench/plot.h"
+#include "bench/pp_tg.h"
 #include "bench/report.h"
 #include "command.h"
 #include "drafters/factory.h"
@@ -45,6 +47,9 @@ struct BenchArgs {
   std::vector<std::string> compare;
   std::string output = "md";
   bool no_progress = false;
+  std::string pp, tg;       // llama-bench mode: comma-separated lengths
+  int32_t n_batch = 512;
+  const CLI::App* app = nullptr;  // to tell which options were given
   // Greedy unless --temp > 0; seed 1 so that runs repeat.
   cli::SamplingOptions sampling = greedy_options();
   static cli::SamplingOptions greedy_options() {
@@ -102,10 +107,43 @@ void emit(const BenchArgs& a, const nlohmann::json& report) {
   }
 }
 
+// --pp / --tg: llama-bench's prompt-processing and generation tests instead of the
+// method sweep; the sweep's options would be ignored there, so they are an error.
+int run_pp_tg_cmd(const BenchArgs& a) {
+  for (const char* opt : {"--prompts", "--n-prompts", "--n-predict", "--spec", "--method", "--budget", "--batch",
+                          "--max-prompt-tokens", "--ignore-eos", "--csv", "--plot", "--temp", "--verify"}) {
+    if (a.app->count(opt) > 0) {
+      throw InvalidArgument(fmt::format("{} does not apply to --pp/--tg (plain prompt processing and generation); "
+                                        "run the method sweep without --pp/--tg for it", opt));
+    }
+  }
+  if (a.output == "csv") throw InvalidArgument("-o csv is not available with --pp/--tg (md or json)");
+  bench::PpTgConfig cfg;
+  cfg.models = a.models;
+  if (!a.pp.empty()) cfg.pp = bench::parse_int_list(a.pp, "--pp", 1, 1 << 20);
+  if (!a.tg.empty()) cfg.tg = bench::parse_int_list(a.tg, "--tg", 1, 1 << 20);
+  cfg.reps = a.app->count("--repetitions") > 0 ? a.reps : 5;  // llama-bench's default
+  cfg.n_threads = cli::resolve_threads(a.n_threads);
+  cfg.n_batch = a.n_batch;
+  cfg.warmup = !a.no_warmup;
+  cfg.command = command_line();
+  const auto report = bench::run_pp_tg(cfg, a.no_progress ? nullptr : stderr);
+  if (a.output == "json") {
+    std::printf("%s\n", report.dump(2).c_str());
+  } else {
+    std::fputs(bench::render_pp_tg_markdown(report).c_str(), stdout);
+  }
+  std::fflush(stdout);
+  if (!a.json_out.empty()) write_text(a.json_out, report.dump(2) + "\n");
+  return 0;
+}
+
 int run_bench_cmd(const BenchArgs& a) {
   if (a.output != "md" && a.output != "csv" && a.output != "json") {
     throw InvalidArgument(fmt::format("-o must be md, csv or json, got '{}'", a.output));
   }
+  if (!a.pp.empty() || !a.tg.empty()) return run_pp_tg_cmd(a);
+  if (a.app != nullptr && a.app->count("--ubatch-size") > 0) throw InvalidArgument("-ub/--ubatch-size applies to --pp only");
   if (a.membw) {
     if (a.membw_mib < 1) throw InvalidArgument(fmt::format("--membw-mib must be >= 1, got {}", a.membw_mib));
     const auto j = bench::bandwidth_json(a.n_threads, static_cast<uint64_t>(a.membw_mib) << 20, 0.5);
@@ -212,6 +250,14 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--compare", a->compare, "print the ratio table between two reports: A.json B.json")->expected(2);
   sub.add_option("--from", a->from, "render tables and plots from a saved report instead of running");
   sub.add_flag("--no-progress", a->no_progress, "no progress bar on stderr");
+  sub.add_option("--pp", a->pp,
+                 "llama-bench mode: prompt processing tests of these lengths, comma-separated (e.g. 512); "
+                 "prints llama-bench's table (median, min-max, sd) instead of the method sweep");
+  sub.add_option("--tg", a->tg, "llama-bench mode: generation tests of these lengths, comma-separated (e.g. 128)");
+  sub.add_option("--ubatch-size", a->n_batch, "llama-bench mode: rows per prompt-processing forward pass (-ub works too)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  a->app = &sub;
   cli::add_sampling_options(sub, a->sampling);
   return [a] { return run_bench_cmd(*a); };
 }

@@ -28,6 +28,7 @@ constexpr std::string_view kGpu = "GPU offload does not apply to this CPU engine
 const LlamaFlag kFlags[] = {
     {{"-np"}, Kind::alias, Value::none, "--parallel"},
     {{"-md"}, Kind::alias, Value::none, "--model-draft"},
+    {{"-ub"}, Kind::alias, Value::none, "--ubatch-size"},
     {{"-ngl", "--gpu-layers", "--n-gpu-layers"}, Kind::ignored, Value::required, kGpu},
     {{"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, Kind::ignored, Value::required, kGpu},
     {{"-fa", "--flash-attn"}, Kind::ignored, Value::optional_on_off, "flash attention is a GPU kernel; this CPU engine has its own"},

@@ -98,3 +98,34 @@ TEST(CliBench, MembwAndErrors) {
   const auto r = nlohmann::json::parse(out);
   EXPECT_EQ(r["config"]["methods"], nlohmann::json({"none", "lookup:draft=2:branches=1", "lookup:ngram-max=2"}));
 }
+
+// llama-bench mode: --pp / --tg print its table and a JSON report with every sample; the
+// method sweep's options are an error there, not silently ignored.
+TEST(CliBench, PromptProcessingAndGenerationTests) {
+  TREESPEC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  int rc = -1;
+  const std::string out = bench_cmd("-m " + test::stories_gguf() + " --pp 16,40 --tg 8 -r 3 -t 1 -ub 16 --no-progress --json " +
+                                        dir + "/pp.json", &rc, false);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("| test | t/s (median) | min - max | sd |"), std::string::npos) << out;
+  for (const char* t : {"| pp16 |", "| pp40 |", "| tg8 |"}) EXPECT_NE(out.find(t), std::string::npos) << t << "\n" << out;
+  const auto r = nlohmann::json::parse(test::read_file(dir + "/pp.json"));
+  EXPECT_EQ(r["kind"], "pp_tg");
+  EXPECT_EQ(r["config"]["n_batch"], 16);
+  ASSERT_EQ(r["results"].size(), 3u);
+  for (const auto& x : r["results"]) {
+    ASSERT_EQ(x["samples_ts"].size(), 3u);
+    EXPECT_GT(x["median_ts"].get<double>(), 0.0);
+    EXPECT_LE(x["min_ts"].get<double>(), x["median_ts"].get<double>());
+    EXPECT_GE(x["max_ts"].get<double>(), x["median_ts"].get<double>());
+  }
+  EXPECT_EQ(r["results"][1]["n_prompt"], 40);
+  EXPECT_EQ(r["results"][2]["n_gen"], 8);
+  const std::string bad = bench_cmd("-m " + test::stories_gguf() + " --pp 16 --spec lookup", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(bad.find("--spec does not apply to --pp/--tg"), std::string::npos) << bad;
+  const std::string bad2 = bench_cmd("-m " + test::stories_gguf() + " --tg 0", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(bad2.find("--tg"), std::string::npos) << bad2;
+}
