@@ -206,7 +206,7 @@ void impl::register_avx512_vnni(KernelTable& t) {
   t.pack[static_cast<int>(DType::q4_0)] = pack_q40_q80<true>;
   t.pack[static_cast<int>(DType::iq4_nl)] = pack_q40_q80<true>;  // BlockIQ4_NL is laid out as BlockQ4_0
   register_avx512_vnni_kquant(t);
-  register_avx512_vnni_q3k(t);
+  register_avx512_vnni_q2k_q3k(t);
   register_avx512_vnni_b32(t);
 }
 
