@@ -162,9 +162,7 @@ void matmul_rows_vnni(const WeightView& w, const float*, const impl::ActQ8* xq, 
       vnni_tiles<kQ4, kT, kNl>(base, rb, nb, xq->q, xq->d, corr, M, n, y, ldy, t0, nr, facc);
     }
   };
-  int64_t t0 = r0;
-  for (; t0 + 16 < r1; t0 += 32) pass.template operator()<2>(t0, static_cast<int>(imin<int64_t>(32, r1 - t0)));
-  if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
+  for_each_pass(r0, r1, pass);
 }
 
 // Same numbers as impl::ref_quantize_act, bit for bit (same expressions, round to

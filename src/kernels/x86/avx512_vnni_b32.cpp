@@ -183,9 +183,7 @@ void matmul_rows_b32(const WeightView& w, const float*, const impl::ActQ8* xq, i
       b32_tiles<K, kT>(base, w.row_bytes(), nb, xq, corr, M, n, y, ldy, t0, nr, facc);
     }
   };
-  int64_t t0 = r0;
-  for (; t0 + 16 < r1; t0 += 32) pass.template operator()<2>(t0, static_cast<int>(imin<int64_t>(32, r1 - t0)));
-  if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
+  for_each_pass(r0, r1, pass);
 }
 
 }  // namespace

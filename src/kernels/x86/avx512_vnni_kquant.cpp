@@ -44,12 +44,7 @@ void q4k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
   const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(0x01);
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    if (sb + 2 < nsb) {  // as in the Q8_0 kernel: 32 row streams need software prefetch
-      for (int t = 0; t < kT; ++t)
-        for (int i = 0; i < 16; ++i)
-          for (int l = 0; l < static_cast<int>(sizeof(Blk)); l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
-    }
+    prefetch_rows(rows, sb, nsb);
     // Sub-block scales of the 16 rows, one lane per row: gather d/dmin and the 12 scale
     // bytes as dwords and unpack the 6-bit fields (q4k_scale_min) in vectors.
     alignas(64) float dsc[kT][8][16], dmn[kT][8][16];
@@ -207,12 +202,7 @@ void q6k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
   const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    if (sb + 2 < nsb) {
-      for (int t = 0; t < kT; ++t)
-        for (int i = 0; i < 16; ++i)
-          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockQ6_K)); l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
-    }
+    prefetch_rows(rows, sb, nsb);
     // int8 scales (bytes 192..207) and d (208..209) of the 16 rows, gathered as dwords;
     // d is read from the dword at 206 so no gather touches a byte past the block.
     alignas(64) float dsc[kT][16][16];
@@ -396,18 +386,11 @@ void iq4xs_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8
                  int64_t n, float* y, int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
   const uint8_t* tile = base + t0 * rb;
   const tensor::BlockIQ4_XS* rows[kT][16];
-  for (int t = 0; t < kT; ++t) {
-    for (int i = 0; i < 16; ++i) rows[t][i] = reinterpret_cast<const tensor::BlockIQ4_XS*>(tile + imin(16 * t + i, nr - 1) * rb);
-  }
+  tile_rows(tile, rb, nr, rows);
   const int64_t nb = n / 32;
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    if (sb + 2 < nsb) {
-      for (int t = 0; t < kT; ++t)
-        for (int i = 0; i < 16; ++i)
-          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockIQ4_XS)); l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
-    }
+    prefetch_rows(rows, sb, nsb);
     alignas(64) float dl[kT][8][16];
     for (int t = 0; t < kT; ++t) {
       for (int i = 0; i < 16; ++i) {
@@ -445,9 +428,7 @@ void matmul_rows_iq4xs(const WeightView& w, const float*, const impl::ActQ8* xq,
       iq4xs_tiles<kT>(base, w.row_bytes(), nsb, xq, corr, M, n, y, ldy, t0, nr, facc);
     }
   };
-  int64_t t0 = r0;
-  for (; t0 + 16 < r1; t0 += 32) pass.template operator()<2>(t0, static_cast<int>(imin<int64_t>(32, r1 - t0)));
-  if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
+  for_each_pass(r0, r1, pass);
 }
 
 template <tensor::DType kType>
@@ -477,9 +458,7 @@ void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq
       }
     }
   };
-  int64_t t0 = r0;
-  for (; t0 + 16 < r1; t0 += 32) pass.template operator()<2>(t0, static_cast<int>(imin<int64_t>(32, r1 - t0)));
-  if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
+  for_each_pass(r0, r1, pass);
 }
 
 }  // namespace

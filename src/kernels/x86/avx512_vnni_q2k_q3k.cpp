@@ -106,18 +106,11 @@ void q3k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
                int64_t n, float* y, int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
   const uint8_t* tile = base + t0 * rb;
   const tensor::BlockQ3_K* rows[kT][16];
-  for (int t = 0; t < kT; ++t) {
-    for (int i = 0; i < 16; ++i) rows[t][i] = reinterpret_cast<const tensor::BlockQ3_K*>(tile + imin(16 * t + i, nr - 1) * rb);
-  }
+  tile_rows(tile, rb, nr, rows);
   const int64_t nb = n / 32;
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    if (sb + 2 < nsb) {
-      for (int t = 0; t < kT; ++t)
-        for (int i = 0; i < 16; ++i)
-          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockQ3_K)); l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
-    }
+    prefetch_rows(rows, sb, nsb);
     alignas(64) float dsc[kT][16][16];
     __m512i hv[kT][8], qv[kT][2][8];
     for (int t = 0; t < kT; ++t) {
@@ -162,9 +155,7 @@ void matmul_rows_q3k(const WeightView& w, const float*, const impl::ActQ8* xq, i
       q3k_tiles<kT>(base, w.row_bytes(), nsb, xq, half_corr, M, n, y, ldy, t0, nr, facc);
     }
   };
-  int64_t t0 = r0;
-  for (; t0 + 16 < r1; t0 += 32) pass.template operator()<2>(t0, static_cast<int>(imin<int64_t>(32, r1 - t0)));
-  if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
+  for_each_pass(r0, r1, pass);
 }
 
 // ---- Q2_K ---------------------------------------------------------------------------
@@ -280,18 +271,11 @@ void q2k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
                int64_t n, float* y, int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
   const uint8_t* tile = base + t0 * rb;
   const tensor::BlockQ2_K* rows[kT][16];
-  for (int t = 0; t < kT; ++t) {
-    for (int i = 0; i < 16; ++i) rows[t][i] = reinterpret_cast<const tensor::BlockQ2_K*>(tile + imin(16 * t + i, nr - 1) * rb);
-  }
+  tile_rows(tile, rb, nr, rows);
   const int64_t nb = n / 32;
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    if (sb + 2 < nsb) {
-      for (int t = 0; t < kT; ++t)
-        for (int i = 0; i < 16; ++i)
-          for (int l = 0; l < static_cast<int>(sizeof(tensor::BlockQ2_K)); l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
-    }
+    prefetch_rows(rows, sb, nsb);
     alignas(64) float dsc[kT][16][16], dmn[kT][16][16];
     __m512i qv[kT][2][8];
     for (int t = 0; t < kT; ++t) {
@@ -339,9 +323,7 @@ void matmul_rows_q2k(const WeightView& w, const float*, const impl::ActQ8* xq, i
       q2k_tiles<kT>(base, w.row_bytes(), nsb, xq, half_sums, M, n, y, ldy, t0, nr, facc);
     }
   };
-  int64_t t0 = r0;
-  for (; t0 + 16 < r1; t0 += 32) pass.template operator()<2>(t0, static_cast<int>(imin<int64_t>(32, r1 - t0)));
-  if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
+  for_each_pass(r0, r1, pass);
 }
 
 }  // namespace

@@ -307,6 +307,33 @@ inline void accumulate_q6k(const __m512i (&W)[kT][8], const __m512 (&vsa)[kT], c
   }
 }
 
+// Runs pass<kT>(t0, nr) over the output rows [r0, r1): two 16-row tiles per pass (each
+// broadcast activation dword feeds two VPDPBUSDs), a single tile for an odd remainder.
+template <class Pass>
+inline void for_each_pass(int64_t r0, int64_t r1, Pass&& pass) {
+  int64_t t0 = r0;
+  for (; t0 + 16 < r1; t0 += 32) pass.template operator()<2>(t0, static_cast<int>(imin<int64_t>(32, r1 - t0)));
+  if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
+}
+
+// The GGUF rows of kT tiles from `tile` (row stride rb, nr valid rows; rows past the end
+// repeat the last one, their results are dropped), and the software prefetch of their
+// super-block sb + 2 (32 row streams are more than the hardware prefetchers follow).
+template <class Blk, int kT>
+inline void tile_rows(const uint8_t* tile, int64_t rb, int nr, const Blk* (&rows)[kT][16]) {
+  for (int t = 0; t < kT; ++t) {
+    for (int i = 0; i < 16; ++i) rows[t][i] = reinterpret_cast<const Blk*>(tile + imin(16 * t + i, nr - 1) * rb);
+  }
+}
+template <class Blk, int kT>
+inline void prefetch_rows(const Blk* const (&rows)[kT][16], int64_t sb, int64_t nsb) {
+  if (sb + 2 >= nsb) return;
+  for (int t = 0; t < kT; ++t)
+    for (int i = 0; i < 16; ++i)
+      for (int l = 0; l < static_cast<int>(sizeof(Blk)); l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
+}
+
 constexpr int64_t kPrefetch = 256;  // bytes ahead in each weight row
 constexpr int64_t kPackedPrefetch = 1024;  // bytes ahead in a packed tile's quant stream
 constexpr int64_t kPrefetchEvery = 0;  // mask: prefetch when (block & mask) == 0
