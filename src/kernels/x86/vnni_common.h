@@ -209,7 +209,7 @@ inline void load_packed_q5k(const uint8_t* p, int j, __m512i W[8], __m512& vsc, 
 // Packed Q6_K super-block p, activation block j (sub-blocks 2j, 2j + 1) -> W[8] (values
 // 0..63; W[0..3] the first sub-block, W[4..7] the second) and their lane scales d * sc.
 inline void load_packed_q6k(const uint8_t* p, int j, __m512i W[8], __m512& vsa, __m512& vsb) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   const int h = j / 4, k = j % 4;
   const uint8_t* ql = p + 320 + 512 * (2 * h + (k & 1));
   const uint8_t* qh = p + 2368 + 512 * h;
@@ -217,8 +217,12 @@ inline void load_packed_q6k(const uint8_t* p, int j, __m512i W[8], __m512& vsa, 
     __m512i lo = _mm512_load_si512(ql + 64 * kk);
     if (k >> 1) lo = _mm512_srli_epi16(lo, 4);
     lo = _mm512_and_si512(lo, m4);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(_mm512_load_si512(qh + 64 * kk), 2 * k), m3);
-    W[kk] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+    // Bits 2k, 2k + 1 of qh to bits 4, 5 (16-bit shifts: what crosses a byte is masked),
+    // then lo | (hi & 0x30) in one ternary-logic op.
+    __m512i hi = _mm512_load_si512(qh + 64 * kk);
+    if (k < 2) hi = _mm512_slli_epi16(hi, static_cast<unsigned>(4 - 2 * k));
+    if (k > 2) hi = _mm512_srli_epi16(hi, 2);
+    W[kk] = _mm512_ternarylogic_epi32(lo, hi, bits45, 0xF8);
   }
   const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
   const __m128i sa = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * (2 * j)));
