@@ -4,7 +4,6 @@
 // pack_weights), with bit-identical results.
 #include <cstring>
 #include <type_traits>
-#include <utility>
 
 #include "kernels/x86/vnni_common.h"
 
@@ -152,30 +151,28 @@ void q4k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
   for (int t = 0; t < kT; ++t) tp[t] = packed + (t0 / 16 + t) * nsb * kBytes;
   const int64_t nb = n / 32;
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
-  // The 8 sub-blocks unrolled (j a constant), as in the Q6_K kernel.
-  auto block = [&]<int j>(int64_t sb) {
-    __m512i W[kT][8];
-    __m512 vsc[kT], vmn[kT];
-    for (int t = 0; t < kT; ++t) {
-      const uint8_t* p = tp[t] + sb * kBytes;
-      if constexpr ((j & 1) == 0) {
-        const uint8_t* q = p + 320 + 512 * (j / 2);
-        for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
-      }
-      if constexpr (kQ5) {
-        if constexpr (j == 0) {
-          for (int64_t l = 0; l < 512; l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(p + kQ4KPacked + kPackedPrefetch + l), _MM_HINT_T0);
-        }
-        load_packed_q5k(p, j, W[t], vsc[t], vmn[t]);
-      } else {
-        load_packed_q4k(p, j, W[t], vsc[t], vmn[t]);
-      }
-    }
-    accumulate_q4k<kT>(W, vsc, vmn, xq, M, n, nb, sb * 8 + j, facc);
-  };
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    [&]<int... J>(std::integer_sequence<int, J...>) { (block.template operator()<J>(sb), ...); }(std::make_integer_sequence<int, 8>{});
+    for_each_block8([&]<int j>() {
+      __m512i W[kT][8];
+      __m512 vsc[kT], vmn[kT];
+      for (int t = 0; t < kT; ++t) {
+        const uint8_t* p = tp[t] + sb * kBytes;
+        if constexpr ((j & 1) == 0) {
+          const uint8_t* q = p + 320 + 512 * (j / 2);
+          for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
+        }
+        if constexpr (kQ5) {
+          if constexpr (j == 0) {
+            for (int64_t l = 0; l < 512; l += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(p + kQ4KPacked + kPackedPrefetch + l), _MM_HINT_T0);
+          }
+          load_packed_q5k(p, j, W[t], vsc[t], vmn[t]);
+        } else {
+          load_packed_q4k(p, j, W[t], vsc[t], vmn[t]);
+        }
+      }
+      accumulate_q4k<kT>(W, vsc, vmn, xq, M, n, nb, sb * 8 + j, facc);
+    });
   }
   store_tiles<kT>(facc, M, y, ldy, t0, nr);
 }
@@ -290,28 +287,25 @@ void q6k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
   for (int t = 0; t < kT; ++t) tp[t] = packed + (t0 / 16 + t) * nsb * kQ6KPacked;
   const int64_t nb = n / 32;
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
-  // The 8 activation blocks of a super-block unrolled (j a constant): the loader's
-  // shifts become immediates and its branches go (measured: docs/kernels.md).
-  auto block = [&]<int j>(int64_t sb) {
-    constexpr int h = j / 4, k = j % 4;
-    __m512i W[kT][8];
-    __m512 vsa[kT], vsb[kT];
-    for (int t = 0; t < kT; ++t) {
-      const uint8_t* p = tp[t] + sb * kQ6KPacked;
-      const uint8_t* ql = p + 320 + 512 * (2 * h + (k & 1));
-      const uint8_t* qh = p + 2368 + 512 * h;
-      if constexpr (k < 2) {
-        for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(ql + kPackedPrefetch + l), _MM_HINT_T0);
-      }
-      if constexpr (k == 0) {
-        for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(qh + kPackedPrefetch + l), _MM_HINT_T0);
-      }
-      load_packed_q6k(p, j, W[t], vsa[t], vsb[t]);
-    }
-    accumulate_q6k<kT>(W, vsa, vsb, xq, half_corr, M, n, nb, sb * 8 + j, facc);
-  };
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    [&]<int... J>(std::integer_sequence<int, J...>) { (block.template operator()<J>(sb), ...); }(std::make_integer_sequence<int, 8>{});
+    for_each_block8([&]<int j>() {
+      constexpr int h = j / 4, k = j % 4;
+      __m512i W[kT][8];
+      __m512 vsa[kT], vsb[kT];
+      for (int t = 0; t < kT; ++t) {
+        const uint8_t* p = tp[t] + sb * kQ6KPacked;
+        const uint8_t* ql = p + 320 + 512 * (2 * h + (k & 1));
+        const uint8_t* qh = p + 2368 + 512 * h;
+        if constexpr (k < 2) {
+          for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(ql + kPackedPrefetch + l), _MM_HINT_T0);
+        }
+        if constexpr (k == 0) {
+          for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(qh + kPackedPrefetch + l), _MM_HINT_T0);
+        }
+        load_packed_q6k(p, j, W[t], vsa[t], vsb[t]);
+      }
+      accumulate_q6k<kT>(W, vsa, vsb, xq, half_corr, M, n, nb, sb * 8 + j, facc);
+    });
   }
   store_tiles<kT>(facc, M, y, ldy, t0, nr);
 }

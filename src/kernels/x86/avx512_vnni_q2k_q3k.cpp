@@ -80,7 +80,7 @@ void q3k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
       d[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
       for (int k = 0; k < 8; ++k) hv[t][k] = _mm512_load_si512(p + 1344 + 64 * k);
     }
-    for (int j = 0; j < 8; ++j) {
+    for_each_block8([&]<int j>() {
       __m512i W[kT][8];
       __m512 vsa[kT], vsb[kT];
       for (int t = 0; t < kT; ++t) {
@@ -88,13 +88,10 @@ void q3k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
         __m512i qv[8];
         for (int k = 0; k < 8; ++k) qv[k] = _mm512_load_si512(p + 320 + 512 * (j / 4) + 64 * k);
         q3k_values(qv, hv[t], j, W[t]);
-        const __m128i sa = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * (2 * j)));
-        const __m128i sbv = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 32 + 16 * (2 * j + 1)));
-        vsa[t] = _mm512_mul_ps(d[t], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sa)));
-        vsb[t] = _mm512_mul_ps(d[t], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sbv)));
+        int8_pair_scales(d[t], p + 32, j, vsa[t], vsb[t]);
       }
       accumulate_q6k<kT>(W, vsa, vsb, xq, half_corr, M, n, nb, sb * 8 + j, facc);
-    }
+    });
   }
   store_tiles<kT>(facc, M, y, ldy, t0, nr);
 }
@@ -249,7 +246,7 @@ void q2k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
       d[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
       dmin[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
     }
-    for (int j = 0; j < 8; ++j) {
+    for_each_block8([&]<int j>() {
       __m512i W[kT][8];
       __m512 vsa[kT], vsb[kT], vma[kT], vmb[kT];
       for (int t = 0; t < kT; ++t) {
@@ -261,7 +258,7 @@ void q2k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
         q2k_scales(d[t], dmin[t], p + 64 + 16 * (2 * j + 1), vsb[t], vmb[t]);
       }
       accumulate_q2k<kT>(W, vsa, vsb, vma, vmb, xq, half_sums, M, n, nb, sb * 8 + j, facc);
-    }
+    });
   }
   store_tiles<kT>(facc, M, y, ldy, t0, nr);
 }
