@@ -153,13 +153,28 @@ DType quant_type_for(const std::string& name, const std::vector<int64_t>& ne, DT
   return quant_type_for(name, ne, QuantRecipe{tensor::dtype_name(target), target, -1, false}, QuantModelShape{});
 }
 
-DType quant_type_for(const std::string& name, const std::vector<int64_t>& ne, const QuantRecipe& r,
-                     const QuantModelShape& shape) {
+namespace {
+
+// A tensor's type under a recipe: what the recipe's rules give it, and the type it gets
+// after the row-length fallback (both f32 for tensors that stay f32).
+struct Choice {
+  DType rule = DType::f32;
+  DType type = DType::f32;
+};
+
+Choice choose(const std::string& name, const std::vector<int64_t>& ne, const QuantRecipe& r, const QuantModelShape& shape) {
   const bool is_matrix = ne.size() == 2 && ne[0] > 1 && ne[1] > 1;
   const bool is_weight = ends_with(name, ".weight");
-  if (!is_matrix || !is_weight || name == "rope_freqs.weight") return DType::f32;
+  if (!is_matrix || !is_weight || name == "rope_freqs.weight") return {};
   const DType t = r.llama_rules ? llama_rule(name, ne[0], r, shape) : r.base;
-  return row_fallback(t, ne[0]);
+  return {t, row_fallback(t, ne[0])};
+}
+
+}  // namespace
+
+DType quant_type_for(const std::string& name, const std::vector<int64_t>& ne, const QuantRecipe& r,
+                     const QuantModelShape& shape) {
+  return choose(name, ne, r, shape).type;
 }
 
 std::vector<float> tensor_to_f32(const std::string& file, const std::string& name, DType type,
@@ -207,13 +222,13 @@ QuantizeSummary quantize_gguf(const std::string& in, const std::string& out, con
   if (recipe.file_type >= 0) w.set("general.file_type", gguf::Value::u32(static_cast<uint32_t>(recipe.file_type)));
   QuantizeSummary s;
   for (const auto& t : src->tensors()) {
-    const DType dst = quant_type_for(t.name, t.ne, recipe, shape);
-    const DType rule = recipe.llama_rules && dst != DType::f32 ? llama_rule(t.name, t.ne[0], recipe, shape) : recipe.base;
+    const Choice c = choose(t.name, t.ne, recipe, shape);
+    const DType dst = c.type;
     s.n_tensors++;
     s.bytes_in += t.nbytes;
     if (dst == recipe.base) {
       s.n_quantized++;
-    } else if (dst != DType::f32 && dst == rule) {
+    } else if (dst != DType::f32 && dst == c.rule) {
       s.n_upgraded++;
     } else if (dst != DType::f32) {
       s.n_fallback++;
