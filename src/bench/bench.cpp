@@ -10,6 +10,7 @@
 
 #include "bench/machine.h"
 #include "bench/progress.h"
+#include "bench/report.h"
 #include "core/assert.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
@@ -88,13 +89,6 @@ engine::SpecStats stats_diff(const engine::SpecStats& a, const engine::SpecStats
   d.t_verify = a.t_verify - b.t_verify;
   d.t_commit = a.t_commit - b.t_commit;
   return d;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 json summary(const std::vector<double>& v, bool with_values) {

@@ -74,20 +74,19 @@ class Runner {
 
 json summary(const std::string& model, const model::Model& m, int32_t n_threads, const std::string& test, int32_t n_prompt,
              int32_t n_gen, const std::vector<double>& ts) {
-  std::vector<double> s = ts;
-  std::sort(s.begin(), s.end());
-  const size_t k = s.size();
-  const double median = k % 2 ? s[k / 2] : 0.5 * (s[k / 2 - 1] + s[k / 2]);
-  const double mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(k);
+  const size_t k = ts.size();
+  const double mean = std::accumulate(ts.begin(), ts.end(), 0.0) / static_cast<double>(k);
   double var = 0.0;
-  for (double v : s) var += (v - mean) * (v - mean);
+  for (double v : ts) var += (v - mean) * (v - mean);
   const double sd = k > 1 ? std::sqrt(var / static_cast<double>(k - 1)) : 0.0;
   std::error_code ec;
   const auto size = std::filesystem::file_size(model, ec);
   return {{"model", model},         {"size_bytes", ec ? 0 : size}, {"n_params", m.n_params()},
           {"n_threads", n_threads}, {"test", test},                {"n_prompt", n_prompt},
-          {"n_gen", n_gen},         {"samples_ts", ts},            {"median_ts", median},
-          {"min_ts", s.front()},    {"max_ts", s.back()},          {"stddev_ts", sd}};
+          {"n_gen", n_gen},         {"samples_ts", ts},            {"median_ts", median(ts)},
+          {"min_ts", *std::min_element(ts.begin(), ts.end())},
+          {"max_ts", *std::max_element(ts.begin(), ts.end())},
+          {"stddev_ts", sd}};
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace treespec::bench {
 
@@ -25,5 +26,8 @@ nlohmann::json load_report(const std::string& path);
 
 // "12.3 MiB" etc.
 std::string human_bytes(double bytes);
+
+// Median of v (0 for an empty v): the statistic every bench table reports.
+double median(std::vector<double> v);
 
 }  // namespace treespec::bench
