@@ -139,8 +139,8 @@ void BM_Attention(benchmark::State& st) {
     a.n_rows = std::min(chunk, n_rows - r0);
     a.n_head = group;
     a.head_dim = hd;
-    a.k = k.data() + g * n_cells * hd;
-    a.v = v.data() + g * n_cells * hd;
+    a.k = kernels::KvRows::contiguous(k.data() + g * n_cells * hd, hd);
+    a.v = kernels::KvRows::contiguous(v.data() + g * n_cells * hd, hd);
     a.n_committed = n_committed;
     a.extra = ptr.data() + r0;
     a.n_extra = len.data() + r0;

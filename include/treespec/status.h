@@ -47,6 +47,7 @@ enum class StatusCode {
   cancelled,      // the caller asked to stop
   invalid,        // a request-level argument is invalid
   no_slot,        // no free sequence slot
+  kv_full,        // the shared KV cache pool has no free block for the rows
 };
 
 const char* status_code_name(StatusCode code);

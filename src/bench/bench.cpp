@@ -387,7 +387,8 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
   json method_labels = json::array();
   for (const auto& m : methods) method_labels.push_back(m.label);
   report["config"] = {{"n_predict", cfg.n_predict}, {"ignore_eos", cfg.ignore_eos}, {"reps", cfg.reps},
-                      {"n_threads", cfg.n_threads}, {"n_ctx", cfg.n_ctx}, {"n_prompts", cfg.n_prompts},
+                      {"n_threads", cfg.n_threads}, {"n_ctx", cfg.n_ctx}, {"type_k", kv::cache_type_name(cfg.type_k)},
+                      {"type_v", kv::cache_type_name(cfg.type_v)}, {"n_prompts", cfg.n_prompts},
                       {"max_prompt_tokens", cfg.max_prompt_tokens}, {"batches", cfg.batches},
                       {"budgets", cfg.budgets}, {"methods", method_labels}, {"warmup", cfg.warmup},
                       {"sampling", sampling_label(cfg)}, {"outputs_checked", cfg.outputs_checked()},
@@ -465,6 +466,8 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
         engine::EngineParams ep;
         ep.n_threads = cfg.n_threads;
         ep.n_slots = batch;
+        ep.type_k = cfg.type_k;
+        ep.type_v = cfg.type_v;
         // Room for the longest prompt, n tokens and a full tree past the end, so trees
         // are never clamped by the context in the timed runs.
         ep.n_ctx = static_cast<int32_t>(max_len) + cfg.n_predict + extra;

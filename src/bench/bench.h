@@ -51,6 +51,8 @@ struct BenchConfig {
   int32_t reps = 3;
   int32_t n_threads = 1;
   int32_t n_ctx = 0;                         // limit on prompt + generated; 0 = model's (<= 4096)
+  tensor::DType type_k = tensor::DType::f16;  // KV cache types (-ctk / -ctv)
+  tensor::DType type_v = tensor::DType::f16;
   bool warmup = true;                        // one short untimed pass of every cell per group
   bool measure_bandwidth = true;
   uint64_t bandwidth_bytes = uint64_t{256} << 20;

@@ -24,9 +24,8 @@ namespace {
 // One timed run of a test: seconds for n_prompt prefill tokens or n_gen one-row steps.
 class Runner {
  public:
-  Runner(const model::Model& m, int32_t n_threads, int32_t n_cells, int32_t n_batch)
-      : m_(m), ctx_(m, n_threads), kv_(m.kv_shape(1, n_cells)), n_batch_(n_batch),
-        logits_(static_cast<size_t>(m.hparams().n_vocab)) {}
+  Runner(const model::Model& m, int32_t n_threads, const kv::KvShape& kv, int32_t n_batch)
+      : m_(m), ctx_(m, n_threads), kv_(kv), n_batch_(n_batch), logits_(static_cast<size_t>(m.hparams().n_vocab)) {}
 
   double prompt(int32_t n) {
     kv_.clear(0);
@@ -103,7 +102,8 @@ json run_pp_tg(const PpTgConfig& cfg, std::FILE* progress) {
   report["machine"] = {{"cpu_model", mi.cpu_model}, {"n_cpus", mi.n_cpus}, {"isa", mi.isa}, {"os", mi.os},
                        {"compiler", mi.compiler}};
   report["config"] = {{"pp", cfg.pp}, {"tg", cfg.tg}, {"reps", cfg.reps}, {"n_threads", cfg.n_threads},
-                      {"n_batch", cfg.n_batch}, {"warmup", cfg.warmup}};
+                      {"n_batch", cfg.n_batch}, {"warmup", cfg.warmup}, {"type_k", kv::cache_type_name(cfg.type_k)},
+                      {"type_v", kv::cache_type_name(cfg.type_v)}};
   report["results"] = json::array();
   for (const auto& path : cfg.models) {
     const auto m = model::Model::load(path);
@@ -114,7 +114,10 @@ json run_pp_tg(const PpTgConfig& cfg, std::FILE* progress) {
       std::fprintf(progress, "bench: warning: %s: %d tokens exceed the model's training context of %d\n", path.c_str(),
                    longest, m->hparams().n_ctx_train);
     }
-    Runner run(*m, cfg.n_threads, longest, cfg.n_batch);
+    kv::KvShape kv = m->kv_shape(1, longest);
+    kv.type_k = cfg.type_k;
+    kv.type_v = cfg.type_v;
+    Runner run(*m, cfg.n_threads, kv, cfg.n_batch);
     auto one = [&](const std::string& test, int32_t n, bool is_prompt) {
       if (cfg.warmup) (void)(is_prompt ? run.prompt(n) : run.generate(n));
       std::vector<double> ts;

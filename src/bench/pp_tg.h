@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensor/dtype.h"
+
 namespace treespec::bench {
 
 struct PpTgConfig {
@@ -24,6 +26,8 @@ struct PpTgConfig {
   int32_t reps = 5;
   int32_t n_threads = 1;
   int32_t n_batch = 512;    // rows per prefill forward pass
+  tensor::DType type_k = tensor::DType::f16;  // KV cache types (llama-bench's -ctk / -ctv, f16 there too)
+  tensor::DType type_v = tensor::DType::f16;
   bool warmup = true;
   std::string command;      // recorded in the report
 };

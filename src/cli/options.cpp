@@ -16,8 +16,16 @@ namespace treespec::cli {
 void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("-m,--model", o.model, "GGUF model file")->required();
   app.add_option("-t,--threads", o.n_threads, "threads (default: all cores)");
-  app.add_option("-c,--ctx-size", o.n_ctx, "context size in tokens per sequence (default: model's, at most 4096)");
+  app.add_option("-c,--ctx-size", o.n_ctx, "context size in tokens: per sequence for run and bench, the KV cache pool all slots share for serve (default: the model's, at most 4096)");
   app.add_option("-b,--batch-size", o.n_batch, "prompt processing chunk size")->capture_default_str();
+  add_cache_type_options(app, o.cache_type_k, o.cache_type_v);
+}
+
+void add_cache_type_options(CLI::App& app, std::string& type_k, std::string& type_v) {
+  app.add_option("--cache-type-k", type_k, fmt::format("KV cache type for K: {} (-ctk works too)", kv::cache_type_names()))
+      ->capture_default_str();
+  app.add_option("--cache-type-v", type_v, fmt::format("KV cache type for V: {} (-ctv works too)", kv::cache_type_names()))
+      ->capture_default_str();
 }
 
 void add_sampling_options(CLI::App& app, SamplingOptions& o) {

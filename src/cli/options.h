@@ -27,7 +27,11 @@ struct ModelOptions {
   int32_t n_threads = 0;  // 0 = all available cores
   int32_t n_ctx = 0;      // 0 = model's training context (capped at 4096)
   int32_t n_batch = 512;
+  std::string cache_type_k = "f16";  // -ctk/--cache-type-k
+  std::string cache_type_v = "f16";  // -ctv/--cache-type-v
 };
+// The -ctk / -ctv pair of one command, as tensor types (InvalidArgument naming the flag).
+void add_cache_type_options(CLI::App& app, std::string& type_k, std::string& type_v);
 
 struct SamplingOptions {
   sampling::SamplingParams params;

@@ -30,6 +30,8 @@ engine::EngineParams resolve_engine_params(const ModelOptions& o, const model::H
   if (o.n_ctx < 0) throw InvalidArgument(fmt::format("-c/--ctx-size must be >= 0, got {}", o.n_ctx));
   ep.n_ctx = engine::resolve_context_size(o.n_ctx, hp.n_ctx_train);
   ep.n_batch = o.n_batch;
+  ep.type_k = kv::parse_cache_type(o.cache_type_k, "-ctk/--cache-type-k");
+  ep.type_v = kv::parse_cache_type(o.cache_type_v, "-ctv/--cache-type-v");
   return ep;
 }
 

@@ -9,6 +9,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::cancelled: return "cancelled";
     case StatusCode::invalid: return "invalid";
     case StatusCode::no_slot: return "no_slot";
+    case StatusCode::kv_full: return "kv_full";
   }
   return "unknown";
 }

@@ -54,8 +54,13 @@ const EngineParams& checked(const model::Model& model, const EngineParams& param
   if (params.n_ctx < 1) throw InvalidArgument(fmt::format("context size must be >= 1, got {}", params.n_ctx));
   if (params.n_batch < 1) throw InvalidArgument(fmt::format("batch size must be >= 1, got {}", params.n_batch));
   if (params.n_slots < 1) throw InvalidArgument(fmt::format("sequence slot count must be >= 1, got {}", params.n_slots));
+  if (params.n_kv_cells < 0) throw InvalidArgument(fmt::format("KV cache size must be >= 0 cells, got {}", params.n_kv_cells));
+  if (params.n_kv_cells > 0 && params.n_kv_cells < params.n_ctx) {
+    throw InvalidArgument(fmt::format("the KV cache pool ({} cells) is smaller than one sequence's context ({} cells)",
+                                      params.n_kv_cells, params.n_ctx));
+  }
   // Memory first: for a huge context "needs N bytes, M available" is the useful message.
-  kv::KvCache::check_memory(model.kv_shape(params.n_slots, params.n_ctx));
+  kv::KvCache::check_memory(engine_kv_shape(model, params));
   if (params.n_ctx > kMaxContext) {
     throw InvalidArgument(fmt::format("context size {} is larger than {} (RoPE takes positions as float, exact only up to "
                                       "2^24)", params.n_ctx, kMaxContext));
@@ -68,11 +73,20 @@ Engine::Engine(const model::Model& model, const EngineParams& params)
     : model_(model),
       params_(checked(model, params)),
       ctx_(model, params.n_threads),
-      kv_(model.kv_shape(params.n_slots, params.n_ctx)),
+      kv_(engine_kv_shape(model, params)),
       slot_used_(static_cast<size_t>(params.n_slots), false),
+      slot_seq_(static_cast<size_t>(params.n_slots), nullptr),
       eog_ids_(eog_from_gguf(model.gguf(), model.hparams().n_vocab)) {}
 
 Engine::~Engine() = default;
+
+kv::KvShape engine_kv_shape(const model::Model& model, const EngineParams& params) {
+  kv::KvShape shape = model.kv_shape(params.n_slots, params.n_ctx);
+  shape.n_pool_cells = params.n_kv_cells;
+  shape.type_k = params.type_k;
+  shape.type_v = params.type_v;
+  return shape;
+}
 
 int32_t Engine::free_slots() const {
   return static_cast<int32_t>(std::count(slot_used_.begin(), slot_used_.end(), false));
@@ -101,7 +115,8 @@ Status Engine::add(Sequence& seq) {
     throw InvalidArgument(fmt::format("prompt has {} tokens but the context holds {} (raise -c)", seq.prompt_.size(), params_.n_ctx));
   }
   seq.params_.sampling.validate();
-  seq.stats_.n_prompt = static_cast<int64_t>(seq.prompt_.size());
+  const bool resume = seq.preempted_;
+  if (!resume) seq.stats_.n_prompt = static_cast<int64_t>(seq.prompt_.size());
   if (seq.params_.n_predict == 0) {
     seq.finish_ = FinishReason::length;
     return {};
@@ -114,23 +129,48 @@ Status Engine::add(Sequence& seq) {
     }
   }
   if (slot < 0) return {StatusCode::no_slot, "all sequence slots are busy"};
+  // The tokens to prefill (all but the last, the first step's root) and that root.
+  const std::vector<int32_t>& tokens = resume ? seq.context_ : seq.prompt_;
+  const auto n_need = static_cast<int64_t>(tokens.size());
+  // Whole blocks of a prefix some sequence already computed (never the last token, the
+  // first step's root); held while cached prefixes are evicted to make room.
+  std::vector<int32_t> shared = params_.prefix_cache ? match_prefix(tokens, n_need - 1) : std::vector<int32_t>{};
+  kv_.retain(shared);
+  const int32_t n_blocks = kv::KvCache::blocks_for(n_need) - static_cast<int32_t>(shared.size());
+  while (n_blocks > kv_.n_free_blocks() && evict_prefix()) {
+  }
+  if (n_blocks > kv_.n_free_blocks()) {
+    kv_.release(shared);
+    return {StatusCode::kv_full, fmt::format("the KV cache pool has {} free cells; the prompt needs {}",
+                                             static_cast<int64_t>(kv_.n_free_blocks()) * kv::kBlockCells,
+                                             static_cast<int64_t>(n_blocks) * kv::kBlockCells)};
+  }
   slot_used_[static_cast<size_t>(slot)] = true;
+  slot_seq_[static_cast<size_t>(slot)] = &seq;
   seq.slot_ = slot;
+  seq.preempted_ = false;
+  seq.admitted_ = ++n_admitted_;
   kv_.clear(slot);
-  seq.drafter_->begin(seq.prompt_);
+  kv_.adopt_prefix(slot, shared);
+  kv_.release(shared);
+  const int64_t n_cached = static_cast<int64_t>(shared.size()) * kv::kBlockCells;
+  if (!resume) {
+    seq.stats_.n_prompt_cached = n_cached;
+    totals_.n_prompt_cached += n_cached;
+  }
+  seq.drafter_->begin(tokens);
 
-  // Prefill everything but the last prompt token, which is the first step's root.
   const double t0 = core::now_s();
-  const auto n_pre = static_cast<int32_t>(seq.prompt_.size()) - 1;
-  for (int32_t b = 0; b < n_pre; b += params_.n_batch) {
+  const auto n_pre = static_cast<int32_t>(tokens.size()) - 1;
+  for (int32_t b = kv_.n_past(slot); b < n_pre; b += params_.n_batch) {
     const int32_t n = std::min(params_.n_batch, n_pre - b);
     batch_.clear();
-    batch_.add_chain(slot, kv_.n_past(slot), std::span<const int32_t>(seq.prompt_).subspan(static_cast<size_t>(b), static_cast<size_t>(n)));
+    batch_.add_chain(slot, kv_.n_past(slot), std::span<const int32_t>(tokens).subspan(static_cast<size_t>(b), static_cast<size_t>(n)));
     ctx_.reserve(n, params_.n_ctx);
     float* x = ctx_.x();
     model_.embed(batch_, x);
     Status st = model_.run_layers(ctx_, batch_, 0, model_.hparams().n_layer, x, kv_);
-    TREESPEC_ASSERT(st.ok(), "prefill rows must fit (prompt length checked above)");
+    TREESPEC_ASSERT(st.ok(), "prefill rows must fit (prompt length and free blocks checked above)");
     std::vector<int32_t> chain(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) chain[static_cast<size_t>(i)] = i;
     st = kv_.commit(slot, chain);
@@ -146,8 +186,100 @@ Status Engine::add(Sequence& seq) {
 void Engine::release(Sequence& seq, FinishReason reason) {
   if (seq.finish_ == FinishReason::none) seq.finish_ = reason;
   if (seq.slot_ >= 0) {
+    if (params_.prefix_cache) cache_prefix(seq);
+    kv_.clear(seq.slot_);  // its blocks go back to the pool now (cached ones stay)
     slot_used_[static_cast<size_t>(seq.slot_)] = false;
+    slot_seq_[static_cast<size_t>(seq.slot_)] = nullptr;
     seq.slot_ = -1;
+  }
+}
+
+void Engine::preempt(Sequence& seq) {
+  TREESPEC_ASSERT(seq.slot_ >= 0 && !seq.finished(), "preempt: the sequence is not active");
+  kv_.clear(seq.slot_);
+  slot_used_[static_cast<size_t>(seq.slot_)] = false;
+  slot_seq_[static_cast<size_t>(seq.slot_)] = nullptr;
+  seq.slot_ = -1;
+  seq.preempted_ = true;
+  ++n_preemptions_;
+}
+
+std::vector<int32_t> Engine::match_prefix(const std::vector<int32_t>& tokens, int64_t n_max) const {
+  // Whole blocks of `have` (n_committed cells of it) that `tokens` starts with.
+  auto common_blocks = [&](const std::vector<int32_t>& have, int64_t n_committed) {
+    const int64_t n = std::min({n_max, n_committed, static_cast<int64_t>(have.size()), static_cast<int64_t>(tokens.size())});
+    int64_t m = 0;
+    while (m < n && have[static_cast<size_t>(m)] == tokens[static_cast<size_t>(m)]) ++m;
+    return static_cast<int32_t>(m / kv::kBlockCells);
+  };
+  int32_t best = 0, best_slot = -1;
+  const CachedPrefix* best_cached = nullptr;
+  for (size_t i = 0; i < slot_seq_.size(); ++i) {
+    const Sequence* o = slot_seq_[i];
+    if (o == nullptr) continue;
+    const int32_t nb = common_blocks(o->context_, kv_.n_past(static_cast<int32_t>(i)));
+    if (nb > best) {
+      best = nb;
+      best_slot = static_cast<int32_t>(i);
+    }
+  }
+  for (const CachedPrefix& c : prefix_cache_) {
+    const int32_t nb = common_blocks(c.tokens, static_cast<int64_t>(c.tokens.size()));
+    if (nb > best) {
+      best = nb;
+      best_cached = &c;
+      best_slot = -1;
+    }
+  }
+  if (best == 0) return {};
+  if (best_cached != nullptr) return {best_cached->blocks.begin(), best_cached->blocks.begin() + best};
+  return kv_.prefix_blocks(best_slot, best);
+}
+
+void Engine::cache_prefix(const Sequence& seq) {
+  constexpr size_t kMaxCachedPrefixes = 64;
+  const int32_t n_full = kv_.n_past(seq.slot_) / kv::kBlockCells;
+  if (n_full == 0) return;
+  CachedPrefix c;
+  c.blocks = kv_.prefix_blocks(seq.slot_, n_full);
+  c.tokens.assign(seq.context_.begin(), seq.context_.begin() + static_cast<std::ptrdiff_t>(n_full) * kv::kBlockCells);
+  // An entry this one extends is redundant (its blocks are the start of this one's).
+  std::erase_if(prefix_cache_, [&](CachedPrefix& o) {
+    const bool covered = o.tokens.size() <= c.tokens.size() && std::equal(o.tokens.begin(), o.tokens.end(), c.tokens.begin());
+    if (covered) kv_.release(o.blocks);
+    return covered;
+  });
+  kv_.retain(c.blocks);
+  prefix_cache_.push_back(std::move(c));
+  if (prefix_cache_.size() > kMaxCachedPrefixes) evict_prefix();
+}
+
+bool Engine::evict_prefix() {
+  if (prefix_cache_.empty()) return false;
+  kv_.release(prefix_cache_.front().blocks);
+  prefix_cache_.erase(prefix_cache_.begin());
+  return true;
+}
+
+void Engine::reserve_roots(std::vector<Sequence*>& seqs) {
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence* s = seqs[i];
+    if (s->slot_ < 0) continue;  // preempted for an earlier sequence of this step
+    while (kv_.reserve(s->slot_, 1).code() == StatusCode::kv_full) {
+      if (evict_prefix()) continue;  // cached prefixes go before any running sequence
+      // The newest active sequence gives its blocks back (vLLM's recompute preemption).
+      Sequence* victim = nullptr;
+      for (Sequence* o : slot_seq_) {
+        if (o != nullptr && (victim == nullptr || o->admitted_ > victim->admitted_)) victim = o;
+      }
+      TREESPEC_ASSERT(victim != nullptr, "preemption: some sequence holds the pool's blocks");
+      preempt(*victim);
+      if (victim == s) break;
+    }
+  }
+  std::erase_if(seqs, [](const Sequence* s) { return s->slot_ < 0; });
+  // Room for this step's trees: cached prefixes give way to a few blocks per sequence.
+  while (kv_.n_free_blocks() < 4 * static_cast<int32_t>(seqs.size()) && evict_prefix()) {
   }
 }
 
@@ -334,6 +466,7 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     }
     seqs.push_back(s);
   }
+  reserve_roots(seqs);
   if (seqs.empty()) return;
 
   // Draft.
@@ -341,7 +474,7 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
   for (size_t i = 0; i < seqs.size(); ++i) {
     // max_nodes() == 0 means "no limit": the free context bounds it (clamped below).
     const int32_t mx = seqs[i]->drafter_->max_nodes();
-    budgets[i] = mx > 0 ? mx : kv_.n_free(seqs[i]->slot_);
+    budgets[i] = mx > 0 ? mx : kv_.n_available(seqs[i]->slot_);
   }
   if (budget_policy_) budget_policy_->plan(seqs, budgets);
   std::vector<tree::TokenTree> trees(seqs.size());
@@ -353,8 +486,12 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     in.slot = s.slot_;
     in.context = s.context_;
     in.n_past = kv_.n_past(s.slot_);
-    in.budget = std::clamp(budgets[i], 1, kv_.n_free(s.slot_));
+    // Within the sequence's context and what the pool can still give it; the cells are
+    // taken now, so the sequences after it see what is left.
+    in.budget = std::clamp(budgets[i], 1, kv_.n_available(s.slot_));
     budgets[i] = in.budget;
+    const Status reserved = kv_.reserve(s.slot_, in.budget);
+    TREESPEC_ASSERT(reserved.ok(), "tree budget clamped to the available cells");
     in.sampling = &s.params_.sampling;
     in.coupled = s.params_.mode == verify::Mode::coupled && !s.params_.sampling.greedy();
     tree::TokenTree t = s.drafter_->propose(in);
@@ -478,16 +615,13 @@ double Engine::probe_step(int32_t n_seqs, int32_t n_nodes, int32_t n_ctx, int32_
   // denormals and skew the timing), then n_past = n_ctx without computing anything.
   std::vector<int32_t> chain(static_cast<size_t>(n_ctx));
   for (int32_t i = 0; i < n_ctx; ++i) chain[static_cast<size_t>(i)] = i;
-  const size_t hd = static_cast<size_t>(hp.head_dim);
   for (int32_t s : slots) {
     kv_.clear(s);
-    for (int32_t il = 0; il < hp.n_layer; ++il) {
-      for (int32_t h = 0; h < hp.n_head_kv; ++h) {
-        const size_t off = static_cast<size_t>(h) * static_cast<size_t>(kv_.n_cells()) * hd;
-        std::memset(kv_.k(il, s) + off, 0, static_cast<size_t>(n_ctx + n_nodes) * hd * sizeof(float));
-        std::memset(kv_.v(il, s) + off, 0, static_cast<size_t>(n_ctx + n_nodes) * hd * sizeof(float));
-      }
+    if (!kv_.reserve(s, n_ctx + n_nodes).ok()) {
+      for (int32_t r : slots) kv_.clear(r);
+      return -1.0;  // the pool cannot hold the probe
     }
+    kv_.zero_cells(s);
     Status st = kv_.commit(s, chain);
     TREESPEC_ASSERT(st.ok(), "probe: prefix fits (checked)");
   }

@@ -1,7 +1,7 @@
 // Engine: runs sequences through prefill and speculative decode steps.
 //
-// One Engine owns a ForwardContext and a KvCache with n_slots sequence slots of n_ctx
-// cells each. Each step, every active sequence's drafter proposes a tree, all trees go
+// One Engine owns a ForwardContext and a KvCache: n_slots sequence slots of at most
+// n_ctx cells each, in one paged pool of n_kv_cells cells (docs/kv.md). Each step, every active sequence's drafter proposes a tree, all trees go
 // through ONE forward pass, each is verified with its own sampling parameters, and the
 // accepted path's KV is committed. Plain decoding is the NoneDrafter. The Engine is not
 // thread-safe: one thread drives it (the server's scheduler, the CLI, the bench).
@@ -56,9 +56,14 @@ class Sequence {
   drafters::Drafter& drafter() { return *drafter_; }
   const drafters::Drafter& drafter() const { return *drafter_; }
   bool finished() const { return finish_ != FinishReason::none; }
+  // Set when the engine took this sequence's KV blocks for others (the shared pool ran
+  // out): it holds no slot and is not finished; add() it again to resume (its context is
+  // recomputed, which gives the same K/V bit for bit, so its output does not change).
+  bool preempted() const { return preempted_; }
   FinishReason finish_reason() const { return finish_; }
   void cancel() { cancel_requested_ = true; }
   int32_t slot() const { return slot_; }
+  int64_t admitted() const { return admitted_; }  // admission order (1, 2, ...); preemption takes the newest
   const SpecStats& stats() const { return stats_; }
 
   // Called with each batch of newly emitted tokens (in order).
@@ -75,6 +80,8 @@ class Sequence {
   int32_t slot_ = -1;
   FinishReason finish_ = FinishReason::none;
   bool cancel_requested_ = false;
+  bool preempted_ = false;
+  int64_t admitted_ = 0;  // admission order (preemption takes the newest first)
   SpecStats stats_;
 };
 
@@ -87,7 +94,18 @@ struct EngineParams {
   int32_t n_ctx = 2048;   // positions per sequence (prompt + generated)
   int32_t n_slots = 1;
   int32_t n_batch = 512;  // prefill chunk
+  // Cells of the KV pool shared by the slots; 0 = n_slots * n_ctx (every slot can fill
+  // its context). Fewer makes sequences compete for blocks (serve's -c, docs/kv.md).
+  int32_t n_kv_cells = 0;
+  tensor::DType type_k = tensor::DType::f16;  // -ctk
+  tensor::DType type_v = tensor::DType::f16;  // -ctv
+  // Reuse the KV blocks of a prompt prefix another live or recently finished sequence
+  // computed (the server's prompt cache; docs/kv.md). Finished sequences' blocks stay
+  // until the pool needs them.
+  bool prefix_cache = false;
 };
+// The KV cache shape an Engine with these parameters allocates.
+kv::KvShape engine_kv_shape(const model::Model& model, const EngineParams& params);
 
 // One sequence's part of a measured step (BudgetPolicy::observe).
 struct SeqStepReport {
@@ -148,12 +166,18 @@ class Engine {
 
   // Validates the prompt (non-empty, ids in vocab, fits the context), takes a free slot
   // and prefills all prompt tokens but the last (which becomes the first tree root).
-  // InvalidArgument for a bad prompt; Status no_slot when all slots are busy.
+  // InvalidArgument for a bad prompt; Status no_slot when all slots are busy, kv_full
+  // when the KV pool lacks the blocks for the prompt (nothing changes then). A
+  // preempted sequence resumes: its prompt and generated tokens are prefilled again.
   Status add(Sequence& seq);
 
   // One decode step for every given active sequence (one forward pass for all).
-  // Sequences that finish are released (their slot is free afterwards).
+  // Sequences that finish are released (their slot is free afterwards). When the KV
+  // pool has no block for a sequence's next row, the newest active sequences are
+  // preempted (Sequence::preempted(); the caller add()s them again later, oldest
+  // first) until it has one.
   void step(std::span<Sequence* const> seqs);
+  int64_t n_preemptions() const { return n_preemptions_; }
 
   // Finishes a sequence early (frees its slot).
   void release(Sequence& seq, FinishReason reason);
@@ -175,6 +199,15 @@ class Engine {
  private:
   bool is_eog(int32_t tok) const;
   void emit(Sequence& seq, std::span<const int32_t> tokens);
+  // Gives every sequence at least one writable cell, preempting the newest active
+  // sequences when the pool is out of blocks; drops preempted ones from `seqs`.
+  void reserve_roots(std::vector<Sequence*>& seqs);
+  void preempt(Sequence& seq);
+  // Prefix cache: the pool blocks of the longest run of whole blocks of committed cells
+  // that a live sequence or a cached prefix shares with `tokens` (at most n_max cells).
+  std::vector<int32_t> match_prefix(const std::vector<int32_t>& tokens, int64_t n_max) const;
+  void cache_prefix(const Sequence& seq);  // keeps a finishing sequence's whole blocks
+  bool evict_prefix();                     // drops the oldest cached prefix; false if none
   // Embedding to logits for every tree, pruning each sequence whose drafter asks for it
   // (Drafter::prune()). Afterwards batch_ holds the rows that reached the last layer,
   // logits_/normed_ their outputs, and prune_layer_[i] / survived_[i] what happened to
@@ -186,6 +219,14 @@ class Engine {
   model::ForwardContext ctx_;
   kv::KvCache kv_;
   std::vector<bool> slot_used_;
+  std::vector<Sequence*> slot_seq_;  // the sequence holding each slot
+  int64_t n_admitted_ = 0;
+  struct CachedPrefix {
+    std::vector<int32_t> tokens;  // blocks.size() * kv::kBlockCells tokens
+    std::vector<int32_t> blocks;  // retained in kv_
+  };
+  std::vector<CachedPrefix> prefix_cache_;  // oldest first
+  int64_t n_preemptions_ = 0;
   std::vector<int32_t> eog_ids_;
   BudgetPolicy* budget_policy_ = nullptr;
   SpecStats totals_;

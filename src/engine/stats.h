@@ -25,6 +25,7 @@ namespace treespec::engine {
 
 struct SpecStats {
   int64_t n_prompt = 0;          // prompt tokens
+  int64_t n_prompt_cached = 0;   // of them, cells reused from another sequence (prefix cache)
   int64_t n_generated = 0;       // tokens emitted
   int64_t n_steps = 0;           // verification steps (one per sequence per decode step)
   int64_t n_forwards = 0;        // decode forward passes (a batched pass counts once)

@@ -279,8 +279,16 @@ int64_t attention_scratch_floats(int64_t n_rows, int64_t n_head, int64_t max_vis
   return n_rows * n_head * max_visible;
 }
 
+bool kv_type_supported(tensor::DType t) {
+  using tensor::DType;
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::q8_0;
+}
+
 void attention_rows(const AttentionRows& a) {
   if (a.n_rows <= 0) return;
+  TREESPEC_ASSERT(kv_type_supported(a.k.type) && kv_type_supported(a.v.type), "attention: unsupported KV element type");
+  TREESPEC_ASSERT((a.k.type != tensor::DType::q8_0 && a.v.type != tensor::DType::q8_0) || a.head_dim % tensor::kQK8_0 == 0,
+                  "attention: q8_0 KV rows need a head size that is a multiple of 32");
   impl::table_for(active_isa()).attention_rows(a);
 }
 
@@ -299,8 +307,8 @@ void attention_row(const float* q, const float* k, const float* v, int64_t n_hea
     a.n_rows = 1;
     a.n_head = 1;
     a.head_dim = head_dim;
-    a.k = k + g * n_cells * head_dim;
-    a.v = v + g * n_cells * head_dim;
+    a.k = KvRows::contiguous(k + g * n_cells * head_dim, head_dim);
+    a.v = KvRows::contiguous(v + g * n_cells * head_dim, head_dim);
     a.n_committed = n_committed;
     a.extra = &extra;
     a.n_extra = &n_ex;

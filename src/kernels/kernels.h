@@ -82,14 +82,44 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // In-place softmax over n values; returns nothing; handles -inf entries.
 void softmax(float* x, int64_t n);
 
+// Keys or values of one KV head of one sequence, as the paged KV cache stores them
+// (kv::KvCache::k_rows / v_rows): logical cell t is the row at
+//   base + blocks[t >> block_shift] * block_stride + (t & (2^block_shift - 1)) * row_stride
+// holding head_dim values of `type`: f32, f16, bf16 or q8_0 (head_dim a multiple of 32).
+// A plain [n_cells, head_dim] f32 array is KvRows::contiguous(ptr, head_dim).
+struct KvRows {
+  const uint8_t* base = nullptr;
+  const int32_t* blocks = nullptr;
+  int64_t block_stride = 0;  // bytes
+  int64_t row_stride = 0;    // bytes
+  int32_t block_shift = 0;
+  tensor::DType type = tensor::DType::f32;
+
+  const uint8_t* row(int64_t t) const {
+    return base + static_cast<int64_t>(blocks[t >> block_shift]) * block_stride +
+           (t & ((int64_t{1} << block_shift) - 1)) * row_stride;
+  }
+  static KvRows contiguous(const float* rows, int64_t head_dim) {
+    static constexpr int32_t kBlock0 = 0;
+    KvRows r;
+    r.base = reinterpret_cast<const uint8_t*>(rows);
+    r.blocks = &kBlock0;
+    r.row_stride = head_dim * static_cast<int64_t>(sizeof(float));
+    r.block_shift = 40;  // every cell in "block" 0
+    return r;
+  }
+};
+// True for the element types attention reads from a KV cache.
+bool kv_type_supported(tensor::DType t);
+
 // Attention of several query rows of one sequence against one KV head (the rows of a
 // token tree, or one decode row). Query head j (0 <= j < n_head, the GQA group sharing
 // this KV head) of row i is q + i*ldq + j*head_dim; its output goes to out + i*ldo +
 // j*head_dim. Row i sees the committed cells [0, n_committed) and then its n_extra[i]
-// cells extra[i][0..] (tree ancestors incl. itself) of k, v: [n_cells, head_dim].
+// cells extra[i][0..] (tree ancestors incl. itself) of k, v.
 // K and V rows of the committed prefix are read once for all rows. The result of a row
 // does not depend on the other rows (bit for bit), so one call per tree equals one call
-// per node.
+// per node; nor on where cells sit in memory (only on their values and logical order).
 struct AttentionRows {
   const float* q = nullptr;
   int64_t ldq = 0;
@@ -98,10 +128,10 @@ struct AttentionRows {
   int64_t n_rows = 0;
   int64_t n_head = 1;
   int64_t head_dim = 0;
-  const float* k = nullptr;
-  const float* v = nullptr;
+  KvRows k;
+  KvRows v;
   int64_t n_committed = 0;
-  const int32_t* const* extra = nullptr;  // [n_rows] lists of cells
+  const int32_t* const* extra = nullptr;  // [n_rows] lists of (logical) cells
   const int32_t* n_extra = nullptr;       // [n_rows]
   float scale = 1.0f;
   float* scratch = nullptr;  // attention_scratch_floats(n_rows, n_head, max visible) floats

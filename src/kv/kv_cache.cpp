@@ -2,39 +2,90 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "core/assert.h"
 #include "core/memory.h"
+#include "tensor/quant.h"
 
 namespace treespec::kv {
 
 namespace {
-std::string describe(const KvShape& shape) {
-  return fmt::format("KV cache ({} sequences x {} cells x {} layers x {} KV heads x {} dims, K and V in f32)", shape.n_seq,
-                     shape.n_cells, shape.n_layer, shape.n_head_kv, shape.head_dim);
+constexpr tensor::DType kCacheTypes[] = {tensor::DType::f32, tensor::DType::f16, tensor::DType::bf16, tensor::DType::q8_0};
+
+bool cache_type_ok(tensor::DType t) { return std::find(std::begin(kCacheTypes), std::end(kCacheTypes), t) != std::end(kCacheTypes); }
+
+void check_shape(const KvShape& s) {
+  if (s.n_layer <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 || s.n_seq <= 0 || s.n_cells <= 0 || s.n_pool_cells < 0) {
+    throw InvalidArgument(fmt::format("KV cache: invalid shape (layers {}, kv heads {}, head dim {}, seqs {}, cells {}, pool {})",
+                                      s.n_layer, s.n_head_kv, s.head_dim, s.n_seq, s.n_cells, s.n_pool_cells));
+  }
+  for (tensor::DType t : {s.type_k, s.type_v}) {
+    if (!cache_type_ok(t)) {
+      throw InvalidArgument(fmt::format("KV cache type {} is not supported (use one of {})", tensor::dtype_name(t), cache_type_names()));
+    }
+    if (t == tensor::DType::q8_0 && s.head_dim % tensor::kQK8_0 != 0) {
+      throw InvalidArgument(fmt::format("KV cache type q8_0 needs a head size that is a multiple of {}; this model's is {} "
+                                        "(use f16 or f32)", tensor::kQK8_0, s.head_dim));
+    }
+  }
 }
 }  // namespace
 
+int64_t KvShape::n_blocks() const {
+  // By default every sequence can fill its limit at once (its own blocks rounded up).
+  if (n_pool_cells == 0) return static_cast<int64_t>(n_seq) * ((static_cast<int64_t>(n_cells) + kBlockCells - 1) / kBlockCells);
+  return (static_cast<int64_t>(n_pool_cells) + kBlockCells - 1) / kBlockCells;
+}
+
+tensor::DType parse_cache_type(const std::string& name, const char* flag) {
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (tensor::DType t : kCacheTypes) {
+    if (lower == cache_type_name(t)) return t;
+  }
+  throw InvalidArgument(fmt::format("{}: unknown KV cache type '{}' (use one of {})", flag, name, cache_type_names()));
+}
+
+const char* cache_type_name(tensor::DType t) { return tensor::dtype_name(t); }
+
+std::string cache_type_names() {
+  std::string s;
+  for (tensor::DType t : kCacheTypes) s += (s.empty() ? "" : ", ") + std::string(cache_type_name(t));
+  return s;
+}
+
+std::string KvCache::describe(const KvShape& s) {
+  const int64_t blocks = s.n_blocks();
+  return fmt::format("KV cache ({} cells in {} blocks of {} for {} sequence{} of at most {} cells; {} layers x {} KV heads x {} "
+                     "dims; K {}, V {})",
+                     blocks * kBlockCells, blocks, kBlockCells, s.n_seq, s.n_seq == 1 ? "" : "s", s.n_cells, s.n_layer,
+                     s.n_head_kv, s.head_dim, cache_type_name(s.type_k), cache_type_name(s.type_v));
+}
+
 uint64_t KvCache::required_bytes(const KvShape& shape) {
-  if (shape.n_layer <= 0 || shape.n_head_kv <= 0 || shape.head_dim <= 0 || shape.n_seq <= 0 || shape.n_cells <= 0) {
-    throw InvalidArgument(fmt::format("KV cache: invalid shape (layers {}, kv heads {}, head dim {}, seqs {}, cells {})",
-                                      shape.n_layer, shape.n_head_kv, shape.head_dim, shape.n_seq, shape.n_cells));
-  }
-  uint64_t bytes = 2 * sizeof(float);  // K and V
-  for (int32_t d : {shape.n_seq, shape.n_cells, shape.n_layer, shape.n_head_kv, shape.head_dim}) {
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > SIZE_MAX / 2) {
-      throw Error(fmt::format("out of memory: the {} needs more bytes than this machine can address", describe(shape)));
+  check_shape(shape);
+  uint64_t total = 0;
+  for (tensor::DType t : {shape.type_k, shape.type_v}) {
+    uint64_t bytes = static_cast<uint64_t>(tensor::row_bytes(t, shape.head_dim));
+    for (int64_t d : {shape.n_blocks(), int64_t{kBlockCells}, int64_t{shape.n_layer}, int64_t{shape.n_head_kv}}) {
+      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > SIZE_MAX / 4) {
+        throw Error(fmt::format("out of memory: the {} needs more bytes than this machine can address", describe(shape)));
+      }
     }
+    total += bytes;
   }
-  return bytes;
+  return total;
 }
 
 void KvCache::check_memory(const KvShape& shape) {
   const uint64_t bytes = required_bytes(shape);
   const core::MemoryInfo mem = core::available_memory();
   if (bytes > mem.available) {
-    throw Error(fmt::format("out of memory: the {} needs {}, but only {} are available ({}); use a smaller context size",
+    throw Error(fmt::format("out of memory: the {} needs {}, but only {} are available ({}); use a smaller context size or "
+                            "an f16 / q8_0 cache type",
                             describe(shape), core::format_bytes(bytes), core::format_bytes(mem.available), mem.source));
   }
 }
@@ -43,59 +94,224 @@ KvCache::KvCache(const KvShape& shape) : shape_(shape) {
   // Refuse what the machine cannot hold BEFORE allocating: an over-committed allocation
   // would succeed, and the OOM killer would end the process later while the cache fills.
   check_memory(shape);
-  per_seq_ = static_cast<size_t>(shape.n_head_kv) * static_cast<size_t>(shape.n_cells) * static_cast<size_t>(shape.head_dim);
-  const size_t total = per_seq_ * static_cast<size_t>(shape.n_layer) * static_cast<size_t>(shape.n_seq);
+  const int64_t blocks = shape.n_blocks();
+  row_k_ = tensor::row_bytes(shape.type_k, shape.head_dim);
+  row_v_ = tensor::row_bytes(shape.type_v, shape.head_dim);
+  const int64_t rows_per_block = int64_t{kBlockCells} * shape.n_layer * shape.n_head_kv;
+  block_k_ = rows_per_block * row_k_;
+  block_v_ = rows_per_block * row_v_;
   const std::string what = describe(shape);
-  k_.resize(total, what.c_str());
-  v_.resize(total, what.c_str());
-  n_past_.assign(static_cast<size_t>(shape.n_seq), 0);
+  // Untouched pages cost no memory: a block's pages are first written when a sequence
+  // takes it, and free blocks are handed out lowest id first.
+  k_.resize(static_cast<size_t>(blocks * block_k_), what.c_str());
+  v_.resize(static_cast<size_t>(blocks * block_v_), what.c_str());
+  seqs_.resize(static_cast<size_t>(shape.n_seq));
+  ref_.assign(static_cast<size_t>(blocks), 0);
+  free_.resize(static_cast<size_t>(blocks));
+  for (int64_t i = 0; i < blocks; ++i) free_[static_cast<size_t>(i)] = static_cast<int32_t>(blocks - 1 - i);
 }
 
-Status KvCache::check_rows(int32_t seq, int32_t n_rows) const {
+void KvCache::check_seq(int32_t seq) const {
   TREESPEC_ASSERT(seq >= 0 && seq < shape_.n_seq, "KV cache: sequence id out of range");
+}
+
+double KvCache::usage() const {
+  return n_blocks() == 0 ? 0.0 : static_cast<double>(n_blocks() - n_free_blocks()) / static_cast<double>(n_blocks());
+}
+
+int32_t KvCache::n_available(int32_t seq) const {
+  check_seq(seq);
+  const Seq& s = seqs_[static_cast<size_t>(seq)];
+  const int64_t held = static_cast<int64_t>(s.blocks.size()) * kBlockCells;
+  const int64_t reachable = held + static_cast<int64_t>(free_.size()) * kBlockCells;
+  return static_cast<int32_t>(std::min<int64_t>(shape_.n_cells, reachable) - s.n_past);
+}
+
+Status KvCache::reserve(int32_t seq, int32_t n_rows) {
+  check_seq(seq);
+  Seq& s = seqs_[static_cast<size_t>(seq)];
   if (n_rows > n_free(seq)) {
     return {StatusCode::context_full,
-            fmt::format("sequence {} has {} of {} cells used; {} more rows do not fit", seq, n_past(seq), shape_.n_cells, n_rows)};
+            fmt::format("sequence {} has {} of {} cells used; {} more rows do not fit", seq, s.n_past, shape_.n_cells, n_rows)};
+  }
+  const int32_t need = blocks_for(static_cast<int64_t>(s.n_past) + n_rows);
+  const auto have = static_cast<int32_t>(s.blocks.size());
+  if (need - have > n_free_blocks()) {
+    return {StatusCode::kv_full, fmt::format("the KV cache pool has {} free blocks of {} cells; sequence {} needs {} more",
+                                             n_free_blocks(), kBlockCells, seq, need - have)};
+  }
+  for (int32_t b = have; b < need; ++b) {
+    const int32_t id = free_.back();
+    free_.pop_back();
+    ref_[static_cast<size_t>(id)] = 1;
+    s.blocks.push_back(id);
   }
   return {};
 }
 
+kernels::KvRows KvCache::rows(const core::AlignedBuffer<uint8_t>& pool, int64_t row_bytes, int32_t layer, int32_t seq,
+                              int32_t head) const {
+  check_seq(seq);
+  kernels::KvRows r;
+  r.base = pool.data() + (static_cast<int64_t>(layer) * shape_.n_head_kv + head) * kBlockCells * row_bytes;
+  r.blocks = seqs_[static_cast<size_t>(seq)].blocks.data();
+  r.block_stride = row_bytes * kBlockCells * shape_.n_layer * shape_.n_head_kv;
+  r.row_stride = row_bytes;
+  r.block_shift = kBlockShift;
+  r.type = &pool == &k_ ? shape_.type_k : shape_.type_v;
+  return r;
+}
+
+uint8_t* KvCache::row_ptr(core::AlignedBuffer<uint8_t>& pool, int64_t row_bytes, int32_t layer, int32_t seq, int32_t cell) {
+  const Seq& s = seqs_[static_cast<size_t>(seq)];
+  TREESPEC_ASSERT(cell >= 0 && (cell >> kBlockShift) < static_cast<int32_t>(s.blocks.size()), "KV cache: cell not reserved");
+  const int64_t block = s.blocks[static_cast<size_t>(cell >> kBlockShift)];
+  const int64_t in_block = (static_cast<int64_t>(layer) * shape_.n_head_kv) * kBlockCells + (cell & (kBlockCells - 1));
+  const int64_t block_bytes = row_bytes * kBlockCells * shape_.n_layer * shape_.n_head_kv;
+  return pool.data() + block * block_bytes + in_block * row_bytes;
+}
+
+void KvCache::write_row(int32_t layer, int32_t seq, int32_t cell, const float* k, const float* v) {
+  check_seq(seq);
+  TREESPEC_ASSERT(cell >= 0 && (cell >> kBlockShift) < static_cast<int32_t>(seqs_[static_cast<size_t>(seq)].blocks.size()) &&
+                      ref_[static_cast<size_t>(seqs_[static_cast<size_t>(seq)].blocks[static_cast<size_t>(cell >> kBlockShift)])] == 1,
+                  "KV cache: write into a block other sequences share (or not reserved)");
+  uint8_t* kd = row_ptr(k_, row_k_, layer, seq, cell);
+  uint8_t* vd = row_ptr(v_, row_v_, layer, seq, cell);
+  const int64_t hd = shape_.head_dim;
+  // Heads of a cell are kBlockCells rows apart.
+  for (int32_t h = 0; h < shape_.n_head_kv; ++h) {
+    tensor::quantize_row(shape_.type_k, k + h * hd, kd + static_cast<int64_t>(h) * kBlockCells * row_k_, hd);
+    tensor::quantize_row(shape_.type_v, v + h * hd, vd + static_cast<int64_t>(h) * kBlockCells * row_v_, hd);
+  }
+}
+
+void KvCache::read_row(int32_t layer, int32_t seq, int32_t cell, float* k, float* v) const {
+  check_seq(seq);
+  auto* self = const_cast<KvCache*>(this);  // row_ptr only computes an address
+  const uint8_t* ks = self->row_ptr(self->k_, row_k_, layer, seq, cell);
+  const uint8_t* vs = self->row_ptr(self->v_, row_v_, layer, seq, cell);
+  const int64_t hd = shape_.head_dim;
+  for (int32_t h = 0; h < shape_.n_head_kv; ++h) {
+    tensor::dequantize_row(shape_.type_k, ks + static_cast<int64_t>(h) * kBlockCells * row_k_, k + h * hd, hd);
+    tensor::dequantize_row(shape_.type_v, vs + static_cast<int64_t>(h) * kBlockCells * row_v_, v + h * hd, hd);
+  }
+}
+
 Status KvCache::commit(int32_t seq, std::span<const int32_t> path) {
-  TREESPEC_ASSERT(seq >= 0 && seq < shape_.n_seq, "KV cache: sequence id out of range");
-  const int32_t base = n_past(seq);
+  check_seq(seq);
+  Seq& s = seqs_[static_cast<size_t>(seq)];
+  const int32_t base = s.n_past;
   const auto n = static_cast<int32_t>(path.size());
   if (n == 0) return {};
   if (base + path.back() >= shape_.n_cells || base + n > shape_.n_cells) {
     return {StatusCode::context_full, fmt::format("sequence {}: commit of {} rows past the {} cells", seq, n, shape_.n_cells)};
   }
+  TREESPEC_ASSERT(blocks_for(static_cast<int64_t>(base) + path.back() + 1) <= static_cast<int32_t>(s.blocks.size()),
+                  "KV commit: path cells not reserved");
   for (int32_t i = 1; i < n; ++i) {
     TREESPEC_ASSERT(path[static_cast<size_t>(i)] > path[static_cast<size_t>(i - 1)], "KV commit: path not increasing");
   }
-  const size_t hd = static_cast<size_t>(shape_.head_dim);
-  const size_t row_bytes = hd * sizeof(float);
   for (int32_t il = 0; il < shape_.n_layer; ++il) {
-    float* ks = k(il, seq);
-    float* vs = v(il, seq);
-    for (int32_t h = 0; h < shape_.n_head_kv; ++h) {
-      float* kh = ks + static_cast<size_t>(h) * shape_.n_cells * hd;
-      float* vh = vs + static_cast<size_t>(h) * shape_.n_cells * hd;
-      // Destinations never overtake sources (path[i] >= i), so a forward copy is safe.
-      for (int32_t i = 0; i < n; ++i) {
-        const int32_t src = path[static_cast<size_t>(i)];
-        if (src == i) continue;
-        std::memcpy(kh + (base + i) * hd, kh + (base + src) * hd, row_bytes);
-        std::memcpy(vh + (base + i) * hd, vh + (base + src) * hd, row_bytes);
+    // Destinations never overtake sources (path[i] >= i), so a forward copy is safe;
+    // a cell's heads are kBlockCells rows apart.
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t src = path[static_cast<size_t>(i)];
+      if (src == i) continue;
+      uint8_t* kd = row_ptr(k_, row_k_, il, seq, base + i);
+      uint8_t* vd = row_ptr(v_, row_v_, il, seq, base + i);
+      const uint8_t* ks = row_ptr(k_, row_k_, il, seq, base + src);
+      const uint8_t* vs = row_ptr(v_, row_v_, il, seq, base + src);
+      for (int32_t h = 0; h < shape_.n_head_kv; ++h) {
+        const int64_t hk = static_cast<int64_t>(h) * kBlockCells * row_k_, hv = static_cast<int64_t>(h) * kBlockCells * row_v_;
+        std::memcpy(kd + hk, ks + hk, static_cast<size_t>(row_k_));
+        std::memcpy(vd + hv, vs + hv, static_cast<size_t>(row_v_));
       }
     }
   }
-  n_past_[static_cast<size_t>(seq)] = base + n;
+  s.n_past = base + n;
+  shrink(seq, s.n_past);
   return {};
 }
 
+void KvCache::shrink(int32_t seq, int32_t n_cells) {
+  Seq& s = seqs_[static_cast<size_t>(seq)];
+  const auto keep = static_cast<size_t>(blocks_for(n_cells));
+  while (s.blocks.size() > keep) {
+    const int32_t id = s.blocks.back();
+    s.blocks.pop_back();
+    if (--ref_[static_cast<size_t>(id)] == 0) free_.push_back(id);
+  }
+}
+
+std::vector<int32_t> KvCache::prefix_blocks(int32_t seq, int32_t n_full_blocks) const {
+  check_seq(seq);
+  const Seq& s = seqs_[static_cast<size_t>(seq)];
+  TREESPEC_ASSERT(n_full_blocks >= 0 && static_cast<int64_t>(n_full_blocks) * kBlockCells <= s.n_past,
+                  "KV prefix: only committed whole blocks can be shared");
+  return {s.blocks.begin(), s.blocks.begin() + n_full_blocks};
+}
+
+void KvCache::adopt_prefix(int32_t seq, std::span<const int32_t> blocks) {
+  check_seq(seq);
+  Seq& s = seqs_[static_cast<size_t>(seq)];
+  TREESPEC_ASSERT(s.n_past == 0 && s.blocks.empty(), "KV prefix: the sequence must be empty");
+  TREESPEC_ASSERT(static_cast<int64_t>(blocks.size()) * kBlockCells <= shape_.n_cells, "KV prefix: longer than the limit");
+  for (int32_t id : blocks) {
+    TREESPEC_ASSERT(ref_[static_cast<size_t>(id)] > 0, "KV prefix: a shared block must be in use");
+    ++ref_[static_cast<size_t>(id)];
+    s.blocks.push_back(id);
+  }
+  s.n_past = static_cast<int32_t>(blocks.size()) * kBlockCells;
+}
+
+void KvCache::retain(std::span<const int32_t> blocks) {
+  for (int32_t id : blocks) {
+    TREESPEC_ASSERT(ref_[static_cast<size_t>(id)] > 0, "KV retain: the block must be in use");
+    ++ref_[static_cast<size_t>(id)];
+  }
+}
+
+void KvCache::release(std::span<const int32_t> blocks) {
+  for (int32_t id : blocks) {
+    TREESPEC_ASSERT(ref_[static_cast<size_t>(id)] > 0, "KV release: the block is not held");
+    if (--ref_[static_cast<size_t>(id)] == 0) free_.push_back(id);
+  }
+}
+
+void KvCache::grow(int32_t n_cells) {
+  TREESPEC_ASSERT(n_cells >= shape_.n_cells, "KV grow: the limit only grows");
+  KvShape shape = shape_;
+  shape.n_cells = n_cells;
+  check_memory(shape);
+  const int64_t old_blocks = n_blocks(), blocks = shape.n_blocks();
+  shape_ = shape;
+  if (blocks <= old_blocks) return;
+  // Block addresses depend only on the block id, so the old pool is a prefix of the new.
+  for (auto [pool, block] : {std::pair{&k_, block_k_}, std::pair{&v_, block_v_}}) {
+    core::AlignedBuffer<uint8_t> bigger(static_cast<size_t>(blocks * block), "KV cache");
+    std::memcpy(bigger.data(), pool->data(), static_cast<size_t>(old_blocks * block));
+    *pool = std::move(bigger);
+  }
+  ref_.resize(static_cast<size_t>(blocks), 0);
+  std::vector<int32_t> added;
+  for (int64_t id = blocks - 1; id >= old_blocks; --id) added.push_back(static_cast<int32_t>(id));
+  free_.insert(free_.begin(), added.begin(), added.end());  // old free blocks stay first in line
+}
+
+void KvCache::zero_cells(int32_t seq) {
+  check_seq(seq);
+  for (int32_t id : seqs_[static_cast<size_t>(seq)].blocks) {
+    std::memset(k_.data() + static_cast<int64_t>(id) * block_k_, 0, static_cast<size_t>(block_k_));
+    std::memset(v_.data() + static_cast<int64_t>(id) * block_v_, 0, static_cast<size_t>(block_v_));
+  }
+}
+
 void KvCache::truncate(int32_t seq, int32_t n) {
-  TREESPEC_ASSERT(seq >= 0 && seq < shape_.n_seq, "KV cache: sequence id out of range");
+  check_seq(seq);
   TREESPEC_ASSERT(n >= 0 && n <= n_past(seq), "KV cache: truncate beyond committed length");
-  n_past_[static_cast<size_t>(seq)] = n;
+  seqs_[static_cast<size_t>(seq)].n_past = n;
+  shrink(seq, n);
 }
 
 }  // namespace treespec::kv

@@ -310,7 +310,7 @@ Status Model::prepare_rows(ForwardContext& ctx, const Batch& batch, kv::KvCache&
   for (const auto& s : batch.segs) {
     TREESPEC_ASSERT(s.seq >= 0 && s.seq < kv.n_seq(), "run_layers: sequence id out of range");
     TREESPEC_ASSERT(s.n_past == kv.n_past(s.seq), "run_layers: batch built for another committed length");
-    if (Status st = kv.check_rows(s.seq, batch.cells_needed(s)); !st.ok()) return st;
+    if (Status st = kv.reserve(s.seq, batch.cells_needed(s)); !st.ok()) return st;
   }
   ctx.reserve(n, kv.n_cells());
 
@@ -348,7 +348,6 @@ void Model::run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32
   const int64_t nq = hp_.n_embd_q();
   const int64_t nkv = hp_.n_embd_kv();
   const int64_t hd = hp_.head_dim;
-  const int64_t n_cells = kv.n_cells();
   core::ThreadPool* pool = ctx.pool_;
 
   float* xn = ctx.xn_.data();
@@ -408,16 +407,10 @@ void Model::run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32
         kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
       }
     });
-    // Write this layer's K/V into the rows' cells.
+    // Write this layer's K/V into the rows' cells (the cache converts to its types).
     for (const auto& s : batch.segs) {
-      float* kc = kv.k(kv_layer, s.seq);
-      float* vc = kv.v(kv_layer, s.seq);
       for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) {
-        const int64_t cell = s.n_past + batch.node[static_cast<size_t>(r)];
-        for (int64_t g = 0; g < hp_.n_head_kv; ++g) {
-          std::memcpy(kc + (g * n_cells + cell) * hd, k + r * nkv + g * hd, static_cast<size_t>(hd) * sizeof(float));
-          std::memcpy(vc + (g * n_cells + cell) * hd, v + r * nkv + g * hd, static_cast<size_t>(hd) * sizeof(float));
-        }
+        kv.write_row(kv_layer, s.seq, s.n_past + batch.node[static_cast<size_t>(r)], k + r * nkv, v + r * nkv);
       }
     }
     // Attention: one task per (segment, kv head, chunk of up to kAttnRows rows). The
@@ -445,8 +438,8 @@ void Model::run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32
           a.n_rows = task.n_rows;
           a.n_head = group;
           a.head_dim = hd;
-          a.k = kv.k(kv_layer, s.seq) + g * n_cells * hd;
-          a.v = kv.v(kv_layer, s.seq) + g * n_cells * hd;
+          a.k = kv.k_rows(kv_layer, s.seq, static_cast<int32_t>(g));
+          a.v = kv.v_rows(kv_layer, s.seq, static_cast<int32_t>(g));
           a.n_committed = s.n_past;
           a.extra = ctx.extra_ptr_.data() + task.row;
           a.n_extra = ctx.extra_len_.data() + task.row;

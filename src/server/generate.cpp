@@ -27,9 +27,12 @@ uint64_t random_seed() {
 
 json usage_json(const RequestState& s) {
   const auto n_prompt = static_cast<int64_t>(s.prompt.size());
+  // OpenAI's prompt_tokens_details.cached_tokens: prompt tokens whose KV came from the
+  // prefix cache instead of being computed.
   return json{{"prompt_tokens", n_prompt},
               {"completion_tokens", s.n_completion_tokens},
-              {"total_tokens", n_prompt + s.n_completion_tokens}};
+              {"total_tokens", n_prompt + s.n_completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", s.stats.n_prompt_cached}}}};
 }
 
 // The per-request speculative statistics extension (vLLM's definitions).
@@ -205,7 +208,7 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   if (prompt.empty()) throw invalid_request("the prompt is empty (and the model adds no BOS token)", "prompt");
   if (static_cast<int64_t>(prompt.size()) > n_ctx) {
     throw ApiError(400, "invalid_request_error",
-                   fmt::format("the prompt has {} tokens but the context holds {} per request (-c/--ctx-size)",
+                   fmt::format("the prompt has {} tokens but the context holds {} per request (--max-model-len, at most -c/--ctx-size)",
                                prompt.size(), n_ctx),
                    "context_length_exceeded", ep == Endpoint::chat ? "messages" : "prompt");
   }

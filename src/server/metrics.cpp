@@ -67,6 +67,12 @@ void Metrics::set_waiting(int32_t n_waiting) {
   waiting_ = n_waiting;
 }
 
+void Metrics::set_kv_state(double usage, int64_t n_preemptions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_usage_ = usage;
+  preemptions_ = n_preemptions;
+}
+
 void Metrics::set_ready(bool ready) {
   std::lock_guard<std::mutex> lock(mu_);
   ready_ = ready;
@@ -104,6 +110,16 @@ std::string Metrics::render() const {
   out += fmt::format("treespec:num_requests_waiting {}\n", waiting_);
   header(out, "treespec:num_slots", "gauge", "Sequence slots (-np).");
   out += fmt::format("treespec:num_slots {}\n", slots_);
+  header(out, "treespec:kv_cache_usage_perc", "gauge", "Fraction of the KV cache pool's blocks in use (1 = full).");
+  out += fmt::format("treespec:kv_cache_usage_perc {}\n", kv_usage_);
+  header(out, "treespec:num_preemptions_total", "counter",
+         "Sequences preempted because the KV cache pool ran out of blocks (recomputed when resumed).");
+  out += fmt::format("treespec:num_preemptions_total {}\n", preemptions_);
+  header(out, "treespec:prefix_cache_queries_total", "counter", "Prompt tokens of started requests (vLLM: prefix_cache_queries).");
+  out += fmt::format("treespec:prefix_cache_queries_total {}\n", totals_.n_prompt);
+  header(out, "treespec:prefix_cache_hits_total", "counter",
+         "Prompt tokens whose KV was reused from another request instead of computed (vLLM: prefix_cache_hits).");
+  out += fmt::format("treespec:prefix_cache_hits_total {}\n", totals_.n_prompt_cached);
 
   header(out, "treespec:engine_decode_steps_total", "counter", "Batched decode forward passes.");
   out += fmt::format("treespec:engine_decode_steps_total {}\n", totals_.n_forwards);

@@ -43,6 +43,8 @@ class Metrics {
   // Scheduler state after each step.
   void set_engine_state(const engine::SpecStats& totals, int32_t n_running, int32_t n_waiting, int32_t n_slots);
   void set_waiting(int32_t n_waiting);
+  // The KV pool after each step: fraction of blocks in use, preemptions so far.
+  void set_kv_state(double usage, int64_t n_preemptions);
   void set_ready(bool ready);
 
   std::string render() const;
@@ -60,6 +62,8 @@ class Metrics {
   int32_t running_ = 0;
   int32_t waiting_ = 0;
   int32_t slots_ = 0;
+  double kv_usage_ = 0.0;
+  int64_t preemptions_ = 0;
   bool ready_ = false;
 };
 

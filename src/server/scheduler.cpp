@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/assert.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "server/text_stream.h"
@@ -116,11 +117,11 @@ void Scheduler::shutdown(double grace_s) {
   if (thread_.joinable()) thread_.join();
 }
 
-void Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::unique_ptr<Active>>& active) {
+bool Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::unique_ptr<Active>>& active) {
   if (r->cancel_requested.load() || cancel_all_.load()) {
     finish_without_engine(*r, "cancelled", "");
     metrics_.on_request_done("cancelled", 0, 0, -1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival);
-    return;
+    return true;
   }
   auto a = std::make_unique<Active>();
   a->state = r;
@@ -148,6 +149,7 @@ void Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::u
       r->t_start = core::now_s();
     }
     const Status st = engine_.add(*a->seq);
+    if (st.code() == StatusCode::kv_full) return false;  // waits for blocks (slots were free)
     if (!st.ok()) throw Error(st.to_string());  // cannot happen: we admit only into free slots
   } catch (const std::exception& e) {
     TS_LOG_WARN("request {}: cannot start: {}", r->id, e.what());
@@ -155,9 +157,28 @@ void Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::u
     metrics_.on_request_done("error", static_cast<int64_t>(r->prompt.size()), 0, -1.0, core::now_s() - r->t_arrival,
                              r->t_start - r->t_arrival);
     if (a->seq && a->seq->slot() >= 0) engine_.release(*a->seq, engine::FinishReason::cancelled);
-    return;
+    return true;
   }
   active.push_back(std::move(a));
+  return true;
+}
+
+bool Scheduler::resume_preempted(std::vector<std::unique_ptr<Active>>& active) {
+  std::vector<Active*> parked;
+  for (auto& a : active) {
+    if (a->seq->preempted() && !a->seq->finished()) parked.push_back(a.get());
+  }
+  std::sort(parked.begin(), parked.end(), [](const Active* x, const Active* y) { return x->seq->admitted() < y->seq->admitted(); });
+  for (Active* a : parked) {
+    if (cancel_all_.load() || a->state->cancel_requested.load()) {
+      engine_.release(*a->seq, engine::FinishReason::cancelled);
+      continue;
+    }
+    const Status st = engine_.add(*a->seq);
+    if (st.code() == StatusCode::kv_full) return false;
+    TREESPEC_ASSERT(st.ok(), "resuming a preempted sequence: a slot is free");
+  }
+  return true;
 }
 
 void Scheduler::finalize(Active& a) {
@@ -200,6 +221,8 @@ void Scheduler::loop() {
   std::vector<std::unique_ptr<Active>> active;
   for (;;) {
     std::vector<std::shared_ptr<RequestState>> to_admit, to_cancel;
+    // Preempted sequences get the pool's blocks before any new request.
+    const bool none_parked = resume_preempted(active);
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return !active.empty() || !waiting_.empty() || stop_; });
@@ -207,7 +230,7 @@ void Scheduler::loop() {
         to_cancel.assign(waiting_.begin(), waiting_.end());
         waiting_.clear();
       }
-      while (!waiting_.empty() && active.size() + to_admit.size() < n_slots) {
+      while (none_parked && !waiting_.empty() && active.size() + to_admit.size() < n_slots) {
         to_admit.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
       }
@@ -221,14 +244,21 @@ void Scheduler::loop() {
       finish_without_engine(*r, "cancelled", "");
       metrics_.on_request_done("cancelled", 0, 0, -1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival);
     }
-    for (auto& r : to_admit) admit(r, active);
+    for (size_t i = 0; i < to_admit.size(); ++i) {
+      if (admit(to_admit[i], active)) continue;
+      // Out of KV blocks: this request and those after it wait at the front, in order.
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting_.insert(waiting_.begin(), to_admit.begin() + static_cast<std::ptrdiff_t>(i), to_admit.end());
+      n_running_ = static_cast<int32_t>(active.size());
+      break;
+    }
 
     std::vector<engine::Sequence*> seqs;
     for (auto& a : active) {
       if (!a->seq->finished() && (cancel_all_.load() || a->state->cancel_requested.load())) {
         engine_.release(*a->seq, engine::FinishReason::cancelled);
       }
-      if (!a->seq->finished()) seqs.push_back(a->seq.get());
+      if (!a->seq->finished() && !a->seq->preempted()) seqs.push_back(a->seq.get());
     }
     if (!seqs.empty()) {
       try {
@@ -261,6 +291,7 @@ void Scheduler::loop() {
       n_waiting = static_cast<int32_t>(waiting_.size());
     }
     metrics_.set_engine_state(engine_.totals(), static_cast<int32_t>(active.size()), n_waiting, cfg_.engine.n_slots);
+    metrics_.set_kv_state(engine_.kv().usage(), engine_.n_preemptions());
     for (auto& a : done) finalize(*a);
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -97,7 +97,11 @@ class Scheduler {
  private:
   struct Active;
   void loop();
-  void admit(const std::shared_ptr<RequestState>& r, std::vector<std::unique_ptr<Active>>& active);
+  // Starts a request: false when the KV pool lacks the blocks for its prompt (the
+  // request is untouched and waits); true otherwise (started, or finished with an error).
+  bool admit(const std::shared_ptr<RequestState>& r, std::vector<std::unique_ptr<Active>>& active);
+  // Resumes preempted sequences, oldest admission first; false while one still waits.
+  bool resume_preempted(std::vector<std::unique_ptr<Active>>& active);
   void finalize(Active& a);
 
   const model::Model& model_;

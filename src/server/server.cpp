@@ -11,6 +11,7 @@
 #include <memory>
 #include <fstream>
 
+#include "core/memory.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "gguf/gguf.h"
@@ -212,6 +213,9 @@ void Server::Impl::setup_routes() {
     m["owned_by"] = "treespec";
     if (owner.state() == State::ready) {
       m["meta"] = {{"n_ctx", n_ctx},
+                   {"n_kv_cells", n_kv_cells},
+                   {"cache_type_k", kv::cache_type_name(cfg.type_k)},
+                   {"cache_type_v", kv::cache_type_name(cfg.type_v)},
                    {"n_vocab", model->hparams().n_vocab},
                    {"n_slots", cfg.n_slots},
                    {"spec", cfg.spec.method},
@@ -256,7 +260,14 @@ void Server::Impl::load() {
       throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", cfg.model_path,
                                     t->n_vocab(), hp.n_vocab));
     }
-    n_ctx = engine::resolve_context_size(cfg.n_ctx, hp.n_ctx_train);
+    // -c is the pool; a request may use all of it unless --max-model-len says less (a
+    // per-request size beyond the training context logs resolve_context_size's warning).
+    n_kv_cells = cfg.n_ctx > 0 ? cfg.n_ctx : engine::resolve_context_size(0, hp.n_ctx_train);
+    if (cfg.max_model_len > n_kv_cells) {
+      throw InvalidArgument(fmt::format("--max-model-len {} is larger than the KV cache pool (-c/--ctx-size {})",
+                                        cfg.max_model_len, n_kv_cells));
+    }
+    n_ctx = engine::resolve_context_size(cfg.max_model_len > 0 ? cfg.max_model_len : n_kv_cells, hp.n_ctx_train);
     if (!cfg.chat_template.empty()) {
       chat_family = chat_family_from_name(cfg.chat_template);
     } else {
@@ -270,16 +281,23 @@ void Server::Impl::load() {
     sc.engine.n_ctx = n_ctx;
     sc.engine.n_slots = cfg.n_slots;
     sc.engine.n_batch = cfg.n_batch;
+    sc.engine.n_kv_cells = n_kv_cells;
+    sc.engine.type_k = cfg.type_k;
+    sc.engine.type_v = cfg.type_v;
+    sc.engine.prefix_cache = cfg.prefix_cache;
     sc.spec = cfg.spec;
     sc.max_queue = cfg.max_queue;
     sc.step_budget = cfg.step_budget;
     model = std::move(m);
     tok = std::move(t);
     scheduler = std::make_unique<Scheduler>(*model, *tok, sc, metrics);
+    const kv::KvShape kvs = engine::engine_kv_shape(*model, sc.engine);
+    TS_LOG_INFO("{}: {} reserved", kv::KvCache::describe(kvs), core::format_bytes(kv::KvCache::required_bytes(kvs)));
     owner.state_.store(State::ready);
     metrics.set_ready(true);
-    TS_LOG_INFO("model {} loaded in {:.2f} s: {} slots x {} context, spec {}, step budget {}, chat template {}; ready",
-                model_id, core::now_s() - t0, cfg.n_slots, n_ctx, cfg.spec.method, cfg.step_budget,
+    TS_LOG_INFO("model {} loaded in {:.2f} s: {} slots sharing {} KV cells, at most {} per request, spec {}, step budget {}, "
+                "chat template {}; ready",
+                model_id, core::now_s() - t0, cfg.n_slots, n_kv_cells, n_ctx, cfg.spec.method, cfg.step_budget,
                 chat_family_name(chat_family));
   } catch (const std::exception& e) {
     {
@@ -301,6 +319,10 @@ void Server::start() {
   if (c.n_slots < 1 || c.n_slots > 1024) throw InvalidArgument(fmt::format("-np/--parallel must be in 1..1024, got {}", c.n_slots));
   if (c.n_ctx < 0) throw InvalidArgument(fmt::format("-c/--ctx-size must be >= 0, got {}", c.n_ctx));
   if (c.n_ctx > (1 << 20)) throw InvalidArgument(fmt::format("-c/--ctx-size {} is larger than 1048576", c.n_ctx));
+  if (c.max_model_len < 0) throw InvalidArgument(fmt::format("--max-model-len must be >= 0 (0 = the pool's size), got {}", c.max_model_len));
+  if (c.n_ctx > 0 && c.max_model_len > c.n_ctx) {
+    throw InvalidArgument(fmt::format("--max-model-len {} is larger than the KV cache pool (-c/--ctx-size {})", c.max_model_len, c.n_ctx));
+  }
   if (c.max_queue < 0) throw InvalidArgument(fmt::format("--max-queue must be >= 0, got {}", c.max_queue));
   if (c.step_budget < 0) throw InvalidArgument(fmt::format("--step-budget must be >= 0 (0 = no cap), got {}", c.step_budget));
   if (c.timeout_s < 1) throw InvalidArgument(fmt::format("--timeout must be >= 1 second, got {}", c.timeout_s));

@@ -32,7 +32,11 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;                // 0 = any free port (see Server::port())
   int32_t n_slots = 1;            // -np
-  int32_t n_ctx = 0;              // per slot; 0 = model's training context, at most 4096
+  int32_t n_ctx = 0;              // -c: cells of the KV pool all slots share; 0 = model's training context, at most 4096
+  int32_t max_model_len = 0;      // cells one request may use (prompt + output); 0 = the pool's (docs/kv.md)
+  tensor::DType type_k = tensor::DType::f16;  // -ctk
+  tensor::DType type_v = tensor::DType::f16;  // -ctv
+  bool prefix_cache = true;       // reuse the KV of prompt prefixes other requests computed
   int32_t n_threads = 1;
   int32_t n_batch = 512;
   int32_t max_queue = 64;         // waiting requests allowed beyond free slots

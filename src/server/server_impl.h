@@ -40,7 +40,8 @@ struct Server::Impl {
   std::unique_ptr<Scheduler> scheduler;
   ChatFamily chat_family = ChatFamily::plain;
   std::string bos_text, eos_text;
-  int32_t n_ctx = 0;
+  int32_t n_ctx = 0;       // per request (max_model_len resolved)
+  int32_t n_kv_cells = 0;  // the shared pool (-c resolved)
 
   mutable std::mutex mu;
   std::string failure;

@@ -49,6 +49,7 @@ struct BenchArgs {
   bool no_progress = false;
   std::string pp, tg;       // llama-bench mode: comma-separated lengths
   int32_t n_batch = 512;
+  std::string cache_type_k = "f16", cache_type_v = "f16";
   const CLI::App* app = nullptr;  // to tell which options were given
   // Greedy unless --temp > 0; seed 1 so that runs repeat.
   cli::SamplingOptions sampling = greedy_options();
@@ -125,6 +126,8 @@ int run_pp_tg_cmd(const BenchArgs& a) {
   cfg.reps = a.app->count("--repetitions") > 0 ? a.reps : 5;  // llama-bench's default
   cfg.n_threads = cli::resolve_threads(a.n_threads);
   cfg.n_batch = a.n_batch;
+  cfg.type_k = kv::parse_cache_type(a.cache_type_k, "-ctk/--cache-type-k");
+  cfg.type_v = kv::parse_cache_type(a.cache_type_v, "-ctv/--cache-type-v");
   cfg.warmup = !a.no_warmup;
   cfg.command = command_line();
   const auto report = bench::run_pp_tg(cfg, a.no_progress ? nullptr : stderr);
@@ -192,6 +195,8 @@ int run_bench_cmd(const BenchArgs& a) {
   cfg.reps = a.reps;
   cfg.n_threads = cli::resolve_threads(a.n_threads);
   cfg.n_ctx = a.n_ctx;
+  cfg.type_k = kv::parse_cache_type(a.cache_type_k, "-ctk/--cache-type-k");
+  cfg.type_v = kv::parse_cache_type(a.cache_type_v, "-ctv/--cache-type-v");
   if (a.n_ctx < 0) throw InvalidArgument(fmt::format("-c/--ctx-size must be >= 0, got {}", a.n_ctx));
   if (a.max_prompt_tokens < 0) throw InvalidArgument(fmt::format("--max-prompt-tokens must be >= 0, got {}", a.max_prompt_tokens));
   cfg.warmup = !a.no_warmup;
@@ -257,6 +262,7 @@ std::function<int()> setup_bench(CLI::App& sub) {
   sub.add_option("--ubatch-size", a->n_batch, "llama-bench mode: rows per prompt-processing forward pass (-ub works too)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  cli::add_cache_type_options(sub, a->cache_type_k, a->cache_type_v);
   a->app = &sub;
   cli::add_sampling_options(sub, a->sampling);
   return [a] { return run_bench_cmd(*a); };

@@ -36,6 +36,8 @@ int serve(ServeArgs& a) {
   c.n_threads = cli::resolve_threads(a.model.n_threads);
   c.n_ctx = a.model.n_ctx;
   c.n_batch = a.model.n_batch;
+  c.type_k = kv::parse_cache_type(a.model.cache_type_k, "-ctk/--cache-type-k");
+  c.type_v = kv::parse_cache_type(a.model.cache_type_v, "-ctv/--cache-type-v");
   c.spec = a.spec;
   c.sampling = a.sampling.params;
   if (a.sampling.seed < -1) throw InvalidArgument(fmt::format("--seed must be >= 0 or -1 (random), got {}", a.sampling.seed));
@@ -82,6 +84,13 @@ std::function<int()> setup_serve(CLI::App& sub) {
   server::ServerConfig& s = a->server;
   sub.add_option("--host", s.host, "address to listen on (loopback by default)")->capture_default_str();
   sub.add_option("--port", s.port, "port to listen on (0 = any free port, printed in the log)")->capture_default_str();
+  sub.add_option("--max-model-len", s.max_model_len,
+                 "most tokens one request may use, prompt + output (0 = all of -c, which is the KV pool every slot "
+                 "shares)")
+      ->capture_default_str();
+  sub.add_flag("!--no-prefix-cache", s.prefix_cache,
+               "do not reuse the KV cache of prompt prefixes other requests computed (on by default: a shared system "
+               "prompt or a conversation's earlier turns are computed once)");
   sub.add_option("--parallel", s.n_slots, "sequence slots decoded together, continuous batching (-np works too)")->capture_default_str();
   sub.add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' (not for /health and /v1/models)");
   sub.add_option("-a,--alias", s.alias, "model id in the API (default: the file name without .gguf)");

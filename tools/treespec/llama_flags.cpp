@@ -29,6 +29,8 @@ const LlamaFlag kFlags[] = {
     {{"-np"}, Kind::alias, Value::none, "--parallel"},
     {{"-md"}, Kind::alias, Value::none, "--model-draft"},
     {{"-ub"}, Kind::alias, Value::none, "--ubatch-size"},
+    {{"-ctk"}, Kind::alias, Value::none, "--cache-type-k"},
+    {{"-ctv"}, Kind::alias, Value::none, "--cache-type-v"},
     {{"-ngl", "--gpu-layers", "--n-gpu-layers"}, Kind::ignored, Value::required, kGpu},
     {{"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, Kind::ignored, Value::required, kGpu},
     {{"-fa", "--flash-attn"}, Kind::ignored, Value::optional_on_off, "flash attention is a GPU kernel; this CPU engine has its own"},

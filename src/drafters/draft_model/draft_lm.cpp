@@ -1,7 +1,6 @@
 #include "drafters/draft_model/draft_lm.h"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include "core/assert.h"
@@ -33,21 +32,7 @@ DraftLm::DraftLm(std::shared_ptr<const model::Model> keep_alive, const model::Mo
 void DraftLm::reserve_cells(int32_t n) {
   const int32_t old_cells = kv_->n_cells();
   if (n <= old_cells) return;
-  kv::KvShape shape = kv_->shape();
-  shape.n_cells = std::max(n, 2 * old_cells);
-  auto grown = std::make_unique<kv::KvCache>(shape);
-  const size_t hd = static_cast<size_t>(shape.head_dim);
-  for (int32_t il = 0; il < shape.n_layer; ++il) {
-    for (int32_t h = 0; h < shape.n_head_kv; ++h) {
-      const size_t src = static_cast<size_t>(h) * static_cast<size_t>(old_cells) * hd;
-      const size_t dst = static_cast<size_t>(h) * static_cast<size_t>(shape.n_cells) * hd;
-      std::memcpy(grown->k(il, 0) + dst, kv_->k(il, 0) + src, static_cast<size_t>(old_cells) * hd * sizeof(float));
-      std::memcpy(grown->v(il, 0) + dst, kv_->v(il, 0) + src, static_cast<size_t>(old_cells) * hd * sizeof(float));
-    }
-  }
-  const int32_t n_past = kv_->n_past(0);
-  kv_ = std::move(grown);
-  commit_chain(n_past);  // identity commit: restores the committed length, copies nothing
+  kv_->grow(std::max(n, 2 * old_cells));
 }
 
 void DraftLm::forward(const model::Batch& batch, std::span<const int32_t> out_rows, float* logits) {

@@ -165,6 +165,12 @@ void impl::ref_softmax(float* x, int64_t n) {
 
 void impl::ref_attention_rows(const AttentionRows& a) {
   const int64_t hd = a.head_dim;
+  std::vector<float> row(static_cast<size_t>(hd));
+  // Cell t's keys or values as f32 (exact for every cache type: x = d * q for q8_0).
+  auto load = [&](const KvRows& kv, int64_t t) {
+    tensor::dequantize_row(kv.type, kv.row(t), row.data(), hd);
+    return row.data();
+  };
   for (int64_t i = 0; i < a.n_rows; ++i) {
     const int64_t n_vis = a.n_committed + a.n_extra[i];
     for (int64_t h = 0; h < a.n_head; ++h) {
@@ -172,7 +178,7 @@ void impl::ref_attention_rows(const AttentionRows& a) {
       float* sc = a.scratch;
       for (int64_t t = 0; t < n_vis; ++t) {
         const int64_t cell = t < a.n_committed ? t : a.extra[i][t - a.n_committed];
-        const float* kt = a.k + cell * hd;
+        const float* kt = load(a.k, cell);
         float s = 0.0f;
         for (int64_t j = 0; j < hd; ++j) s += qh[j] * kt[j];
         sc[t] = s * a.scale;
@@ -182,7 +188,7 @@ void impl::ref_attention_rows(const AttentionRows& a) {
       for (int64_t j = 0; j < hd; ++j) oh[j] = 0.0f;
       for (int64_t t = 0; t < n_vis; ++t) {
         const int64_t cell = t < a.n_committed ? t : a.extra[i][t - a.n_committed];
-        const float* vt = a.v + cell * hd;
+        const float* vt = load(a.v, cell);
         const float w = sc[t];
         for (int64_t j = 0; j < hd; ++j) oh[j] += w * vt[j];
       }

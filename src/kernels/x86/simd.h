@@ -424,6 +424,44 @@ void softmax_t(float* x, int64_t n) {
 // add tree for the 8 cells; the value sum keeps the output in registers with two chains
 // (even / odd cells). Every query's arithmetic is fixed by head_dim alone, never by how
 // many rows or heads share the call (batch invariance). Other head dims: scalar loops.
+// K and V rows are read in the cache's element type (kv_load8) and widened to f32 in
+// registers; which block a cell sits in changes its address, never its arithmetic.
+
+// Values i..i+7 (i a multiple of 8) of one KV row as f32 (exact: q8_0 is d * q).
+template <tensor::DType D>
+inline __m256 kv_load8(const uint8_t* row, int64_t i) {
+  using tensor::DType;
+  if constexpr (D == DType::f32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (D == DType::f16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  } else if constexpr (D == DType::bf16) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  } else {
+    static_assert(D == DType::q8_0);
+    const auto* b = reinterpret_cast<const tensor::BlockQ8_0*>(row) + i / tensor::kQK8_0;
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + i % tensor::kQK8_0));
+    return _mm256_mul_ps(_mm256_set1_ps(h2f(b->d)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+}
+
+// Value j of one KV row as f32 (the scalar paths).
+template <tensor::DType D>
+inline float kv_load1(const uint8_t* row, int64_t j) {
+  using tensor::DType;
+  if constexpr (D == DType::f32) {
+    return reinterpret_cast<const float*>(row)[j];
+  } else if constexpr (D == DType::f16) {
+    return h2f(reinterpret_cast<const uint16_t*>(row)[j]);
+  } else if constexpr (D == DType::bf16) {
+    return bf2f(reinterpret_cast<const uint16_t*>(row)[j]);
+  } else {
+    static_assert(D == DType::q8_0);
+    const auto* b = reinterpret_cast<const tensor::BlockQ8_0*>(row) + j / tensor::kQK8_0;
+    return h2f(b->d) * static_cast<float>(b->qs[j % tensor::kQK8_0]);
+  }
+}
 
 // r[j] = sum of the 8 lanes of a[j] (fixed order).
 inline __m256 reduce8(const __m256 a[8]) {
@@ -434,37 +472,46 @@ inline __m256 reduce8(const __m256 a[8]) {
 }
 
 // out[j] = scale * dot(q, k8[j]) for 8 key rows.
-inline void scores8(const float* q, const float* const* k8, int64_t hd, float scale, float* out) {
+template <tensor::DType D>
+inline void scores8(const float* q, const uint8_t* const* k8, int64_t hd, float scale, float* out) {
   __m256 acc[8];
   for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t i = 0; i < hd; i += 8) {
     const __m256 qv = _mm256_loadu_ps(q + i);
-    for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k8[j] + i), acc[j]);
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, kv_load8<D>(k8[j], i), acc[j]);
   }
   _mm256_storeu_ps(out, _mm256_mul_ps(reduce8(acc), _mm256_set1_ps(scale)));
 }
 
 // Scores of cells cell(0..n-1), 8 at a time (a short last group repeats its last cell;
 // the extra results are dropped, so every cell gets the same operations).
-template <typename CellFn>
-inline void scores_list(const float* q, const float* k, int64_t hd, float scale, int64_t n, CellFn cell, float* s) {
+template <tensor::DType D, typename CellFn>
+inline void scores_list(const float* q, const KvRows& k, int64_t hd, float scale, int64_t n, CellFn cell, float* s) {
   alignas(32) float tmp[8];
   for (int64_t t0 = 0; t0 < n; t0 += 8) {
-    const float* k8[8];
-    for (int j = 0; j < 8; ++j) k8[j] = k + cell(imin<int64_t>(t0 + j, n - 1)) * hd;
+    const uint8_t* k8[8];
+    for (int j = 0; j < 8; ++j) k8[j] = k.row(cell(imin<int64_t>(t0 + j, n - 1)));
     if (t0 + 8 <= n) {
-      scores8(q, k8, hd, scale, s + t0);
+      scores8<D>(q, k8, hd, scale, s + t0);
     } else {
-      scores8(q, k8, hd, scale, tmp);
+      scores8<D>(q, k8, hd, scale, tmp);
       for (int64_t j = 0; j < n - t0; ++j) s[t0 + j] = tmp[j];
     }
   }
 }
 
+// Scalar score of one cell (head sizes that are not a multiple of 8).
+template <tensor::DType D>
+inline float score1(const float* q, const uint8_t* krow, int64_t hd, float scale) {
+  float d = 0.0f;
+  for (int64_t i = 0; i < hd; ++i) d += q[i] * kv_load1<D>(krow, i);
+  return d * scale;
+}
+
 // o[0..hd) += sum_t w[t] * v[cell(t)], for dims in blocks of 64 kept in registers: two
 // accumulator chains (even / odd t), added at the end of each call.
-template <typename CellFn>
-inline void values_list(const float* w, const float* v, int64_t hd, int64_t n, CellFn cell, float* o) {
+template <tensor::DType D, typename CellFn>
+inline void values_list(const float* w, const KvRows& v, int64_t hd, int64_t n, CellFn cell, float* o) {
   for (int64_t d0 = 0; d0 < hd; d0 += 64) {
     const int nv = static_cast<int>(imin<int64_t>(64, hd - d0) / 8);
     __m256 e[8], f[8];
@@ -474,48 +521,43 @@ inline void values_list(const float* w, const float* v, int64_t hd, int64_t n, C
     }
     int64_t t = 0;
     for (; t + 2 <= n; t += 2) {
-      const float* v0 = v + cell(t) * hd + d0;
-      const float* v1 = v + cell(t + 1) * hd + d0;
+      const uint8_t* v0 = v.row(cell(t));
+      const uint8_t* v1 = v.row(cell(t + 1));
       const __m256 w0 = _mm256_set1_ps(w[t]), w1 = _mm256_set1_ps(w[t + 1]);
       for (int i = 0; i < nv; ++i) {
-        e[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(v0 + 8 * i), e[i]);
-        f[i] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(v1 + 8 * i), f[i]);
+        e[i] = _mm256_fmadd_ps(w0, kv_load8<D>(v0, d0 + 8 * i), e[i]);
+        f[i] = _mm256_fmadd_ps(w1, kv_load8<D>(v1, d0 + 8 * i), f[i]);
       }
     }
     if (t < n) {
-      const float* v0 = v + cell(t) * hd + d0;
+      const uint8_t* v0 = v.row(cell(t));
       const __m256 w0 = _mm256_set1_ps(w[t]);
-      for (int i = 0; i < nv; ++i) e[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(v0 + 8 * i), e[i]);
+      for (int i = 0; i < nv; ++i) e[i] = _mm256_fmadd_ps(w0, kv_load8<D>(v0, d0 + 8 * i), e[i]);
     }
     for (int i = 0; i < nv; ++i) _mm256_storeu_ps(o + d0 + 8 * i, _mm256_add_ps(e[i], f[i]));
   }
 }
 
-template <class T>
-void attention_rows_t(const AttentionRows& a) {
+// Committed cells in chunks of kAttnChunk: a chunk's K/V rows stay in L1/L2 while every
+// query of the call uses them.
+constexpr int64_t kAttnChunk = 128;
+
+// Scores and softmax of every (row, head) query into scratch rows of `stride` floats;
+// zeroes the outputs.
+template <class T, tensor::DType DK>
+void attention_scores(const AttentionRows& a, int64_t stride) {
   const int64_t hd = a.head_dim;
   const int64_t nq = a.n_rows * a.n_head;
-  int64_t max_extra = 0;
-  for (int64_t i = 0; i < a.n_rows; ++i) max_extra = imax<int64_t>(max_extra, a.n_extra[i]);
-  const int64_t stride = a.n_committed + max_extra;
   auto qptr = [&](int64_t iq) { return a.q + (iq / a.n_head) * a.ldq + (iq % a.n_head) * hd; };
-  auto optr = [&](int64_t iq) { return a.out + (iq / a.n_head) * a.ldo + (iq % a.n_head) * hd; };
   const bool vec = hd % 8 == 0;
-  // Committed cells in chunks: a chunk's K/V rows stay in L1/L2 while every query uses them.
-  constexpr int64_t kChunk = 128;
-  for (int64_t c0 = 0; c0 < a.n_committed; c0 += kChunk) {
-    const int64_t c1 = imin(a.n_committed, c0 + kChunk);
+  for (int64_t c0 = 0; c0 < a.n_committed; c0 += kAttnChunk) {
+    const int64_t c1 = imin(a.n_committed, c0 + kAttnChunk);
     for (int64_t iq = 0; iq < nq; ++iq) {
       float* s = a.scratch + iq * stride;
       if (vec) {
-        scores_list(qptr(iq), a.k, hd, a.scale, c1 - c0, [&](int64_t t) { return c0 + t; }, s + c0);
+        scores_list<DK>(qptr(iq), a.k, hd, a.scale, c1 - c0, [&](int64_t t) { return c0 + t; }, s + c0);
       } else {
-        const float* q = qptr(iq);
-        for (int64_t t = c0; t < c1; ++t) {
-          float d = 0.0f;
-          for (int64_t i = 0; i < hd; ++i) d += q[i] * a.k[t * hd + i];
-          s[t] = d * a.scale;
-        }
+        for (int64_t t = c0; t < c1; ++t) s[t] = score1<DK>(qptr(iq), a.k.row(t), hd, a.scale);
       }
     }
   }
@@ -524,47 +566,71 @@ void attention_rows_t(const AttentionRows& a) {
     const int32_t* ex = a.extra[i];
     float* s = a.scratch + iq * stride;
     if (vec) {
-      scores_list(qptr(iq), a.k, hd, a.scale, a.n_extra[i], [&](int64_t t) { return static_cast<int64_t>(ex[t]); },
-                  s + a.n_committed);
+      scores_list<DK>(qptr(iq), a.k, hd, a.scale, a.n_extra[i], [&](int64_t t) { return static_cast<int64_t>(ex[t]); },
+                      s + a.n_committed);
     } else {
-      const float* q = qptr(iq);
-      for (int32_t e = 0; e < a.n_extra[i]; ++e) {
-        float d = 0.0f;
-        for (int64_t j = 0; j < hd; ++j) d += q[j] * a.k[static_cast<int64_t>(ex[e]) * hd + j];
-        s[a.n_committed + e] = d * a.scale;
-      }
+      for (int32_t e = 0; e < a.n_extra[i]; ++e) s[a.n_committed + e] = score1<DK>(qptr(iq), a.k.row(ex[e]), hd, a.scale);
     }
     softmax_t<T>(s, a.n_committed + a.n_extra[i]);
-    float* o = optr(iq);
+    float* o = a.out + i * a.ldo + (iq % a.n_head) * hd;
     for (int64_t j = 0; j < hd; ++j) o[j] = 0.0f;
   }
-  // Value sum over the visible cells in *logical* order (committed cells, then the row's
-  // tree cells), in chunks at fixed multiples of kChunk of that order. A row at depth d
-  // over n committed cells and a one-row step over n + d committed cells see the same
-  // list of (weight, value) pairs, so the chunk and chain boundaries, and hence the
-  // bits, must depend on the logical index alone, never on where the committed part
-  // ends (that split is what differs between a tree row and the plain step).
-  for (int64_t c0 = 0; c0 < stride; c0 += kChunk) {
+}
+
+// Value sum over the visible cells in *logical* order (committed cells, then the row's
+// tree cells), in chunks at fixed multiples of kAttnChunk of that order. A row at depth
+// d over n committed cells and a one-row step over n + d committed cells see the same
+// list of (weight, value) pairs, so the chunk and chain boundaries, and hence the bits,
+// must depend on the logical index alone, never on where the committed part ends (that
+// split is what differs between a tree row and the plain step).
+template <tensor::DType DV>
+void attention_values(const AttentionRows& a, int64_t stride) {
+  const int64_t hd = a.head_dim;
+  const int64_t nq = a.n_rows * a.n_head;
+  const bool vec = hd % 8 == 0;
+  for (int64_t c0 = 0; c0 < stride; c0 += kAttnChunk) {
     for (int64_t iq = 0; iq < nq; ++iq) {
       const int64_t i = iq / a.n_head;
       const int64_t n_vis = a.n_committed + a.n_extra[i];
       if (c0 >= n_vis) continue;
-      const int64_t c1 = imin(n_vis, c0 + kChunk);
+      const int64_t c1 = imin(n_vis, c0 + kAttnChunk);
       const int32_t* ex = a.extra[i];
       const int64_t nc = a.n_committed;
       const float* s = a.scratch + iq * stride;
-      float* o = optr(iq);
+      float* o = a.out + i * a.ldo + (iq % a.n_head) * hd;
       auto cell = [&](int64_t t) {
         const int64_t l = c0 + t;
         return l < nc ? l : static_cast<int64_t>(ex[l - nc]);
       };
       if (vec) {
-        values_list(s + c0, a.v, hd, c1 - c0, cell, o);
+        values_list<DV>(s + c0, a.v, hd, c1 - c0, cell, o);
       } else {
-        for (int64_t t = 0; t < c1 - c0; ++t)
-          for (int64_t j = 0; j < hd; ++j) o[j] += s[c0 + t] * a.v[cell(t) * hd + j];
+        for (int64_t t = 0; t < c1 - c0; ++t) {
+          const uint8_t* vr = a.v.row(cell(t));
+          for (int64_t j = 0; j < hd; ++j) o[j] += s[c0 + t] * kv_load1<DV>(vr, j);
+        }
       }
     }
+  }
+}
+
+template <class T>
+void attention_rows_t(const AttentionRows& a) {
+  using tensor::DType;
+  int64_t max_extra = 0;
+  for (int64_t i = 0; i < a.n_rows; ++i) max_extra = imax<int64_t>(max_extra, a.n_extra[i]);
+  const int64_t stride = a.n_committed + max_extra;
+  switch (a.k.type) {
+    case DType::f16: attention_scores<T, DType::f16>(a, stride); break;
+    case DType::bf16: attention_scores<T, DType::bf16>(a, stride); break;
+    case DType::q8_0: attention_scores<T, DType::q8_0>(a, stride); break;
+    default: attention_scores<T, DType::f32>(a, stride); break;
+  }
+  switch (a.v.type) {
+    case DType::f16: attention_values<DType::f16>(a, stride); break;
+    case DType::bf16: attention_values<DType::bf16>(a, stride); break;
+    case DType::q8_0: attention_values<DType::q8_0>(a, stride); break;
+    default: attention_values<DType::f32>(a, stride); break;
   }
 }
 

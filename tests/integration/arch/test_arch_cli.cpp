@@ -94,7 +94,9 @@ void check_family(const test::TinyModelConfig& cfg, const std::string& arch, boo
   EXPECT_TRUE(plain.at("text").is_string());
   const auto spec = run_json(path, "--spec lookup");
   EXPECT_EQ(spec.at("tokens").get<std::vector<int32_t>>(), want);
-  if (expect_accepts) EXPECT_GT(spec.at("stats").at("num_accepted_tokens").get<int64_t>(), 0);
+  if (expect_accepts) {
+    EXPECT_GT(spec.at("stats").at("num_accepted_tokens").get<int64_t>(), 0);
+  }
 
   // Each generated token is (within float noise) the reference model's greedy choice.
   const test::ReferenceModel ref(*file);

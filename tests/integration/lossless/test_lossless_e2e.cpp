@@ -76,6 +76,12 @@ struct Case {
   // verifier must then reproduce --spec none too).
   std::string sampling = "--temp 0";
   json request = {{"temperature", 0}};
+  // KV cache types (empty: the default f16) for bench, run and serve: the contract holds
+  // per cache type.
+  std::string cache = "";
+  // serve's -c: the KV pool the three slots share (small enough in one case that requests
+  // compete for blocks and get preempted).
+  int serve_ctx = 1024;
 };
 
 std::string write_prompts(const std::string& dir, const std::vector<std::string>& prompts) {
@@ -107,7 +113,7 @@ void check_bench(const Case& c, const std::string& dir) {
   const std::string report = dir + "/bench.json";
   std::string out;
   const std::string cmd = bin() + " bench -m " + c.model + " --prompts " + prompts + " -n " + std::to_string(c.n_predict) +
-                          " --batch 1,3 -r 1 --no-membw --no-progress --no-warmup -t 2 " + c.sampling +
+                          " --batch 1,3 -r 1 --no-membw --no-progress --no-warmup -t 2 " + c.sampling + " " + c.cache +
                           " --spec none,lookup,lookahead,ptd,draft:layers=0+1 --method medusa:--heads=" + c.heads +
                           " --method propd:heads=" + c.heads + " --method auto:--heads=" + c.heads + ",--draft-layers=0+1" +
                           " --json " + report;
@@ -129,7 +135,7 @@ void check_bench(const Case& c, const std::string& dir) {
 json run_json(const Case& c, const std::string& prompt, const std::string& flags) {
   std::string out;
   const std::string cmd = bin() + " run -m " + c.model + " -p " + quote(prompt) + " -n " + std::to_string(c.n_predict) +
-                          " --json " + (flags.find("-t ") == std::string::npos ? "-t 2 " : "") + c.sampling + " " + flags;
+                          " --json " + (flags.find("-t ") == std::string::npos ? "-t 2 " : "") + c.sampling + " " + c.cache + " " + flags;
   const int rc = run_command(cmd + " 2>/dev/null", &out);
   EXPECT_EQ(rc, 0) << cmd;
   try {
@@ -162,8 +168,8 @@ void check_serve(const Case& c, const std::vector<std::string>& want) {
   constexpr size_t kClients = 4;
   ASSERT_GE(want.size(), kClients);
   for (const auto& [name, flags] : methods(c.heads)) {
-    std::vector<std::string> args = {"-np", "3", "-t", "2", "-c", "1024"};
-    std::istringstream fs(flags);
+    std::vector<std::string> args = {"-np", "3", "-t", "2", "-c", std::to_string(c.serve_ctx)};
+    std::istringstream fs(flags + " " + c.cache);
     for (std::string a; fs >> a;) args.push_back(a);
     ServerProcess srv(c.model, args);
     std::vector<HttpReply> replies(kClients);
@@ -225,6 +231,7 @@ TEST(LosslessE2E, KjvQ8_0AllDrafters) {
   ASSERT_NO_FATAL_FAILURE(c = expand_kjv(dir, "q8_0", 512, 1536, 8, 64));
   c.prompts = kjv_prompts(8);
   c.n_predict = 64;
+  c.serve_ctx = 192;  // < 3 requests of prompt + 64 tokens + tree rows: preemption in serve
   ASSERT_EQ(c.prompts.size(), 8u);
   check_bench(c, dir);
   const auto texts = check_run(c, 4);
@@ -236,6 +243,7 @@ TEST(LosslessE2E, KjvQ4_KAllDrafters) {
   Case c;
   ASSERT_NO_FATAL_FAILURE(c = expand_kjv(dir, "q4_k", 512, 1536, 8, 64));
   c.prompts = kjv_prompts(6);
+  c.cache = "-ctk q8_0 -ctv q8_0";
   check_bench(c, dir);
   check_run(c, 2);
 }
@@ -245,6 +253,7 @@ TEST(LosslessE2E, KjvF16SmallerWidthAllDrafters) {
   Case c;
   ASSERT_NO_FATAL_FAILURE(c = expand_kjv(dir, "f16", 384, 1024, 6, 32));
   c.prompts = kjv_prompts(6);
+  c.cache = "-ctk f32 -ctv bf16";
   check_bench(c, dir);
   check_run(c, 2);
 }

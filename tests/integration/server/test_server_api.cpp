@@ -60,6 +60,13 @@ json completion(ServerProcess& s, const json& body) {
   return r.json();
 }
 
+// Token counts of a usage object without prompt_tokens_details (its cached_tokens depends
+// on which earlier requests left their prompts in the prefix cache).
+json counts(json usage) {
+  usage.erase("prompt_tokens_details");
+  return usage;
+}
+
 // Streams a request; returns the concatenated text, checks the SSE framing.
 std::string streamed_text(ServerProcess& s, const std::string& path, json body, json* last_chunk = nullptr,
                           json* usage_chunk = nullptr) {
@@ -121,6 +128,31 @@ TEST_F(ServerApi, HealthModelsAndMetricsEndpoints) {
   EXPECT_EQ(metric(mt.body, "treespec:num_slots"), 2.0);
 }
 
+// The prompt cache: a request that starts with an earlier request's prompt reuses its
+// whole KV blocks (OpenAI's usage.prompt_tokens_details.cached_tokens), still answers what
+// `run` answers, and /metrics counts it; the shared pool's usage is a gauge.
+TEST_F(ServerApi, RepeatedPromptPrefixIsReusedAndCounted) {
+  const std::string system =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.";
+  const json r1 = completion(*plain_, {{"prompt", system + " One day"}, {"max_tokens", 8}, {"temperature", 0}});
+  ASSERT_TRUE(r1.contains("usage")) << r1.dump();
+  const json r2 = completion(*plain_, {{"prompt", system + " Then"}, {"max_tokens", 8}, {"temperature", 0}});
+  ASSERT_TRUE(r2.contains("usage")) << r2.dump();
+  EXPECT_GE(r2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 16) << r2.dump();
+  EXPECT_EQ(r2["choices"][0]["text"], run_reference(system + " Then", 8).at("text"));
+  auto c = plain_->client();
+  const HttpReply mt = get(c, "/metrics");
+  EXPECT_GE(metric(mt.body, "treespec:prefix_cache_hits_total"), 16.0) << mt.body;
+  EXPECT_GE(metric(mt.body, "treespec:prefix_cache_queries_total"), metric(mt.body, "treespec:prefix_cache_hits_total"));
+  const double usage = metric(mt.body, "treespec:kv_cache_usage_perc");
+  EXPECT_GT(usage, 0.0) << "the finished prompts stay cached";
+  EXPECT_LE(usage, 1.0);
+  EXPECT_EQ(metric(mt.body, "treespec:num_preemptions_total"), 0.0);
+  const json meta = get(c, "/v1/models").json()["data"][0]["meta"];
+  EXPECT_EQ(meta["n_kv_cells"], 256);
+  EXPECT_EQ(meta["cache_type_k"], "f16");
+}
+
 TEST_F(ServerApi, GreedyCompletionEqualsTreespecRun) {
   for (const std::string prompt : {"Once upon a time", "The little dog", "Lily and Ben went to the park."}) {
     const json ref = run_reference(prompt, 40);
@@ -168,7 +200,7 @@ TEST_F(ServerApi, StreamedCompletionEqualsPlain) {
     b["stream_options"] = {{"include_usage", true}};
     EXPECT_EQ(streamed_text(*s, "/v1/completions", b, &last, &usage), plain["choices"][0]["text"]);
     EXPECT_EQ(last["choices"][0]["finish_reason"], plain["choices"][0]["finish_reason"]);
-    EXPECT_EQ(usage["usage"], plain["usage"]);
+    EXPECT_EQ(counts(usage["usage"]), counts(plain["usage"]));
     EXPECT_TRUE(last.contains("treespec"));
   }
 }
@@ -187,7 +219,9 @@ TEST_F(ServerApi, ChatUsesFallbackTranscriptTemplate) {
   EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
   const json same = completion(*plain_, {{"prompt", transcript}, {"max_tokens", 50}, {"temperature", 0}, {"stop", "\nuser:"}});
   EXPECT_EQ(j["choices"][0]["message"]["content"], same["choices"][0]["text"]);
-  EXPECT_EQ(j["usage"], same["usage"]);
+  // The same counts; the second request reused the first one's prompt blocks.
+  for (const char* k : {"prompt_tokens", "completion_tokens", "total_tokens"}) EXPECT_EQ(j["usage"][k], same["usage"][k]) << k;
+  EXPECT_GE(same["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 16) << same.dump();
   // And the same as `treespec run` up to the stop string.
   const json ref = run_reference(transcript, 50);
   const std::string ref_text = ref["text"];
@@ -213,7 +247,7 @@ TEST_F(ServerApi, StopStringsTrimAndFinishWithStop) {
     json last;
     EXPECT_EQ(streamed_text(*s, "/v1/completions", body, &last), expect);
     EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
-    EXPECT_EQ(last["usage"], r["usage"]);  // same token count with and without streaming
+    EXPECT_EQ(counts(last["usage"]), counts(r["usage"]));  // same token count with and without streaming
   }
 }
 
@@ -316,7 +350,7 @@ TEST(ServerChatTemplate, GgufTemplateIsDetectedAndApplied) {
       json{{"prompt", "<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant\n"}, {"max_tokens", 30}, {"temperature", 0}}.dump());
   ASSERT_EQ(same.status, 200) << same.body;
   EXPECT_EQ(chat.json()["choices"][0]["message"]["content"], same.json()["choices"][0]["text"]);
-  EXPECT_EQ(chat.json()["usage"], same.json()["usage"]);
+  EXPECT_EQ(counts(chat.json()["usage"]), counts(same.json()["usage"]));
   // --chat-template overrides the GGUF's.
   ServerProcess plain(model, {"-t", "1", "-c", "256", "--chat-template", "plain"});
   auto c2 = plain.client();
@@ -358,5 +392,5 @@ TEST(ServerChatTemplate, Qwen2ChatmlUsesRealSpecialTokens) {
                                    json{{"prompt", rendered}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}}.dump());
   ASSERT_EQ(same.status, 200) << same.body;
   EXPECT_EQ(chat.json()["choices"][0]["message"]["content"], same.json()["choices"][0]["text"]);
-  EXPECT_EQ(chat.json()["usage"], same.json()["usage"]);
+  EXPECT_EQ(counts(chat.json()["usage"]), counts(same.json()["usage"]));
 }

@@ -68,11 +68,12 @@ TwoPass run_two_passes(const model::Model& m, const std::vector<int32_t>& layers
   pass(b);
   // K and V of the cells written (committed prompt + tree rows), every KV head.
   const size_t used = prompt.size() + static_cast<size_t>(tree.size());
-  const size_t hd = static_cast<size_t>(shape.head_dim);
-  for (int32_t h = 0; h < shape.n_head_kv; ++h) {
-    const size_t off = static_cast<size_t>(h) * shape.n_cells * hd;
-    out.kv_layer0.insert(out.kv_layer0.end(), kv.k(probe_kv_layer, 0) + off, kv.k(probe_kv_layer, 0) + off + used * hd);
-    out.kv_layer0.insert(out.kv_layer0.end(), kv.v(probe_kv_layer, 0) + off, kv.v(probe_kv_layer, 0) + off + used * hd);
+  const size_t row = static_cast<size_t>(shape.n_head_kv) * static_cast<size_t>(shape.head_dim);
+  std::vector<float> k(row), v(row);
+  for (size_t cell = 0; cell < used; ++cell) {
+    kv.read_row(probe_kv_layer, 0, static_cast<int32_t>(cell), k.data(), v.data());
+    out.kv_layer0.insert(out.kv_layer0.end(), k.begin(), k.end());
+    out.kv_layer0.insert(out.kv_layer0.end(), v.begin(), v.end());
   }
   return out;
 }

@@ -327,3 +327,111 @@ TEST(Engine, FullCacheIsAStatusBelowTheEngine) {
   EXPECT_TRUE(kv.commit(0, V{0, 1}).ok());
   EXPECT_EQ(kv.n_free(0), 0);
 }
+
+// A KV pool smaller than the slots' contexts: sequences compete for its blocks; when it
+// runs out, the newest sequence is preempted and later resumed with its context
+// recomputed (the driver below does what the server's scheduler does). Every output
+// equals the sequence decoded alone, and every block comes back.
+TEST(Engine, PreemptedSequencesResumeWithTheSameOutput) {
+  const auto t = tiny();
+  const int32_t n_predict = 60;
+  const std::vector<V> prompts = {random_prompt(7, 48, 1), random_prompt(12, 48, 2), random_prompt(5, 48, 3)};
+  for (const char* method : {"none", "lookahead"}) {
+    SCOPED_TRACE(method);
+    engine::EngineParams ep;
+    ep.n_ctx = 96;
+    ep.n_slots = 3;
+    ep.n_kv_cells = 96;  // 6 blocks for three sequences of up to 72 cells each
+    engine::Engine eng(*t.m, ep);
+    std::vector<std::unique_ptr<engine::Sequence>> seqs;
+    for (const V& p : prompts) seqs.push_back(std::make_unique<engine::Sequence>(p, greedy(n_predict), drafter(method)));
+    for (auto& s : seqs) ASSERT_TRUE(eng.add(*s).ok());
+    for (int guard = 0;; ++guard) {
+      ASSERT_LT(guard, 10000) << "no progress";
+      std::vector<engine::Sequence*> parked, running;
+      for (auto& s : seqs) {
+        if (!s->finished()) (s->preempted() ? parked : running).push_back(s.get());
+      }
+      if (parked.empty() && running.empty()) break;
+      std::sort(parked.begin(), parked.end(), [](auto* a, auto* b) { return a->admitted() < b->admitted(); });
+      for (engine::Sequence* s : parked) {
+        const Status st = eng.add(*s);
+        if (st.code() == StatusCode::kv_full) break;
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        running.push_back(s);
+      }
+      eng.step(running);
+    }
+    EXPECT_GT(eng.n_preemptions(), 0) << "the pool never ran out: the test does not test preemption";
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      EXPECT_EQ(seqs[i]->finish_reason(), engine::FinishReason::length);
+      EXPECT_EQ(seqs[i]->generated(), generate_alone(*t.m, prompts[i], greedy(n_predict), drafter(method), 96)) << "sequence " << i;
+    }
+    EXPECT_EQ(eng.kv().n_free_blocks(), eng.kv().n_blocks());
+  }
+}
+
+// add() of a prompt the pool cannot hold now is kv_full and takes no slot.
+TEST(Engine, AddIsKvFullWhenThePoolLacksBlocks) {
+  const auto t = tiny();
+  engine::EngineParams ep;
+  ep.n_ctx = 32;
+  ep.n_slots = 2;
+  ep.n_kv_cells = 32;
+  engine::Engine eng(*t.m, ep);
+  engine::Sequence a(random_prompt(20, 48, 4), greedy(4), drafter("none"));
+  engine::Sequence b(random_prompt(20, 48, 5), greedy(4), drafter("none"));
+  ASSERT_TRUE(eng.add(a).ok());
+  const Status st = eng.add(b);
+  EXPECT_EQ(st.code(), StatusCode::kv_full) << st.to_string();
+  EXPECT_EQ(eng.free_slots(), 1);
+  EXPECT_EQ(b.slot(), -1);
+  engine::Sequence* one[] = {&a};
+  while (!a.finished()) eng.step(one);
+  EXPECT_TRUE(eng.add(b).ok());  // a's blocks came back when it finished
+}
+
+// The prefix cache: a prompt that starts with tokens a finished or running sequence has
+// committed reuses their whole blocks (the partial last one is computed again), the
+// output is the one without the cache, and cached blocks give way when the pool needs
+// them.
+TEST(Engine, PrefixCacheReusesWholeBlocksAndKeepsTheOutput) {
+  const auto t = tiny();
+  const V system = random_prompt(40, 48, 7);  // two whole blocks and 8 cells
+  V p1 = system, p2 = system;
+  p1.insert(p1.end(), {5, 6, 7});
+  p2.insert(p2.end(), {9, 10});
+  engine::EngineParams ep;
+  ep.n_ctx = 128;
+  ep.n_slots = 2;
+  ep.n_kv_cells = 160;  // 10 blocks
+  ep.prefix_cache = true;
+  engine::Engine eng(*t.m, ep);
+  engine::Sequence a(p1, greedy(20), drafter("none"));
+  ASSERT_TRUE(eng.generate(a).ok());
+  EXPECT_EQ(a.stats().n_prompt_cached, 0);
+  EXPECT_LT(eng.kv().n_free_blocks(), eng.kv().n_blocks()) << "a's whole blocks stay cached";
+  engine::Sequence b(p2, greedy(20), drafter("lookahead"));
+  ASSERT_TRUE(eng.generate(b).ok());
+  EXPECT_EQ(b.stats().n_prompt_cached, 32);
+  EXPECT_EQ(b.generated(), generate_alone(*t.m, p2, greedy(20), drafter("lookahead"), 128));
+  // From a running sequence: d's prompt is c's context so far.
+  engine::Sequence c(random_prompt(20, 48, 8), greedy(40), drafter("none"));
+  ASSERT_TRUE(eng.add(c).ok());
+  engine::Sequence* one[] = {&c};
+  while (static_cast<int32_t>(c.context().size()) < 52) eng.step(one);
+  const V p4(c.context().begin(), c.context().begin() + 50);
+  engine::Sequence d(p4, greedy(10), drafter("none"));
+  ASSERT_TRUE(eng.add(d).ok());
+  EXPECT_EQ(d.stats().n_prompt_cached, 48);
+  engine::Sequence* both[] = {&c, &d};
+  while (!c.finished() || !d.finished()) eng.step(both);
+  EXPECT_EQ(d.generated(), generate_alone(*t.m, p4, greedy(10), drafter("none"), 128));
+  EXPECT_EQ(eng.totals().n_prompt_cached, 32 + 48);
+  // A sequence that needs the whole pool: cached prefixes are evicted, not kv_full.
+  const int32_t cached_blocks = eng.kv().n_blocks() - eng.kv().n_free_blocks();
+  ASSERT_GT(cached_blocks, eng.kv().n_blocks() - 8) << "too few cached blocks for the eviction check";
+  engine::Sequence e(random_prompt(120, 48, 9), greedy(4), drafter("none"));
+  ASSERT_TRUE(eng.generate(e).ok()) << "pool of " << eng.kv().n_blocks() << " blocks";
+  EXPECT_EQ(e.stats().n_prompt_cached, 0);
+}

@@ -135,8 +135,8 @@ TEST_P(OpsTest, AttentionRowsMatchReferenceAndAreBatchInvariant) {
     a.n_rows = c.n_rows;
     a.n_head = c.n_head;
     a.head_dim = c.head_dim;
-    a.k = k.data();
-    a.v = v.data();
+    a.k = kernels::KvRows::contiguous(k.data(), c.head_dim);
+    a.v = kernels::KvRows::contiguous(v.data(), c.head_dim);
     a.n_committed = c.n_committed;
     a.extra = ptr.data();
     a.n_extra = len.data();
@@ -191,8 +191,8 @@ TEST_P(OpsTest, AttentionTreeRowEqualsOneRowStepOverTheSameContext) {
       a.n_rows = n_rows;
       a.n_head = n_head;
       a.head_dim = hd;
-      a.k = k.data();
-      a.v = v.data();
+      a.k = kernels::KvRows::contiguous(k.data(), hd);
+      a.v = kernels::KvRows::contiguous(v.data(), hd);
       a.n_committed = nc;
       a.extra = ptr.data();
       a.n_extra = len.data();
@@ -217,8 +217,8 @@ TEST_P(OpsTest, AttentionTreeRowEqualsOneRowStepOverTheSameContext) {
         b.q = q.data() + i * ld;
         b.out = one.data();
         b.n_rows = 1;
-        b.k = k2.data();
-        b.v = v2.data();
+        b.k = kernels::KvRows::contiguous(k2.data(), hd);
+        b.v = kernels::KvRows::contiguous(v2.data(), hd);
         b.n_committed = nc2;
         b.extra = &self_ptr;
         b.n_extra = &one_len;

@@ -30,6 +30,20 @@ using tensor::DType;
 
 namespace {
 
+// The KV cache type each weight type's case runs with, so every cache type is covered
+// without more cases: f32 for the float weights (their reference path), bf16 with bf16,
+// q8_0 for the types added for llama.cpp's files, f16 (the engine's default) otherwise.
+DType cache_type_for(DType wtype) {
+  switch (wtype) {
+    case DType::f32:
+    case DType::f16: return DType::f32;
+    case DType::bf16: return DType::bf16;
+    case DType::q5_k:
+    case DType::iq4_xs: return DType::q8_0;
+    default: return DType::f16;
+  }
+}
+
 struct Wide {
   std::unique_ptr<model::Model> m;
   std::unique_ptr<model::ForwardContext> ctx1, ctx2;
@@ -52,20 +66,22 @@ struct Wide {
     m = model::Model::load(path);
     ctx1 = std::make_unique<model::ForwardContext>(*m, 1);
     ctx2 = std::make_unique<model::ForwardContext>(*m, 2);
-    kv = std::make_unique<kv::KvCache>(m->kv_shape(2, 512));
+    kv::KvShape shape = m->kv_shape(2, 512);
+    shape.type_k = shape.type_v = cache_type_for(wtype);
+    kv = std::make_unique<kv::KvCache>(shape);
     V = m->hparams().n_vocab;
   }
 
   // K then V of cells [from, from + n) of `seq`, every layer and KV head.
   std::vector<float> cells(int32_t seq, int32_t from, int32_t n) const {
     const auto& sh = kv->shape();
-    std::vector<float> out;
+    const size_t row = static_cast<size_t>(sh.n_head_kv) * static_cast<size_t>(sh.head_dim);
+    std::vector<float> out, k(row), v(row);
     for (int32_t l = 0; l < sh.n_layer; ++l) {
-      for (const float* base : {kv->k(l, seq), kv->v(l, seq)}) {
-        for (int32_t g = 0; g < sh.n_head_kv; ++g) {
-          const float* p = base + (static_cast<int64_t>(g) * sh.n_cells + from) * sh.head_dim;
-          out.insert(out.end(), p, p + static_cast<int64_t>(n) * sh.head_dim);
-        }
+      for (int32_t c = from; c < from + n; ++c) {
+        kv->read_row(l, seq, c, k.data(), v.data());
+        out.insert(out.end(), k.begin(), k.end());
+        out.insert(out.end(), v.begin(), v.end());
       }
     }
     return out;
@@ -176,7 +192,8 @@ void check_type(DType wtype) {
       const int32_t first = with_other && k % 2 == 0 ? other.size() : 0;
       const std::vector<float> tl(all.begin() + static_cast<ptrdiff_t>(first) * w.V,
                                   all.begin() + static_cast<ptrdiff_t>(first + t.size()) * w.V);
-      const std::string what = std::string(tensor::dtype_name(wtype)) + ", " + std::to_string(len) +
+      const std::string what = std::string(tensor::dtype_name(wtype)) + " (KV " + tensor::dtype_name(cache_type_for(wtype)) +
+                               "), " + std::to_string(len) +
                                " committed, tree of " + std::to_string(n_nodes) + " on " +
                                std::to_string(tree_threads) + " thread(s)" + (with_other ? " beside another sequence" : "");
       check_subtree(w, 0, t, 0, tl, 3 - tree_threads, what, &n_checked);

@@ -210,3 +210,28 @@ TEST(CliFlags, ContextBeyondTrainingWarnsOnce) {
   EXPECT_EQ(in.status, 0) << in.err;
   EXPECT_TRUE(in.err.empty()) << in.err;
 }
+
+// llama.cpp's KV cache type flags, in run, bench and serve; a type the model cannot use
+// is an error naming it (tiny model: head size 8, so no q8_0 rows).
+TEST(CliFlags, CacheTypeFlagsAreLlamaCppsAndCheckedAtStart) {
+  const std::string m = "-m '" + tiny_model() + "' ";
+  for (const char* flags : {"-ctk f32 -ctv bf16", "--cache-type-k F16 --cache-type-v f32"}) {
+    const Result r = treespec_cmd("run " + m + "-p 't3' -n 3 -t 1 " + flags);
+    EXPECT_EQ(r.status, 0) << flags << "\n" << r.err;
+    EXPECT_FALSE(r.out.empty()) << flags;
+  }
+  const Result bad = treespec_cmd("run " + m + "-p 't3' -n 3 -t 1 -ctv q4");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_TRUE(bad.out.empty()) << bad.out;
+  EXPECT_EQ(count_of(bad.err, "unknown KV cache type 'q4'"), 1u) << bad.err;
+  EXPECT_NE(bad.err.find("-ctv/--cache-type-v"), std::string::npos) << bad.err;
+  const Result q8 = treespec_cmd("run " + m + "-p 't3' -n 3 -t 1 -ctk q8_0");
+  EXPECT_EQ(q8.status, 1);
+  EXPECT_NE(q8.err.find("q8_0 needs a head size that is a multiple of 32; this model's is 8"), std::string::npos) << q8.err;
+  const Result bench = treespec_cmd("bench " + m + "--pp 4 --tg 2 -r 1 -t 1 --no-progress -ctk bf16 -o json");
+  EXPECT_EQ(bench.status, 0) << bench.err;
+  EXPECT_NE(bench.out.find("\"type_k\": \"bf16\""), std::string::npos) << bench.out;
+  const Result serve = treespec_cmd("serve " + m + "--port 0 -ctk q9");
+  EXPECT_EQ(serve.status, 1);
+  EXPECT_NE(serve.err.find("unknown KV cache type 'q9'"), std::string::npos) << serve.err;
+}

@@ -140,9 +140,11 @@ TEST(CliLimits, InvalidUtf8PromptUsesByteFallback) {
 
 TEST(CliLimits, HugeContextIsAClearOutOfMemoryError) {
   const auto m = model::Model::load(spm_model());
-  const uint64_t need = kv::KvCache::required_bytes(m->kv_shape(1, 100000000));
+  kv::KvShape shape = m->kv_shape(1, 1000000000);
+  shape.type_k = shape.type_v = tensor::DType::f16;  // run's default cache type
+  const uint64_t need = kv::KvCache::required_bytes(shape);
   if (need <= core::available_memory().available) GTEST_SKIP() << "this machine has " << need << " bytes available";
-  const Result r = run("-m '" + spm_model() + "' -p 't3' -n 2 -c 100000000 -t 1");
+  const Result r = run("-m '" + spm_model() + "' -p 't3' -n 2 -c 1000000000 -t 1");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("treespec: error: out of memory: the KV cache"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(std::to_string(need) + " bytes"), std::string::npos) << r.err;

@@ -66,7 +66,7 @@ TEST(EngineLimits, ContextOverflowMidGenerationFinishesWithContext) {
     EXPECT_EQ(seq.finish_reason(), engine::FinishReason::context) << method;
     EXPECT_EQ(seq.generated().size(), 8u - 3u + 1u) << method;
     EXPECT_EQ(eng.free_slots(), 1) << method;
-    EXPECT_EQ(eng.kv().n_past(0), 8) << method;  // every cell used, none past the end
+    EXPECT_EQ(eng.kv().n_free_blocks(), eng.kv().n_blocks()) << method;  // released: its blocks are back
   }
 }
 
@@ -209,7 +209,7 @@ TEST(KvMemory, AvailableMemoryIsPositiveAndNamesItsSource) {
 // The engine checks memory before the context cap, so a huge -c reports what it needs.
 TEST(KvMemory, EngineRefusesHugeContextBeforeAllocating) {
   engine::EngineParams p = params(2'000'000'000);  // tiny(): 256 bytes per cell -> 512 GB
-  const uint64_t need = kv::KvCache::required_bytes(tiny().kv_shape(1, p.n_ctx));
+  const uint64_t need = kv::KvCache::required_bytes(engine::engine_kv_shape(tiny(), p));
   if (need <= core::available_memory().available) GTEST_SKIP() << "this machine has " << need << " bytes available";
   try {
     engine::Engine eng(tiny(), p);
@@ -222,7 +222,7 @@ TEST(KvMemory, EngineRefusesHugeContextBeforeAllocating) {
 
 TEST(KvMemory, ContextAboveTheCapIsInvalidArgumentWhenMemoryAllows) {
   engine::EngineParams p = params(engine::kMaxContext + 1);
-  const uint64_t need = kv::KvCache::required_bytes(tiny().kv_shape(1, p.n_ctx));
+  const uint64_t need = kv::KvCache::required_bytes(engine::engine_kv_shape(tiny(), p));
   if (need > core::available_memory().available) GTEST_SKIP() << "not enough memory to reach the cap check";
   try {
     engine::Engine eng(tiny(), p);
