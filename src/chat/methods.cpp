@@ -181,7 +181,7 @@ Value m_is(Interpreter&, const Value& self, Args& a) {
       case 0: ok = digit; break;                                          // isdigit (ASCII digits)
       case 1: ok = py_isalnum(c) && !digit; break;                        // isalpha
       case 2: ok = py_isalnum(c); break;                                  // isalnum
-      case 3: ok = py_isspace(c); break;                                  // isspace
+      default: ok = py_isspace(c); break;                                 // isspace
     }
     if (!ok) return Value(false);
   }
