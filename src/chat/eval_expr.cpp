@@ -54,7 +54,10 @@ Value Interpreter::getattr(const Value& obj, std::string_view name) {
     return Value(Undefined{fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, type_name(obj)), true});
   }
   if (obj.is_object()) {
-    if (auto v = obj.as_object().attr(name)) return *v;
+    if (auto v = obj.as_object().attr(name)) {
+      if (v->is_object()) track(v->object_ptr());  // loop.changed, cycler.next hold their owner
+      return *v;
+    }
     return missing_attr(obj, name);
   }
   if (auto m = builtin_method(*this, obj, name)) return *m;
@@ -86,7 +89,7 @@ Value Interpreter::getitem(const Value& obj, const Value& key) {
       }
     }
   } else if (obj.is_object() && key.is_string()) {
-    if (auto v = obj.as_object().attr(key.as_string())) return *v;
+    return getattr(obj, key.as_string());
   }
   if (key.is_string()) {  // item failed: try the attribute (d['items'] is the method when no such key)
     const std::string& n = key.as_string();

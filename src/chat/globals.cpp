@@ -69,9 +69,10 @@ class Cycler : public Object {
   explicit Cycler(std::vector<Value> items) : items_(std::move(items)) {}
   std::string type_name() const override { return "Cycler"; }
   std::optional<Value> attr(std::string_view name) override {
+    if (items_.empty()) return std::nullopt;  // released
     if (name == "current") return items_[pos_];
     if (name == "next") {
-      auto self = this;
+      auto self = std::static_pointer_cast<Cycler>(shared_from_this());
       return fn("next", [self](Interpreter&, Args&) {
         Value v = self->items_[self->pos_];
         self->pos_ = (self->pos_ + 1) % self->items_.size();
@@ -79,7 +80,7 @@ class Cycler : public Object {
       });
     }
     if (name == "reset") {
-      auto self = this;
+      auto self = std::static_pointer_cast<Cycler>(shared_from_this());
       return fn("reset", [self](Interpreter&, Args&) {
         self->pos_ = 0;
         return Value(None{});
@@ -87,6 +88,7 @@ class Cycler : public Object {
     }
     return std::nullopt;
   }
+  void release() override { items_.clear(); }
 
  private:
   std::vector<Value> items_;
@@ -155,13 +157,13 @@ std::optional<Value> builtin_global(Interpreter& in, std::string_view name) {
     return fn("namespace", [](Interpreter& i, Args& a) {
       auto ns = std::make_shared<Namespace>();
       fill_dict(i, ns->attrs, a, "namespace");
-      return Value(std::shared_ptr<Object>(ns));
+      return i.track(ns);
     });
   }
   if (name == "cycler") {
-    return fn("cycler", [](Interpreter&, Args& a) {
+    return fn("cycler", [](Interpreter& i, Args& a) {
       if (a.pos.empty()) type_error("cycler() needs at least one item");
-      return Value(std::shared_ptr<Object>(std::make_shared<Cycler>(a.pos)));
+      return i.track(std::make_shared<Cycler>(a.pos));
     });
   }
   if (name == "joiner") {

@@ -43,6 +43,27 @@ void ArgReader::done() {
 
 Interpreter::Interpreter(const RenderOptions& opt, const Value& context) : opt_(opt), context_(context) {}
 
+Interpreter::~Interpreter() {
+  for (auto& w : objects_)
+    if (auto o = w.lock()) o->release();
+  for (auto& w : lists_)
+    if (auto l = w.lock()) l->items.clear();
+  for (auto& w : dicts_)
+    if (auto d = w.lock()) d->items.clear();
+}
+
+Value Interpreter::track(std::shared_ptr<Object> o) {
+  if (objects_.size() >= objects_pruned_at_) {  // amortised: forget the objects already gone
+    std::erase_if(objects_, [](const auto& w) { return w.expired(); });
+    objects_pruned_at_ = std::max<size_t>(1024, objects_.size() * 2);
+  }
+  objects_.push_back(o);
+  return Value(std::move(o));
+}
+
+void Interpreter::track(const std::shared_ptr<ListObj>& l) { lists_.push_back(l); }
+void Interpreter::track(const std::shared_ptr<DictObj>& d) { dicts_.push_back(d); }
+
 void Interpreter::step(uint64_t n) {
   steps_ += n;
   if (steps_ > opt_.limits.max_steps)
@@ -223,7 +244,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const FramePtr& scope, st
     return exec(s.else_body, frame, out);
   }
   auto loop = std::make_shared<LoopContext>(items);
-  const Value loop_value{std::shared_ptr<Object>(loop)};
+  const Value loop_value = track(loop);
   for (size_t i = 0; i < loop->items().size(); ++i) {
     step();
     loop->set_index(i);
@@ -238,7 +259,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const FramePtr& scope, st
 }
 
 void Interpreter::exec_macro(const Stmt& s, const FramePtr& scope) {
-  scope->vars[s.name] = Value(std::shared_ptr<Object>(std::make_shared<Macro>(s, scope, s.name)));
+  scope->vars[s.name] = track(std::make_shared<Macro>(s, scope, s.name));
 }
 
 void Interpreter::exec_call_block(const Stmt& s, const FramePtr& scope, std::string& out) {
@@ -246,7 +267,7 @@ void Interpreter::exec_call_block(const Stmt& s, const FramePtr& scope, std::str
   const Value callee = eval(*call_expr.args[0], scope);
   Args args;
   eval_args(call_expr, 1, scope, args);
-  args.kw.emplace_back("caller", Value(std::shared_ptr<Object>(std::make_shared<Macro>(s, scope, "caller"))));
+  args.kw.emplace_back("caller", track(std::make_shared<Macro>(s, scope, "caller")));
   append_out(out, to_str(call(callee, args)));
 }
 
@@ -292,7 +313,7 @@ std::optional<Value> LoopContext::attr(std::string_view name) {
         "method")));
   }
   if (name == "changed") {
-    auto self = this;
+    auto self = std::static_pointer_cast<LoopContext>(shared_from_this());
     return Value(std::shared_ptr<Object>(std::make_shared<Function>(
         "changed",
         [self](Interpreter&, Args& a) -> Value {

@@ -98,6 +98,13 @@ class Interpreter {
     ~CallGuard() { --in.call_depth_; }
   };
 
+  ~Interpreter();
+  // Registers an object / container that may take part in a reference cycle; released
+  // (its references dropped) when the interpreter ends. Returns the object as a Value.
+  Value track(std::shared_ptr<Object> o);
+  void track(const std::shared_ptr<ListObj>& l);
+  void track(const std::shared_ptr<DictObj>& d);
+
   const RenderOptions& options() const { return opt_; }
   const Value& context() const { return context_; }
   std::optional<Value> lookup(const std::string& name, const FramePtr& scope);
@@ -108,6 +115,10 @@ class Interpreter {
   Value context_;  // dict of the render variables
   uint64_t steps_ = 0;
   int call_depth_ = 0;
+  std::vector<std::weak_ptr<Object>> objects_;
+  std::vector<std::weak_ptr<ListObj>> lists_;
+  std::vector<std::weak_ptr<DictObj>> dicts_;
+  size_t objects_pruned_at_ = 1024;
 
   Flow exec_for(const Stmt& s, const FramePtr& scope, std::string& out);
   void exec_macro(const Stmt& s, const FramePtr& scope);

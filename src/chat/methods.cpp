@@ -16,9 +16,9 @@ namespace {
 
 using Method = Value (*)(Interpreter&, const Value& self, Args&);
 
-Value bind(const Value& self, std::string name, Method m) {
-  return Value(std::shared_ptr<Object>(std::make_shared<Function>(
-      name, [self, m](Interpreter& in, Args& a) { return m(in, self, a); }, "method")));
+Value bind(Interpreter& in, const Value& self, std::string name, Method m) {
+  return in.track(std::make_shared<Function>(
+      name, [self, m](Interpreter& i, Args& a) { return m(i, self, a); }, "method"));
 }
 
 const std::string& str_arg(const Value& v, const char* fn) {
@@ -254,6 +254,7 @@ Value m_list_append(Interpreter& in, const Value& self, Args& a) {
   r.done();
   if (!x) type_error("list.append() takes exactly one argument (0 given)");
   in.check_items(self.as_list().items.size() + 1);
+  in.track(self.list_ptr());  // a list may now contain itself
   self.as_list().items.push_back(*x);
   return Value(None{});
 }
@@ -265,6 +266,7 @@ Value m_list_extend(Interpreter& in, const Value& self, Args& a) {
   if (!x) type_error("list.extend() takes exactly one argument (0 given)");
   auto more = in.iterate(*x);
   in.check_items(self.as_list().items.size() + more.size());
+  in.track(self.list_ptr());
   self.as_list().items.insert(self.as_list().items.end(), more.begin(), more.end());
   return Value(None{});
 }
@@ -290,6 +292,7 @@ Value m_list_insert(Interpreter& in, const Value& self, Args& a) {
   if (!x) type_error("insert expected 2 arguments");
   auto& items = self.as_list().items;
   in.check_items(items.size() + 1);
+  in.track(self.list_ptr());
   const auto n = static_cast<int64_t>(items.size());
   if (i < 0) i = std::max<int64_t>(0, i + n);
   i = std::min(i, n);
@@ -334,6 +337,7 @@ Value m_dict_copy(Interpreter&, const Value& self, Args& a) {
 }
 Value m_update(Interpreter& in, const Value& self, Args& a) {
   if (a.pos.size() > 1) type_error("update expected at most 1 argument");
+  in.track(self.dict_ptr());  // a dict may now contain itself
   if (!a.pos.empty()) {
     const Value& o = a.pos[0];
     if (o.is_dict()) {
@@ -367,7 +371,8 @@ Value m_dict_pop(Interpreter&, const Value& self, Args& a) {
   if (def) return *def;
   throw TemplateError("KeyError", repr(*k));
 }
-Value m_setdefault(Interpreter&, const Value& self, Args& a) {
+Value m_setdefault(Interpreter& in, const Value& self, Args& a) {
+  in.track(self.dict_ptr());
   ArgReader r(a, "setdefault");
   auto k = r.get(0, "key");
   Value def = r.get_or(1, "default", Value(None{}));
@@ -425,7 +430,7 @@ std::optional<Value> find_method(Interpreter& in, const Value& obj, std::string_
     if (m.mutates && (in.options().immutable_sandbox || !m.fn)) {
       return Value(Undefined{fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, type_name(obj)), true});
     }
-    return bind(obj, m.name, m.fn);
+    return bind(in, obj, m.name, m.fn);
   }
   return std::nullopt;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ class Namespace : public Object {
   std::optional<Value> attr(std::string_view name) override;
   bool set_attr(std::string_view name, const Value& v) override;
   std::string repr() const override;
+  void release() override { attrs.items.clear(); }
   DictObj attrs;
 };
 
@@ -26,6 +28,10 @@ class LoopContext : public Object {
   std::optional<Value> attr(std::string_view name) override;
   std::string repr() const override;
   void set_index(size_t i) { index_ = i; }
+  void release() override {
+    items_.clear();
+    last_changed_.reset();
+  }
   const std::vector<Value>& items() const { return items_; }
 
  private:
@@ -41,6 +47,7 @@ class Macro : public Object {
   bool callable() const override { return true; }
   Value call(Interpreter& in, Args& args) override;
   std::string repr() const override { return "<Macro '" + name_ + "'>"; }
+  void release() override { closure_.reset(); }
 
  private:
   const Stmt& def_;  // a call block's caller uses its Stmt's params and body too

@@ -707,6 +707,8 @@ class Parser {
     if (subs.size() == 1) {
       index = std::move(subs[0]);
     } else {
+      for (const auto& sub : subs)  // x[a:b, c]: Jinja2 makes a tuple of slice objects, which no chat value takes
+        if (sub->kind == ExprKind::slice) fail_at(at, "a slice inside a tuple index is not supported");
       index = make(ExprKind::tuple, at);
       index->args = std::move(subs);
     }

@@ -104,9 +104,13 @@ struct DictObj {
 };
 
 // Anything else: namespace, loop, macro, builtin function, bound method, cycler, joiner.
-class Object {
+// Objects can form reference cycles (a macro's scope holds the macro, a namespace can
+// hold itself); the interpreter tracks those that hold values and calls release() on
+// them when the render ends, so nothing leaks.
+class Object : public std::enable_shared_from_this<Object> {
  public:
   virtual ~Object() = default;
+  virtual void release() {}
   virtual std::string type_name() const = 0;
   // Attribute lookup (Python getattr); nullopt when there is none.
   virtual std::optional<Value> attr(std::string_view name) { return std::nullopt; }
@@ -127,8 +131,12 @@ class Function : public Object {
       : name_(std::move(name)), fn_(std::move(fn)), type_(std::move(type)) {}
   std::string type_name() const override { return type_; }
   bool callable() const override { return true; }
-  Value call(Interpreter& in, Args& args) override { return fn_(in, args); }
+  Value call(Interpreter& in, Args& args) override {
+    if (!fn_) type_error("'" + name_ + "' is no longer callable");
+    return fn_(in, args);
+  }
   std::string repr() const override { return "<built-in function " + name_ + ">"; }
+  void release() override { fn_ = nullptr; }
 
  private:
   std::string name_;

@@ -220,8 +220,12 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   std::vector<std::string> stops = g.stops;
   if (ep == Endpoint::chat && jinja) {
     bool has_bos = false;
-    const std::string text = render_jinja_chat(req.body, has_bos);
-    prompt = tok->encode(text, !has_bos, true);  // a template that writes BOS gets exactly one
+    std::string text = render_jinja_chat(req.body, has_bos);
+    // A template that writes the BOS text gets exactly one BOS: the vocab's automatic one
+    // in its place (so the text after it tokenizes as after any BOS), or the written one
+    // when the vocab adds none.
+    if (has_bos && tok->vocab().add_bos) text.erase(0, bos_text.size());
+    prompt = tok->encode(text, !has_bos || tok->vocab().add_bos, true);
   } else if (ep == Endpoint::chat) {
     RenderedChat rc = render_chat(chat_family, g.messages, bos_text, eos_text);
     prompt = tok->encode(rc.prompt, true, true);

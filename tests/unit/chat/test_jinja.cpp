@@ -106,6 +106,22 @@ TEST(ChatJinja, NestingLimitInParser) {
   EXPECT_EQ(error_of(ifs).kind(), "TemplateSyntaxError");
 }
 
+TEST(ChatJinja, SliceInsideTupleIndexIsAnErrorNotACrash) {  // found by fuzz_jinja
+  EXPECT_EQ(error_of("{{ 'hello'[::, 1] }}").kind(), "TemplateSyntaxError");
+  EXPECT_EQ(error_of("{{ [1, 2][0, 1:] }}").kind(), "TemplateSyntaxError");
+  EXPECT_EQ(render("{{ {(1, 2): 'p'}[1, 2] }}"), "p");
+}
+
+TEST(ChatJinja, ReferenceCyclesDoNotLeak) {  // found by fuzz_jinja (LeakSanitizer): released at the end
+  EXPECT_EQ(render("{% macro m() %}x{% endmacro %}{% set ns = namespace() %}{% set ns.me = ns %}{% set ns.m = m %}"
+                   "{% for i in [ns] %}{% set ns.loop = loop %}{% set ns.f = loop.changed %}{% endfor %}{{ m() }}"),
+            "x");
+  RenderOptions opt;
+  opt.immutable_sandbox = false;
+  EXPECT_EQ(render("{% set l = [] %}{% set _ = l.append(l) %}{% set d = {} %}{% set _ = d.update({'d': d}) %}{{ l|length }}", {}, opt),
+            "1");
+}
+
 TEST(ChatJinja, ImmutableSandboxBlocksMutationButMutableModeAllowsIt) {
   EXPECT_EQ(error_of("{% set l = [] %}{{ l.append(1) }}").kind(), "SecurityError");
   RenderOptions opt;
