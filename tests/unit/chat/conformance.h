@@ -14,7 +14,8 @@ struct Expectations {
   nlohmann::ordered_json doc;
 };
 
+// `group`: snippets, ours or shared (the script renders only that group);
 // `shared_templates`: a directory of real *.jinja templates ("" for none).
-const Expectations& jinja2_expectations(const std::string& shared_templates);
+const Expectations& jinja2_expectations(const std::string& group, const std::string& shared_templates = "");
 
 }  // namespace treespec::test

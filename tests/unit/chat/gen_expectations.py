@@ -12,7 +12,7 @@ Cases:
     *.jinja (real model templates): each x conversations/*.json x
     add_generation_prompt in (False, True).
 
-Usage: gen_expectations.py [--shared-templates DIR] [--now YYYY-MM-DD]
+Usage: gen_expectations.py [--shared-templates DIR] [--now YYYY-MM-DD] [--only snippets|ours|shared]
 """
 import argparse
 import datetime
@@ -138,12 +138,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared-templates", default=None)
     ap.add_argument("--now", default="2024-07-26")
+    ap.add_argument("--only", choices=["snippets", "ours", "shared"], default=None,
+                    help="render only this group of cases (each conformance test asks for its own)")
     args = ap.parse_args()
     now = datetime.datetime.strptime(args.now, "%Y-%m-%d")
     env = make_env(now)
 
     cases = []
-    for name, source, extra in read_snippets(os.path.join(HERE, "snippets.txt")):
+    want = lambda group: args.only is None or args.only == group
+    for name, source, extra in (read_snippets(os.path.join(HERE, "snippets.txt")) if want("snippets") else []):
         variables = dict(DEFAULT_VARS)
         variables.update(extra or {})
         if name.endswith("[crlf]"):
@@ -154,8 +157,9 @@ def main():
 
     conversations = sorted(glob.glob(os.path.join(HERE, "conversations", "*.json")))
     ours = sorted(glob.glob(os.path.join(HERE, "templates", "*.jinja")))
-    cases += conversation_cases(env, ours, conversations, "ours")
-    if args.shared_templates and os.path.isdir(args.shared_templates):
+    if want("ours"):
+        cases += conversation_cases(env, ours, conversations, "ours")
+    if want("shared") and args.shared_templates and os.path.isdir(args.shared_templates):
         real = sorted(glob.glob(os.path.join(args.shared_templates, "*.jinja")))
         cases += conversation_cases(env, real, conversations, "shared")
 

@@ -26,17 +26,18 @@ std::string shell_quote(const std::string& s) {
 
 }  // namespace
 
-const Expectations& jinja2_expectations(const std::string& shared_templates) {
+const Expectations& jinja2_expectations(const std::string& group, const std::string& shared_templates) {
   static std::map<std::string, Expectations> cache;
-  auto it = cache.find(shared_templates);
+  const std::string key = group + "|" + shared_templates;
+  auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  Expectations& e = cache[shared_templates];
+  Expectations& e = cache[key];
   const std::string script = std::string(TREESPEC_SOURCE_DIR) + "/tests/unit/chat/gen_expectations.py";
   if (run_command("python3 -c 'import jinja2' >/dev/null 2>&1") != 0) {
     e.why_not = "python3 with jinja2 is not installed (Debian: python3-jinja2; scripts/setup.sh installs it)";
     return e;
   }
-  std::string cmd = "python3 " + shell_quote(script);
+  std::string cmd = "python3 " + shell_quote(script) + " --only " + group;
   if (!shared_templates.empty()) cmd += " --shared-templates " + shell_quote(shared_templates);
   std::string out;
   if (run_command(cmd, &out) != 0) {
@@ -125,7 +126,7 @@ void check_cases(const nlohmann::ordered_json& doc, const std::string& prefix, T
 }
 
 TEST(ChatConformance, SnippetsMatchJinja2) {
-  const auto& exp = jinja2_expectations("");
+  const auto& exp = jinja2_expectations("snippets");
   REQUIRE_JINJA2(exp);
   Tally t;
   check_cases(exp.doc, "snippet/", t);
@@ -136,7 +137,7 @@ TEST(ChatConformance, SnippetsMatchJinja2) {
 }
 
 TEST(ChatConformance, OurTemplatesMatchJinja2) {
-  const auto& exp = jinja2_expectations("");
+  const auto& exp = jinja2_expectations("ours");
   REQUIRE_JINJA2(exp);
   Tally t;
   check_cases(exp.doc, "ours/", t);
@@ -150,7 +151,7 @@ TEST(ChatConformance, RealTemplatesFromSharedMatchJinja2) {
     GTEST_SKIP() << "no real chat templates: " << dir
                  << " does not exist (put Hugging Face templates there as <family>.jinja)";
   }
-  const auto& exp = jinja2_expectations(dir);
+  const auto& exp = jinja2_expectations("shared", dir);
   REQUIRE_JINJA2(exp);
   Tally t;
   check_cases(exp.doc, "shared/", t);
