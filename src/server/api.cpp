@@ -129,7 +129,7 @@ ApiError unsupported(const std::string& what, const char* name) {
 }
 
 // Fields we do not implement: accepted only at their neutral value.
-void reject_unsupported(const json& body, Endpoint ep) {
+void reject_unsupported(const json& body, Endpoint ep, bool jinja_chat) {
   if (const json* v = field(body, "n"); v && !(is_integral(*v) && v->get<double>() == 1.0)) {
     if (!is_integral(*v)) throw wrong_type("n", "an integer", *v);
     throw unsupported(fmt::format("'n' = {} (only n = 1)", v->dump()), "n");
@@ -154,11 +154,21 @@ void reject_unsupported(const json& body, Endpoint ep) {
   if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty())) {
     throw unsupported("'logit_bias'", "logit_bias");
   }
+  const bool tools_ok = jinja_chat && ep == Endpoint::chat;
   for (const char* name : {"tools", "functions"}) {
-    if (const json* v = field(body, name); v && !(v->is_array() && v->empty())) throw unsupported(fmt::format("'{}' (tool calls)", name), name);
+    const json* v = field(body, name);
+    if (!v || (v->is_array() && v->empty())) continue;
+    if (tools_ok && std::string_view(name) == "tools") {
+      if (!v->is_array()) throw wrong_type("tools", "an array of tool objects", *v);
+      for (size_t i = 0; i < v->size(); ++i)
+        if (!(*v)[i].is_object()) throw invalid_request(fmt::format("'tools[{}]' must be an object", i), "tools");
+      continue;
+    }
+    throw unsupported(fmt::format("'{}' (tool calls)", name), name);
   }
-  if (const json* v = field(body, "tool_choice"); v && !(v->is_string() && v->get<std::string>() == "none")) {
-    throw unsupported("'tool_choice'", "tool_choice");
+  if (const json* v = field(body, "tool_choice");
+      v && !(v->is_string() && (v->get<std::string>() == "none" || (tools_ok && v->get<std::string>() == "auto")))) {
+    throw unsupported("'tool_choice' other than \"none\" or \"auto\"", "tool_choice");
   }
   if (const json* v = field(body, "response_format")) {
     if (!v->is_object()) throw wrong_type("response_format", "an object", *v);
@@ -211,7 +221,7 @@ std::string message_content(const json& m, size_t i) {
   throw invalid_request(fmt::format("'messages[{}].content' must be a string or an array of content parts, got {}", i, it->type_name()), "messages");
 }
 
-std::vector<ChatMessage> parse_messages(const json& body) {
+std::vector<ChatMessage> parse_messages(const json& body, bool jinja_chat) {
   const json* v = field(body, "messages");
   if (!v) throw invalid_request("'messages' is required", "messages");
   if (!v->is_array()) throw wrong_type("messages", "an array", *v);
@@ -224,8 +234,13 @@ std::vector<ChatMessage> parse_messages(const json& body) {
     if (r == m.end() || !r->is_string()) throw invalid_request(fmt::format("'messages[{}].role' must be a string", i), "messages");
     std::string role = r->get<std::string>();
     if (role == "developer") role = "system";  // OpenAI's newer name for the system role
-    if (role != "system" && role != "user" && role != "assistant") {
-      throw invalid_request(fmt::format("'messages[{}].role' '{}' is not supported (system, developer, user, assistant)", i, role), "messages");
+    if (role != "system" && role != "user" && role != "assistant" && !(jinja_chat && role == "tool")) {
+      throw invalid_request(fmt::format("'messages[{}].role' '{}' is not supported (system, developer, user, assistant{})", i,
+                                        role, jinja_chat ? ", tool" : ""), "messages");
+    }
+    if (const json* tc = field(m, "tool_calls"); tc && !tc->is_null()) {
+      if (!jinja_chat) throw unsupported("'tool_calls' in messages (this model's chat format has no tool calls)", "messages");
+      if (!tc->is_array()) throw invalid_request(fmt::format("'messages[{}].tool_calls' must be an array", i), "messages");
     }
     out.push_back({role, message_content(m, i)});
   }
@@ -234,11 +249,12 @@ std::vector<ChatMessage> parse_messages(const json& body) {
 
 }  // namespace
 
-GenerationRequest parse_generation_request(const json& body, Endpoint ep, const sampling::SamplingParams& defaults) {
+GenerationRequest parse_generation_request(const json& body, Endpoint ep, const sampling::SamplingParams& defaults,
+                                           bool jinja_chat) {
   GenerationRequest r;
   r.endpoint = ep;
   r.model = get_string(body, "model", "");
-  reject_unsupported(body, ep);
+  reject_unsupported(body, ep, jinja_chat);
 
   if (ep == Endpoint::completions) {
     const json* p = field(body, "prompt");
@@ -268,7 +284,7 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
       throw wrong_type("prompt", "a string, an array of token ids or an array with one string", *p);
     }
   } else {
-    r.messages = parse_messages(body);
+    r.messages = parse_messages(body, jinja_chat);
   }
 
   int64_t max_tokens = get_integer(body, "max_tokens", -1);

@@ -63,9 +63,12 @@ struct GenerationRequest {
   bool ignore_eos = false;                // extension (llama-server): generate past EOS
 };
 
-// `defaults` are the server's sampling defaults (from the command line).
+// `defaults` are the server's sampling defaults (from the command line). `jinja_chat`:
+// chats are rendered with a Jinja template, which also takes `tools`, `tool_choice`
+// "auto" / "none", tool messages and assistant `tool_calls` (the built-in formatters
+// take none of them: 400 / 501 as before).
 GenerationRequest parse_generation_request(const nlohmann::json& body, Endpoint ep,
-                                           const sampling::SamplingParams& defaults);
+                                           const sampling::SamplingParams& defaults, bool jinja_chat = false);
 
 struct TokenizeRequest {
   std::string content;

@@ -2,9 +2,15 @@
 
 #include <fmt/format.h>
 
+#include "gguf/gguf.h"
 #include "treespec/status.h"
 
 namespace treespec::server {
+
+std::string gguf_chat_template(const gguf::GgufFile& file, bool tools) {
+  if (tools && file.has("tokenizer.chat_template.tool_use")) return file.get_string("tokenizer.chat_template.tool_use");
+  return file.get_string("tokenizer.chat_template", "");
+}
 
 namespace {
 

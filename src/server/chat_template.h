@@ -1,11 +1,12 @@
 // Chat templates: turn OpenAI chat messages into the prompt text a model was trained on.
 //
-// GGUF files carry the Hugging Face Jinja template in `tokenizer.chat_template`. We do not
-// run Jinja; we recognise the common families by distinctive substrings of the template
-// and render them with built-in C++ formatters (the approach llama.cpp took before it
-// embedded a Jinja engine). Unknown or absent templates fall back to a plain transcript
-// ("role: content" lines ending with "assistant:"), which also adds the stop string
-// "\nuser:" so the model does not write the user's next turn.
+// GGUF files carry the Hugging Face Jinja template in `tokenizer.chat_template`; the
+// server renders it with the Jinja2 interpreter in src/chat (docs/chat.md). The built-in
+// C++ formatters below are the named fallback for a model without a template (or one
+// our interpreter cannot parse), chosen by distinctive substrings of the template or by
+// --chat-template NAME. Absent templates fall back to a plain transcript ("role: content"
+// lines ending with "assistant:"), which also adds the stop string "\nuser:" so the
+// model does not write the user's next turn.
 //
 // Detection order (first match wins; see docs/server.md):
 //   "<|im_start|>"                      chatml   (Qwen, Yi, OpenHermes, ...)
@@ -23,7 +24,16 @@
 #include <string_view>
 #include <vector>
 
+namespace treespec::gguf {
+class GgufFile;
+}
+
 namespace treespec::server {
+
+// The GGUF's Jinja chat template: `tokenizer.chat_template.tool_use` when `tools` and the
+// file has one (transformers picks the "tool_use" template when tools are given), else
+// `tokenizer.chat_template`; "" when there is none.
+std::string gguf_chat_template(const gguf::GgufFile& file, bool tools);
 
 struct ChatMessage {
   std::string role;     // system | user | assistant (others are passed through by name)

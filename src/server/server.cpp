@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <fstream>
+#include <sstream>
 
 #include "core/memory.h"
 #include "core/log.h"
@@ -219,7 +220,8 @@ void Server::Impl::setup_routes() {
                    {"n_vocab", model->hparams().n_vocab},
                    {"n_slots", cfg.n_slots},
                    {"spec", cfg.spec.method},
-                   {"chat_template", chat_family_name(chat_family)}};
+                   {"chat_template", chat_family_name(chat_family)},
+                   {"chat_template_engine", chat_template_engine()}};
     }
     send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
   };
@@ -249,6 +251,46 @@ void Server::Impl::setup_routes() {
   });
 }
 
+// Which chat template renders /v1/chat/completions: --chat-template-file F (Jinja), else
+// --chat-template NAME (a built-in family), else the GGUF's Jinja template, else the
+// built-in family its text resembles (plain for none), with a warning.
+void Server::Impl::select_chat_template(const gguf::GgufFile& file) {
+  const std::string gguf_source = gguf_chat_template(file, false);
+  chat_family = detect_chat_family(gguf_source);
+  if (!cfg.chat_template_file.empty()) {
+    std::ifstream f(cfg.chat_template_file, std::ios::binary);
+    if (!f) throw IoError(fmt::format("cannot open chat template file '{}'", cfg.chat_template_file));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    try {
+      jinja = std::make_shared<const chat::Template>(ss.str());
+    } catch (const chat::TemplateError& e) {
+      throw InvalidArgument(fmt::format("chat template file '{}': {}", cfg.chat_template_file, e.describe()));
+    }
+    chat_family = detect_chat_family(ss.str());
+    return;
+  }
+  if (!cfg.chat_template.empty()) {
+    chat_family = chat_family_from_name(cfg.chat_template);
+    return;
+  }
+  if (gguf_source.empty()) {
+    TS_LOG_WARN("{} has no tokenizer.chat_template: using the built-in '{}' chat format", cfg.model_path,
+                chat_family_name(chat_family));
+    return;
+  }
+  try {
+    jinja = std::make_shared<const chat::Template>(gguf_source);
+    const std::string tool_use = gguf_chat_template(file, true);
+    if (tool_use != gguf_source) jinja_tool_use = std::make_shared<const chat::Template>(tool_use);
+  } catch (const chat::TemplateError& e) {
+    jinja.reset();
+    jinja_tool_use.reset();
+    TS_LOG_WARN("cannot use the GGUF's chat template ({}): using the built-in '{}' chat format", e.describe(),
+                chat_family_name(chat_family));
+  }
+}
+
 void Server::Impl::load() {
   try {
     const double t0 = core::now_s();
@@ -268,11 +310,7 @@ void Server::Impl::load() {
                                         cfg.max_model_len, n_kv_cells));
     }
     n_ctx = engine::resolve_context_size(cfg.max_model_len > 0 ? cfg.max_model_len : n_kv_cells, hp.n_ctx_train);
-    if (!cfg.chat_template.empty()) {
-      chat_family = chat_family_from_name(cfg.chat_template);
-    } else {
-      chat_family = detect_chat_family(m->gguf().get_string("tokenizer.chat_template", ""));
-    }
+    select_chat_template(m->gguf());
     bos_text = t->bos_id() >= 0 ? t->token_to_piece(t->bos_id(), true) : "";
     eos_text = t->eos_id() >= 0 ? t->token_to_piece(t->eos_id(), true) : "";
 
@@ -296,9 +334,9 @@ void Server::Impl::load() {
     owner.state_.store(State::ready);
     metrics.set_ready(true);
     TS_LOG_INFO("model {} loaded in {:.2f} s: {} slots sharing {} KV cells, at most {} per request, spec {}, step budget {}, "
-                "chat template {}; ready",
+                "chat template {} ({}); ready",
                 model_id, core::now_s() - t0, cfg.n_slots, n_kv_cells, n_ctx, cfg.spec.method, cfg.step_budget,
-                chat_family_name(chat_family));
+                jinja ? "jinja" : chat_family_name(chat_family), chat_family_name(chat_family));
   } catch (const std::exception& e) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -330,6 +368,10 @@ void Server::start() {
   if (c.port < 0 || c.port > 65535) throw InvalidArgument(fmt::format("--port must be in 0..65535, got {}", c.port));
   if (c.http_threads < 0) throw InvalidArgument(fmt::format("--http-threads must be >= 0, got {}", c.http_threads));
   if (!c.chat_template.empty()) (void)chat_family_from_name(c.chat_template);
+  if (!c.chat_template.empty() && !c.chat_template_file.empty())
+    throw InvalidArgument("--chat-template and --chat-template-file exclude each other");
+  if (!c.chat_template_file.empty() && !std::ifstream(c.chat_template_file, std::ios::binary))
+    throw IoError(fmt::format("cannot open chat template file '{}'", c.chat_template_file));
   {
     const auto methods = drafters::spec_methods();
     if (std::find(methods.begin(), methods.end(), c.spec.method) == methods.end()) {

@@ -46,7 +46,8 @@ struct ServerConfig {
   int timeout_s = 60;             // socket read/write timeout (slow clients)
   int http_threads = 0;           // 0 = n_slots + max_queue + 8
   double shutdown_grace_s = 5.0;  // how long shutdown() lets requests finish
-  std::string chat_template;      // family name override; empty = from the GGUF
+  std::string chat_template;      // built-in family name override; empty = from the GGUF
+  std::string chat_template_file; // Jinja chat template file overriding the GGUF's
   double load_delay_s = 0.0;      // testing only: pause before loading (to observe /health 503)
   drafters::SpecConfig spec;
   sampling::SamplingParams sampling;  // request defaults (its seed is ignored; see default_seed)

@@ -7,14 +7,18 @@
 //              contractions, newlines, U+2581);
 //   tree: trees (valid and invalid) with subtree index lists;
 //   tree_choices: tree-choices JSON (named trees, bare lists, broken ones);
-//   server: request bodies (completions, chat, tokenize, detokenize; valid and invalid).
+//   server: request bodies (completions, chat, tokenize, detokenize; valid and invalid);
+//   jinja: chat templates (every statement kind, filters, errors, whitespace control,
+//          optional NUL + JSON variables) and our test templates (tests/unit/chat/templates).
 // Inputs that found bugs (regress_*) are added by hand and kept by `make fuzz-corpus`.
 // Deterministic: the same binary writes the same bytes. Usage: make_fuzz_corpus DIR
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -277,5 +281,41 @@ int main(int argc, char** argv) {
     body("not_object", 1, "[1, 2]");
   }
   std::printf("wrote seed corpora under %s\n", dir.c_str());
+  {  // jinja: template source, optionally NUL + JSON variables
+    auto text = [&](const std::string& name, const std::string& t) {
+      write(dir / "jinja" / name, std::vector<uint8_t>(t.begin(), t.end()));
+    };
+    text("print.jinja", "{{ messages[0].content|trim }} {{ 1 + 2 * 3 ** 2 // 4 % 5 }} {{ 'a' ~ none ~ true }}");
+    text("for.jinja", "{% for m in messages if m.role != 'system' %}{{ loop.index }}/{{ loop.length }}{{ loop.cycle('a','b') }}"
+                      "{% if loop.last %}{% break %}{% endif %}{% else %}none{% endfor %}");
+    text("macro_call.jinja", "{% macro w(t, x=1) %}<{{ t }}>{{ caller(x) }}{{ varargs }}{{ kwargs }}{% endmacro %}"
+                             "{% call(v) w('b', 2) %}[{{ v }}]{% endcall %}");
+    text("namespace_set.jinja", "{% set ns = namespace(n=0) %}{% for i in range(5) %}{% set ns.n = ns.n + i %}{% endfor %}"
+                                "{% set a, b = 1, 2 %}{% set blk | upper %}x{{ ns.n }}{% endset %}{{ blk }}{{ a }}{{ b }}");
+    text("filters.jinja", "{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|join(', ') }}"
+                          "{{ [3, 1, 2]|sort|reverse|list }}{{ {'b': 1, 'a': 2}|dictsort }}{{ 'x'|center(9) }}"
+                          "{{ messages|tojson(indent=2) }}{{ '%s-%d'|format('a', 1) }}{{ 'a b'|title|wordcount }}");
+    text("tests.jinja", "{{ x is defined }}{{ 3 is odd }}{{ [] is iterable }}{{ none is none }}{{ 'a' is string }}"
+                        "{{ 4 is divisibleby 2 }}{{ 1 is sameas 1 }}");
+    text("whitespace.jinja", "a  {%- if true -%}  b  {%+ if true +%}\n  c {% endif %}{% endif %}\n  {# c #}\n{% raw %}{{ x }}{% endraw %}");
+    text("errors.jinja", "{{ raise_exception('bad role') }}");
+    text("syntax_error.jinja", "{% if %}{{ (1 + }}{% endfor %}");
+    text("undefined.jinja", "{{ x }}{{ x|default('d') }}{{ x.y }}");
+    text("slices_methods.jinja", "{{ 'héllo'[::-1] }}{{ [1,2,3][1:] }}{{ ' a,b '.strip().split(',') }}{{ {'k': 1}.items()|list }}"
+                                 "{{ 'x'.startswith('x') }}{{ messages[-1].get('content') }}{{ strftime_now('%Y') }}");
+    std::string with_vars = "{% for t in tools %}{{ t.function.name }}{{ t|tojson }}{% endfor %}{{ n * 2 }}";
+    with_vars += '\0';
+    with_vars += R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}], "n": 21})";
+    text("vars.jinja", with_vars);
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(TREESPEC_CHAT_TEMPLATES_DIR)) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& p : files) {
+      std::ifstream f(p, std::ios::binary);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      text("template_" + p.filename().string(), ss.str());
+    }
+  }
   return 0;
 }

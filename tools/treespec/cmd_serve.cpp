@@ -103,7 +103,9 @@ std::function<int()> setup_serve(CLI::App& sub) {
   sub.add_option("--shutdown-grace", s.shutdown_grace_s, "seconds in-flight requests may finish after SIGTERM")
       ->capture_default_str();
   sub.add_option("--chat-template", s.chat_template,
-                 fmt::format("chat template family instead of the GGUF's: {}", fmt::join(server::chat_family_names(), " | ")));
+                 fmt::format("built-in chat format instead of the GGUF's Jinja template: {}",
+                             fmt::join(server::chat_family_names(), " | ")));
+  sub.add_option("--chat-template-file", s.chat_template_file, "Jinja2 chat template file instead of the GGUF's");
   sub.add_option("--test-load-delay", s.load_delay_s, "testing: seconds to wait before loading the model")->group("");
   cli::add_sampling_options(sub, a->sampling);
   cli::add_spec_options(sub, a->spec);

@@ -360,7 +360,8 @@ TEST(ServerChatTemplate, GgufTemplateIsDetectedAndApplied) {
 TEST(ServerChatTemplate, Qwen2ChatmlUsesRealSpecialTokens) {
   // A tiny random Qwen2 model with a byte-level BPE vocabulary in which <|im_start|> and
   // <|im_end|> are special tokens, and a ChatML template in its metadata: the rendered
-  // chat must tokenize those markers as the special ids, not as text.
+  // chat must tokenize those markers as the special ids, not as text. (The template goes
+  // through the Jinja interpreter, so it asks for the generation prompt itself.)
   test::TinyModelConfig cfg;
   cfg.arch = "qwen2";
   cfg.qkv_bias = true;
@@ -370,7 +371,8 @@ TEST(ServerChatTemplate, Qwen2ChatmlUsesRealSpecialTokens) {
   cfg.customize = [](gguf::GgufWriter& w) {
     w.set("tokenizer.chat_template",
           gguf::Value::string("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-                              "message['content'] + '<|im_end|>\\n'}}{% endfor %}"));
+                              "message['content'] + '<|im_end|>\\n'}}{% endfor %}"
+                              "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"));
   };
   const std::string path = temp_dir() + "/qwen2.gguf";
   test::write_tiny_model(path, cfg);

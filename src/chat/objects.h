@@ -1,0 +1,64 @@
+// Objects the interpreter creates: Jinja2's Namespace, LoopContext, Macro, Cycler and
+// Joiner. Their repr() matches Jinja2's where a template could print one.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/interpreter.h"
+
+namespace treespec::chat {
+
+class Namespace : public Object {
+ public:
+  std::string type_name() const override { return "Namespace"; }
+  std::optional<Value> attr(std::string_view name) override;
+  bool set_attr(std::string_view name, const Value& v) override;
+  std::string repr() const override;
+  void release() override { attrs.items.clear(); }
+  DictObj attrs;
+};
+
+class LoopContext : public Object {
+ public:
+  LoopContext(std::vector<Value> items) : items_(std::move(items)) {}
+  std::string type_name() const override { return "LoopContext"; }
+  std::optional<Value> attr(std::string_view name) override;
+  std::string repr() const override;
+  void set_index(size_t i) { index_ = i; }
+  void release() override {
+    items_.clear();
+    last_changed_.reset();
+  }
+  const std::vector<Value>& items() const { return items_; }
+
+ private:
+  std::vector<Value> items_;
+  size_t index_ = 0;
+  std::optional<Value> last_changed_;
+};
+
+class Macro : public Object {
+ public:
+  Macro(const Stmt& def, FramePtr closure, std::string name);
+  std::string type_name() const override { return "Macro"; }
+  bool callable() const override { return true; }
+  Value call(Interpreter& in, Args& args) override;
+  std::string repr() const override { return "<Macro '" + name_ + "'>"; }
+  void release() override { closure_.reset(); }
+
+ private:
+  const Stmt& def_;  // a call block's caller uses its Stmt's params and body too
+  FramePtr closure_;
+  std::string name_;
+  bool uses_varargs_ = false;
+  bool uses_kwargs_ = false;
+  bool uses_caller_ = false;
+};
+
+// Does any expression in `body` read the variable `name`?
+bool body_reads_name(const Body& body, const std::string& name);
+
+}  // namespace treespec::chat
