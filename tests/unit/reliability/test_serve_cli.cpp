@@ -8,6 +8,8 @@
 #include "common/server_process.h"
 #include "common/test_util.h"
 #include "common/tiny_model.h"
+#include "core/memory.h"
+#include "kv/kv_cache.h"
 
 using namespace treespec;
 
@@ -67,4 +69,27 @@ TEST(ServeCli, ModelLoadFailureIsReportedOnce) {
   }
   EXPECT_EQ(error_lines, 1u) << out;
   EXPECT_NE(out.find("treespec: error:"), std::string::npos) << out;
+}
+
+// The KV pool (-c) larger than the memory left: one clear error naming what it needs,
+// exit 1, before anything is allocated; --max-model-len above -c is refused too.
+TEST(ServeCli, KvPoolBeyondMemoryIsAClearError) {
+  test::TinyModelConfig cfg;
+  cfg.n_embd = 64;
+  cfg.n_head = 2;
+  cfg.n_head_kv = 2;
+  cfg.head_dim = 1024;  // 4 layers x 2 heads x 1024 x 2 (K, V) x 2 bytes = 32 KiB per cell
+  cfg.n_layer = 4;
+  const std::string path = test::temp_dir() + "/wide_heads.gguf";
+  test::write_tiny_model(path, cfg);
+  kv::KvShape shape{4, 2, 1024, 1, 1 << 20};
+  shape.type_k = shape.type_v = tensor::DType::f16;
+  const uint64_t need = kv::KvCache::required_bytes(shape);
+  if (need <= core::available_memory().available) GTEST_SKIP() << "this machine has more than " << need << " bytes available";
+  std::string out;
+  EXPECT_EQ(test::run_command(test::treespec_binary() + " serve -q -m '" + path + "' --port 0 -c 1048576 2>&1", &out), 1);
+  EXPECT_NE(out.find("treespec: error: out of memory: the KV cache (1048576 cells"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(need) + " bytes"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(test::treespec_binary() + " serve -q -m '" + path + "' --port 0 -c 64 --max-model-len 128 2>&1", &out), 1);
+  EXPECT_NE(out.find("--max-model-len 128 is larger than the KV cache pool (-c/--ctx-size 64)"), std::string::npos) << out;
 }
