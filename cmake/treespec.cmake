@@ -48,9 +48,10 @@ endfunction()
 
 # treespec_sanitizer_light(<target>...): in sanitizer builds, compile at -O0 the code that
 # is expensive to compile and cheap to run (the tests, the tool, option tables, the C
-# API, the server's HTTP layer, the bench's reports): ASan + UBSan at -O1 cost about twice
-# -O0's compile time there, while the tests spend their time in the model, the drafters
-# and the kernels, which keep -O1 (-O2 for the kernels). docs/reliability.md, "CI time".
+# API, the server's HTTP layer, the bench's reports, the chat-template interpreter):
+# ASan + UBSan at -O1 cost about twice -O0's compile time there, while the tests spend
+# their time in the model, the drafters and the kernels, which keep -O1 (-O2 for the
+# kernels). docs/reliability.md, "CI time".
 function(treespec_sanitizer_light)
   if(TREESPEC_SANITIZE)
     foreach(t IN LISTS ARGN)

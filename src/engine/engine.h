@@ -158,6 +158,7 @@ class Engine {
   const model::Model& model() const { return model_; }
   const EngineParams& params() const { return params_; }
   kv::KvCache& kv() { return kv_; }
+  const kv::KvCache& kv() const { return kv_; }
   model::ForwardContext& ctx() { return ctx_; }
   const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
   void set_eog_ids(std::vector<int32_t> ids) { eog_ids_ = std::move(ids); }

@@ -93,6 +93,9 @@ class Scheduler {
   int32_t n_waiting() const;
   int32_t n_running() const;
   const SchedulerConfig& config() const { return cfg_; }
+  // The engine's KV cache, for its sizes (fixed once built; not its usage, which the
+  // scheduler thread changes).
+  const kv::KvCache& kv() const { return engine_.kv(); }
 
  private:
   struct Active;

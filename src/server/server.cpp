@@ -44,7 +44,7 @@ namespace {
 std::string route_label(const std::string& path) {
   static const char* known[] = {"/health",         "/v1/models", "/models",   "/metrics",  "/v1/completions",
                                 "/completions",    "/v1/chat/completions",    "/chat/completions",
-                                "/tokenize",       "/detokenize"};
+                                "/tokenize",       "/detokenize",             "/props"};
   for (const char* k : known) {
     if (path == k) return k;
   }
@@ -227,6 +227,41 @@ void Server::Impl::setup_routes() {
   };
   http.Get("/v1/models", models);
   http.Get("/models", models);
+
+  // llama-server's /props (the part that exists here; docs/server.md), with the KV pool's
+  // fixed sizes (its usage changes every step: /metrics has it).
+  http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+    try {
+      require_ready();
+      const kv::KvCache& kvc = scheduler->kv();
+      json gen = {{"n_ctx", n_ctx},
+                  {"speculative", cfg.spec.method},
+                  {"params",
+                   {{"temperature", cfg.sampling.temp},
+                    {"top_k", cfg.sampling.top_k},
+                    {"top_p", cfg.sampling.top_p},
+                    {"min_p", cfg.sampling.min_p},
+                    {"seed", cfg.default_seed}}}};
+      send_json(res, 200,
+                json{{"default_generation_settings", gen},
+                     {"total_slots", cfg.n_slots},
+                     {"model_path", cfg.model_path},
+                     {"chat_template", model->gguf().get_string("tokenizer.chat_template", "")},
+                     {"bos_token", bos_text},
+                     {"eos_token", eos_text},
+                     {"kv_cache",
+                      {{"n_cells", kvc.n_pool_cells()},
+                       {"n_blocks", kvc.n_blocks()},
+                       {"block_cells", kv::kBlockCells},
+                       {"max_cells_per_request", n_ctx},
+                       {"type_k", kv::cache_type_name(cfg.type_k)},
+                       {"type_v", kv::cache_type_name(cfg.type_v)},
+                       {"bytes", kvc.bytes()},
+                       {"prefix_cache", cfg.prefix_cache}}}});
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  });
 
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.status = 200;

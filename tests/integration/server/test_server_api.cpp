@@ -151,6 +151,16 @@ TEST_F(ServerApi, RepeatedPromptPrefixIsReusedAndCounted) {
   const json meta = get(c, "/v1/models").json()["data"][0]["meta"];
   EXPECT_EQ(meta["n_kv_cells"], 256);
   EXPECT_EQ(meta["cache_type_k"], "f16");
+  const HttpReply props = get(c, "/props");
+  ASSERT_EQ(props.status, 200) << props.body;
+  const json pj = props.json();
+  EXPECT_EQ(pj["total_slots"], 2);
+  EXPECT_EQ(pj["default_generation_settings"]["n_ctx"], 256);
+  EXPECT_EQ(pj["kv_cache"]["n_cells"], 256);
+  EXPECT_EQ(pj["kv_cache"]["n_blocks"], 16);
+  EXPECT_EQ(pj["kv_cache"]["type_v"], "f16");
+  EXPECT_TRUE(pj["kv_cache"]["prefix_cache"].get<bool>());
+  EXPECT_FALSE(pj["model_path"].get<std::string>().empty());
 }
 
 TEST_F(ServerApi, GreedyCompletionEqualsTreespecRun) {
