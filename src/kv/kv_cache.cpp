@@ -13,9 +13,9 @@
 namespace treespec::kv {
 
 namespace {
+// The types -ctk/-ctv name, in the order help texts list them; attention reads exactly
+// these (kernels::kv_type_supported decides what a cache may hold).
 constexpr tensor::DType kCacheTypes[] = {tensor::DType::f32, tensor::DType::f16, tensor::DType::bf16, tensor::DType::q8_0};
-
-bool cache_type_ok(tensor::DType t) { return std::find(std::begin(kCacheTypes), std::end(kCacheTypes), t) != std::end(kCacheTypes); }
 
 void check_shape(const KvShape& s) {
   if (s.n_layer <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 || s.n_seq <= 0 || s.n_cells <= 0 || s.n_pool_cells < 0) {
@@ -23,7 +23,7 @@ void check_shape(const KvShape& s) {
                                       s.n_layer, s.n_head_kv, s.head_dim, s.n_seq, s.n_cells, s.n_pool_cells));
   }
   for (tensor::DType t : {s.type_k, s.type_v}) {
-    if (!cache_type_ok(t)) {
+    if (!kernels::kv_type_supported(t)) {
       throw InvalidArgument(fmt::format("KV cache type {} is not supported (use one of {})", tensor::dtype_name(t), cache_type_names()));
     }
     if (t == tensor::DType::q8_0 && s.head_dim % tensor::kQK8_0 != 0) {
@@ -95,16 +95,15 @@ KvCache::KvCache(const KvShape& shape) : shape_(shape) {
   // would succeed, and the OOM killer would end the process later while the cache fills.
   check_memory(shape);
   const int64_t blocks = shape.n_blocks();
-  row_k_ = tensor::row_bytes(shape.type_k, shape.head_dim);
-  row_v_ = tensor::row_bytes(shape.type_v, shape.head_dim);
-  const int64_t rows_per_block = int64_t{kBlockCells} * shape.n_layer * shape.n_head_kv;
-  block_k_ = rows_per_block * row_k_;
-  block_v_ = rows_per_block * row_v_;
   const std::string what = describe(shape);
-  // Untouched pages cost no memory: a block's pages are first written when a sequence
-  // takes it, and free blocks are handed out lowest id first.
-  k_.resize(static_cast<size_t>(blocks * block_k_), what.c_str());
-  v_.resize(static_cast<size_t>(blocks * block_v_), what.c_str());
+  for (auto [pool, type] : {std::pair{&k_, shape.type_k}, std::pair{&v_, shape.type_v}}) {
+    pool->type = type;
+    pool->row_bytes = tensor::row_bytes(type, shape.head_dim);
+    pool->block_bytes = pool->head_bytes() * shape.n_layer * shape.n_head_kv;
+    // Untouched pages cost no memory: a block's pages are first written when a sequence
+    // takes it, and free blocks are handed out lowest id first.
+    pool->data.resize(static_cast<size_t>(blocks * pool->block_bytes), what.c_str());
+  }
   seqs_.resize(static_cast<size_t>(shape.n_seq));
   ref_.assign(static_cast<size_t>(blocks), 0);
   free_.resize(static_cast<size_t>(blocks));
@@ -149,52 +148,45 @@ Status KvCache::reserve(int32_t seq, int32_t n_rows) {
   return {};
 }
 
-kernels::KvRows KvCache::rows(const core::AlignedBuffer<uint8_t>& pool, int64_t row_bytes, int32_t layer, int32_t seq,
-                              int32_t head) const {
+kernels::KvRows KvCache::rows(const Pool& pool, int32_t layer, int32_t seq, int32_t head) const {
   check_seq(seq);
   kernels::KvRows r;
-  r.base = pool.data() + (static_cast<int64_t>(layer) * shape_.n_head_kv + head) * kBlockCells * row_bytes;
+  r.base = pool.data.data() + (static_cast<int64_t>(layer) * shape_.n_head_kv + head) * pool.head_bytes();
   r.blocks = seqs_[static_cast<size_t>(seq)].blocks.data();
-  r.block_stride = row_bytes * kBlockCells * shape_.n_layer * shape_.n_head_kv;
-  r.row_stride = row_bytes;
+  r.block_stride = pool.block_bytes;
+  r.row_stride = pool.row_bytes;
   r.block_shift = kBlockShift;
-  r.type = &pool == &k_ ? shape_.type_k : shape_.type_v;
+  r.type = pool.type;
   return r;
 }
 
-uint8_t* KvCache::row_ptr(core::AlignedBuffer<uint8_t>& pool, int64_t row_bytes, int32_t layer, int32_t seq, int32_t cell) {
+int32_t KvCache::block_of(int32_t seq, int32_t cell) const {
   const Seq& s = seqs_[static_cast<size_t>(seq)];
   TREESPEC_ASSERT(cell >= 0 && (cell >> kBlockShift) < static_cast<int32_t>(s.blocks.size()), "KV cache: cell not reserved");
-  const int64_t block = s.blocks[static_cast<size_t>(cell >> kBlockShift)];
-  const int64_t in_block = (static_cast<int64_t>(layer) * shape_.n_head_kv) * kBlockCells + (cell & (kBlockCells - 1));
-  const int64_t block_bytes = row_bytes * kBlockCells * shape_.n_layer * shape_.n_head_kv;
-  return pool.data() + block * block_bytes + in_block * row_bytes;
+  return s.blocks[static_cast<size_t>(cell >> kBlockShift)];
+}
+
+int64_t KvCache::row_offset(const Pool& pool, int32_t layer, int32_t seq, int32_t cell) const {
+  const int64_t row = static_cast<int64_t>(layer) * shape_.n_head_kv * kBlockCells + (cell & (kBlockCells - 1));
+  return block_of(seq, cell) * pool.block_bytes + row * pool.row_bytes;
 }
 
 void KvCache::write_row(int32_t layer, int32_t seq, int32_t cell, const float* k, const float* v) {
   check_seq(seq);
-  TREESPEC_ASSERT(cell >= 0 && (cell >> kBlockShift) < static_cast<int32_t>(seqs_[static_cast<size_t>(seq)].blocks.size()) &&
-                      ref_[static_cast<size_t>(seqs_[static_cast<size_t>(seq)].blocks[static_cast<size_t>(cell >> kBlockShift)])] == 1,
-                  "KV cache: write into a block other sequences share (or not reserved)");
-  uint8_t* kd = row_ptr(k_, row_k_, layer, seq, cell);
-  uint8_t* vd = row_ptr(v_, row_v_, layer, seq, cell);
+  TREESPEC_ASSERT(ref_[static_cast<size_t>(block_of(seq, cell))] == 1, "KV cache: write into a block other sequences share");
   const int64_t hd = shape_.head_dim;
-  // Heads of a cell are kBlockCells rows apart.
-  for (int32_t h = 0; h < shape_.n_head_kv; ++h) {
-    tensor::quantize_row(shape_.type_k, k + h * hd, kd + static_cast<int64_t>(h) * kBlockCells * row_k_, hd);
-    tensor::quantize_row(shape_.type_v, v + h * hd, vd + static_cast<int64_t>(h) * kBlockCells * row_v_, hd);
+  for (auto [pool, x] : {std::pair{&k_, k}, std::pair{&v_, v}}) {
+    uint8_t* dst = pool->data.data() + row_offset(*pool, layer, seq, cell);
+    for (int32_t h = 0; h < shape_.n_head_kv; ++h) tensor::quantize_row(pool->type, x + h * hd, dst + h * pool->head_bytes(), hd);
   }
 }
 
 void KvCache::read_row(int32_t layer, int32_t seq, int32_t cell, float* k, float* v) const {
   check_seq(seq);
-  auto* self = const_cast<KvCache*>(this);  // row_ptr only computes an address
-  const uint8_t* ks = self->row_ptr(self->k_, row_k_, layer, seq, cell);
-  const uint8_t* vs = self->row_ptr(self->v_, row_v_, layer, seq, cell);
   const int64_t hd = shape_.head_dim;
-  for (int32_t h = 0; h < shape_.n_head_kv; ++h) {
-    tensor::dequantize_row(shape_.type_k, ks + static_cast<int64_t>(h) * kBlockCells * row_k_, k + h * hd, hd);
-    tensor::dequantize_row(shape_.type_v, vs + static_cast<int64_t>(h) * kBlockCells * row_v_, v + h * hd, hd);
+  for (auto [pool, x] : {std::pair{&k_, k}, std::pair{&v_, v}}) {
+    const uint8_t* src = pool->data.data() + row_offset(*pool, layer, seq, cell);
+    for (int32_t h = 0; h < shape_.n_head_kv; ++h) tensor::dequantize_row(pool->type, src + h * pool->head_bytes(), x + h * hd, hd);
   }
 }
 
@@ -212,20 +204,17 @@ Status KvCache::commit(int32_t seq, std::span<const int32_t> path) {
   for (int32_t i = 1; i < n; ++i) {
     TREESPEC_ASSERT(path[static_cast<size_t>(i)] > path[static_cast<size_t>(i - 1)], "KV commit: path not increasing");
   }
-  for (int32_t il = 0; il < shape_.n_layer; ++il) {
-    // Destinations never overtake sources (path[i] >= i), so a forward copy is safe;
-    // a cell's heads are kBlockCells rows apart.
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t src = path[static_cast<size_t>(i)];
-      if (src == i) continue;
-      uint8_t* kd = row_ptr(k_, row_k_, il, seq, base + i);
-      uint8_t* vd = row_ptr(v_, row_v_, il, seq, base + i);
-      const uint8_t* ks = row_ptr(k_, row_k_, il, seq, base + src);
-      const uint8_t* vs = row_ptr(v_, row_v_, il, seq, base + src);
-      for (int32_t h = 0; h < shape_.n_head_kv; ++h) {
-        const int64_t hk = static_cast<int64_t>(h) * kBlockCells * row_k_, hv = static_cast<int64_t>(h) * kBlockCells * row_v_;
-        std::memcpy(kd + hk, ks + hk, static_cast<size_t>(row_k_));
-        std::memcpy(vd + hv, vs + hv, static_cast<size_t>(row_v_));
+  for (Pool* pool : {&k_, &v_}) {
+    uint8_t* data = pool->data.data();
+    for (int32_t il = 0; il < shape_.n_layer; ++il) {
+      // Destinations never overtake sources (path[i] >= i), so a forward copy is safe.
+      for (int32_t i = 0; i < n; ++i) {
+        const int32_t src = path[static_cast<size_t>(i)];
+        if (src == i) continue;
+        const int64_t to = row_offset(*pool, il, seq, base + i), from = row_offset(*pool, il, seq, base + src);
+        for (int32_t h = 0; h < shape_.n_head_kv; ++h) {
+          std::memcpy(data + to + h * pool->head_bytes(), data + from + h * pool->head_bytes(), static_cast<size_t>(pool->row_bytes));
+        }
       }
     }
   }
@@ -288,10 +277,10 @@ void KvCache::grow(int32_t n_cells) {
   shape_ = shape;
   if (blocks <= old_blocks) return;
   // Block addresses depend only on the block id, so the old pool is a prefix of the new.
-  for (auto [pool, block] : {std::pair{&k_, block_k_}, std::pair{&v_, block_v_}}) {
-    core::AlignedBuffer<uint8_t> bigger(static_cast<size_t>(blocks * block), "KV cache");
-    std::memcpy(bigger.data(), pool->data(), static_cast<size_t>(old_blocks * block));
-    *pool = std::move(bigger);
+  for (Pool* pool : {&k_, &v_}) {
+    core::AlignedBuffer<uint8_t> bigger(static_cast<size_t>(blocks * pool->block_bytes), "KV cache");
+    std::memcpy(bigger.data(), pool->data.data(), static_cast<size_t>(old_blocks * pool->block_bytes));
+    pool->data = std::move(bigger);
   }
   ref_.resize(static_cast<size_t>(blocks), 0);
   std::vector<int32_t> added;
@@ -302,8 +291,9 @@ void KvCache::grow(int32_t n_cells) {
 void KvCache::zero_cells(int32_t seq) {
   check_seq(seq);
   for (int32_t id : seqs_[static_cast<size_t>(seq)].blocks) {
-    std::memset(k_.data() + static_cast<int64_t>(id) * block_k_, 0, static_cast<size_t>(block_k_));
-    std::memset(v_.data() + static_cast<int64_t>(id) * block_v_, 0, static_cast<size_t>(block_v_));
+    for (Pool* pool : {&k_, &v_}) {
+      std::memset(pool->data.data() + id * pool->block_bytes, 0, static_cast<size_t>(pool->block_bytes));
+    }
   }
 }
 

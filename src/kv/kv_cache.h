@@ -77,7 +77,7 @@ class KvCache {
   const KvShape& shape() const { return shape_; }
   int32_t n_seq() const { return shape_.n_seq; }
   int32_t n_cells() const { return shape_.n_cells; }  // per-sequence limit
-  size_t bytes() const { return k_.size() + v_.size(); }
+  size_t bytes() const { return k_.data.size() + v_.data.size(); }
 
   int32_t n_blocks() const { return static_cast<int32_t>(ref_.size()); }
   int32_t n_free_blocks() const { return static_cast<int32_t>(free_.size()); }
@@ -109,8 +109,8 @@ class KvCache {
 
   // Keys / values of one KV head for attention (valid until the next reserve, commit,
   // truncate or clear of this sequence).
-  kernels::KvRows k_rows(int32_t layer, int32_t seq, int32_t head) const { return rows(k_, row_k_, layer, seq, head); }
-  kernels::KvRows v_rows(int32_t layer, int32_t seq, int32_t head) const { return rows(v_, row_v_, layer, seq, head); }
+  kernels::KvRows k_rows(int32_t layer, int32_t seq, int32_t head) const { return rows(k_, layer, seq, head); }
+  kernels::KvRows v_rows(int32_t layer, int32_t seq, int32_t head) const { return rows(v_, layer, seq, head); }
 
   // Moves cells n_past + path[k] -> n_past + k (all layers), advances n_past by
   // path.size() and returns the blocks past the new n_past to the pool. path must be
@@ -152,18 +152,27 @@ class KvCache {
     std::vector<int32_t> blocks;  // logical block -> pool block
   };
 
-  kernels::KvRows rows(const core::AlignedBuffer<uint8_t>& pool, int64_t row_bytes, int32_t layer, int32_t seq,
-                       int32_t head) const;
-  uint8_t* row_ptr(core::AlignedBuffer<uint8_t>& pool, int64_t row_bytes, int32_t layer, int32_t seq, int32_t cell);
+  // The K or the V of every block: per block [layer][KV head][kBlockCells][row_bytes], so
+  // the heads of one cell are kBlockCells rows apart.
+  struct Pool {
+    core::AlignedBuffer<uint8_t> data;
+    tensor::DType type = tensor::DType::f32;
+    int64_t row_bytes = 0;    // one head's row
+    int64_t block_bytes = 0;  // one block
+    int64_t head_bytes() const { return kBlockCells * row_bytes; }
+  };
+
+  kernels::KvRows rows(const Pool& pool, int32_t layer, int32_t seq, int32_t head) const;
+  // Byte offset in a pool of head 0's row of a reserved cell at `layer`.
+  int64_t row_offset(const Pool& pool, int32_t layer, int32_t seq, int32_t cell) const;
+  // The pool block holding a reserved cell.
+  int32_t block_of(int32_t seq, int32_t cell) const;
   // Keeps the blocks holding cells [0, n_cells) and returns the rest to the pool.
   void shrink(int32_t seq, int32_t n_cells);
   void check_seq(int32_t seq) const;
 
   KvShape shape_;
-  int64_t row_k_ = 0, row_v_ = 0;      // bytes of one head's row
-  int64_t block_k_ = 0, block_v_ = 0;  // bytes of one block
-  core::AlignedBuffer<uint8_t> k_;
-  core::AlignedBuffer<uint8_t> v_;
+  Pool k_, v_;
   std::vector<Seq> seqs_;
   std::vector<int32_t> ref_;   // per pool block: sequences and retain()s holding it (0 = free)
   std::vector<int32_t> free_;  // free blocks, lowest id last (taken first)
