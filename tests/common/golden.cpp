@@ -51,6 +51,19 @@ std::string stories_gguf() {
   return path;
 }
 
+std::string stories_with_chat_template(const std::string& jinja, const std::string& file_name) {
+  const auto src = gguf::GgufFile::open(stories_gguf());
+  gguf::GgufWriter w(src->version());
+  for (const auto& [key, value] : src->metadata()) {
+    if (key != "general.alignment") w.set(key, value);
+  }
+  w.set("tokenizer.chat_template", gguf::Value::string(jinja));
+  for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
+  const std::string path = temp_dir() + "/" + file_name;
+  w.write(path);
+  return path;
+}
+
 StoriesModel load_stories() {
   StoriesModel m;
   m.model = model::Model::load(stories_gguf());

@@ -30,6 +30,9 @@ std::vector<Golden> load_goldens();  // requires have_shared()
 
 // Path of stories260K converted to GGUF (F32), created on first use in the build tree.
 std::string stories_gguf();
+// A copy of stories_gguf() with tokenizer.chat_template = jinja, written to
+// temp_dir()/file_name (through our GGUF writer).
+std::string stories_with_chat_template(const std::string& jinja, const std::string& file_name);
 
 struct StoriesModel {
   std::unique_ptr<model::Model> model;

@@ -328,27 +328,13 @@ TEST_F(ServerApi, MetricsCountersMove) {
   EXPECT_EQ(metric(after, "treespec:num_requests_waiting"), 0.0);
 }
 
-namespace {
-// stories260K with a tokenizer.chat_template added (copied through our GGUF writer).
-std::string stories_with_template(const std::string& jinja) {
-  const auto src = gguf::GgufFile::open(stories_gguf());
-  gguf::GgufWriter w(src->version());
-  for (const auto& [key, value] : src->metadata()) {
-    if (key != "general.alignment") w.set(key, value);
-  }
-  w.set("tokenizer.chat_template", gguf::Value::string(jinja));
-  for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
-  const std::string path = temp_dir() + "/chatml.gguf";
-  w.write(path);
-  return path;
-}
-}  // namespace
 
 TEST(ServerChatTemplate, GgufTemplateIsDetectedAndApplied) {
   TREESPEC_REQUIRE_SHARED();
-  const std::string model = stories_with_template(
+  const std::string model = stories_with_chat_template(
       "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
-      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+      "chatml.gguf");
   ServerProcess srv(model, {"-t", "1", "-c", "256"});
   auto c = srv.client();
   EXPECT_EQ(get(c, "/v1/models").json()["data"][0]["meta"]["chat_template"], "chatml");

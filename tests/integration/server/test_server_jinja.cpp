@@ -18,19 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string stories_with_jinja(const std::string& jinja, const std::string& name) {
-  const auto src = gguf::GgufFile::open(stories_gguf());
-  gguf::GgufWriter w(src->version());
-  for (const auto& [key, value] : src->metadata()) {
-    if (key != "general.alignment") w.set(key, value);
-  }
-  w.set("tokenizer.chat_template", gguf::Value::string(jinja));
-  for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.nbytes);
-  const std::string path = temp_dir() + "/" + name;
-  w.write(path);
-  return path;
-}
-
 // Renders what the prompt was by asking /tokenize for the same text: the chat's
 // prompt_tokens must equal the tokens of `expected` (BOS added by the vocab).
 void expect_prompt(httplib::Client& c, const json& request, const std::string& expected) {
@@ -57,7 +44,7 @@ const char* kToolTemplate =
 
 TEST(ServerJinja, ToolsToolCallsAndToolMessagesReachTheTemplate) {
   TREESPEC_REQUIRE_SHARED();
-  ServerProcess srv(stories_with_jinja(kToolTemplate, "tools.gguf"), {"-t", "1", "-c", "512"});
+  ServerProcess srv(stories_with_chat_template(kToolTemplate, "tools.gguf"), {"-t", "1", "-c", "512"});
   auto c = srv.client();
   EXPECT_EQ(get(c, "/v1/models").json()["data"][0]["meta"]["chat_template_engine"], "jinja");
   const json request = json::parse(R"({
@@ -80,7 +67,7 @@ TEST(ServerJinja, ToolsToolCallsAndToolMessagesReachTheTemplate) {
 
 TEST(ServerJinja, RaiseExceptionIsA400WithTheTemplatesMessage) {
   TREESPEC_REQUIRE_SHARED();
-  ServerProcess srv(stories_with_jinja("{{ raise_exception('Conversation roles must alternate!') }}", "raise.gguf"),
+  ServerProcess srv(stories_with_chat_template("{{ raise_exception('Conversation roles must alternate!') }}", "raise.gguf"),
                     {"-t", "1", "-c", "256"});
   auto c = srv.client();
   const HttpReply r = post_json(c, "/v1/chat/completions",
@@ -93,7 +80,7 @@ TEST(ServerJinja, RaiseExceptionIsA400WithTheTemplatesMessage) {
 
 TEST(ServerJinja, TemplateWritingBosGetsOneBosAndFileOverrides) {
   TREESPEC_REQUIRE_SHARED();
-  const std::string model = stories_with_jinja(
+  const std::string model = stories_with_chat_template(
       "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }} {% endfor %}{% if add_generation_prompt %}>{% endif %}",
       "bos.gguf");
   ServerProcess srv(model, {"-t", "1", "-c", "256"});
