@@ -196,6 +196,19 @@ Value f_unique(Interpreter& in, const Value& v, Args& a) {
   return Value::list(std::move(out));
 }
 
+// The values of (key, value) pairs in key order, as a list (sort and dictsort). Python's
+// sort(reverse=True) keeps equal elements in their original order too: stable both ways.
+Value sorted_by_key(Interpreter& in, std::vector<std::pair<Value, Value>> keyed, bool reverse) {
+  in.step(keyed.size() * 4);
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
+    return reverse ? compare(y.first, x.first) < 0 : compare(x.first, y.first) < 0;
+  });
+  std::vector<Value> out;
+  out.reserve(keyed.size());
+  for (auto& [k, it] : keyed) out.push_back(std::move(it));
+  return Value::list(std::move(out));
+}
+
 Value f_sort(Interpreter& in, const Value& v, Args& a) {
   ArgReader r(a, "sort");
   const bool reverse = truthy(r.get_or(0, "reverse", Value(false)));
@@ -206,14 +219,7 @@ Value f_sort(Interpreter& in, const Value& v, Args& a) {
   std::vector<std::pair<Value, Value>> keyed;
   keyed.reserve(items.size());
   for (Value& it : items) keyed.emplace_back(sort_key(in, it, attribute, cs), it);
-  in.step(keyed.size() * 4);
-  // Python's sort(reverse=True) keeps equal elements in their original order too.
-  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
-    return reverse ? compare(y.first, x.first) < 0 : compare(x.first, y.first) < 0;
-  });
-  std::vector<Value> out;
-  for (auto& [k, it] : keyed) out.push_back(std::move(it));
-  return Value::list(std::move(out));
+  return sorted_by_key(in, std::move(keyed), reverse);
 }
 
 Value f_reverse(Interpreter& in, const Value& v, Args& a) {
@@ -278,13 +284,7 @@ Value f_dictsort(Interpreter& in, const Value& v, Args& a) {
     if (!cs && key.is_string()) key = Value(py_lower(key.as_string()));
     keyed.emplace_back(std::move(key), Value::tuple({k, x}));
   }
-  in.step(keyed.size() * 4);
-  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
-    return reverse ? compare(y.first, x.first) < 0 : compare(x.first, y.first) < 0;
-  });
-  std::vector<Value> out;
-  for (auto& [k, it] : keyed) out.push_back(std::move(it));
-  return Value::list(std::move(out));
+  return sorted_by_key(in, std::move(keyed), reverse);
 }
 
 }  // namespace
