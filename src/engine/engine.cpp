@@ -132,15 +132,15 @@ Status Engine::add(Sequence& seq) {
   // The tokens to prefill (all but the last, the first step's root) and that root.
   const std::vector<int32_t>& tokens = resume ? seq.context_ : seq.prompt_;
   const auto n_need = static_cast<int64_t>(tokens.size());
-  // Whole blocks of a prefix some sequence already computed (never the last token, the
-  // first step's root); held while cached prefixes are evicted to make room.
-  std::vector<int32_t> shared = params_.prefix_cache ? match_prefix(tokens, n_need - 1) : std::vector<int32_t>{};
-  kv_.retain(shared);
-  const int32_t n_blocks = kv::KvCache::blocks_for(n_need) - static_cast<int32_t>(shared.size());
+  // Cells of a prefix some sequence already computed (never the last token, the first
+  // step's root); held while cached prefixes are evicted to make room.
+  const PrefixMatch shared = params_.prefix_cache ? match_prefix(tokens, n_need - 1) : PrefixMatch{};
+  kv_.retain(shared.blocks);
+  const int32_t n_blocks = kv::KvCache::blocks_for(n_need) - shared.n_cells / kv::kBlockCells;
   while (n_blocks > kv_.n_free_blocks() && evict_prefix()) {
   }
   if (n_blocks > kv_.n_free_blocks()) {
-    kv_.release(shared);
+    kv_.release(shared.blocks);
     return {StatusCode::kv_full, fmt::format("the KV cache pool has {} free cells; the prompt needs {}",
                                              static_cast<int64_t>(kv_.n_free_blocks()) * kv::kBlockCells,
                                              static_cast<int64_t>(n_blocks) * kv::kBlockCells)};
@@ -151,12 +151,12 @@ Status Engine::add(Sequence& seq) {
   seq.preempted_ = false;
   seq.admitted_ = ++n_admitted_;
   kv_.clear(slot);
-  kv_.adopt_prefix(slot, shared);
-  kv_.release(shared);
-  const int64_t n_cached = static_cast<int64_t>(shared.size()) * kv::kBlockCells;
+  const Status adopted = kv_.adopt_prefix(slot, shared.blocks, shared.n_cells);
+  TREESPEC_ASSERT(adopted.ok(), "prefix adoption must fit (free blocks checked above)");
+  kv_.release(shared.blocks);
   if (!resume) {
-    seq.stats_.n_prompt_cached = n_cached;
-    totals_.n_prompt_cached += n_cached;
+    seq.stats_.n_prompt_cached = shared.n_cells;
+    totals_.n_prompt_cached += shared.n_cells;
   }
   seq.drafter_->begin(tokens);
 
@@ -204,46 +204,50 @@ void Engine::preempt(Sequence& seq) {
   ++n_preemptions_;
 }
 
-std::vector<int32_t> Engine::match_prefix(const std::vector<int32_t>& tokens, int64_t n_max) const {
-  // Whole blocks of `have` (n_committed cells of it) that `tokens` starts with.
-  auto common_blocks = [&](const std::vector<int32_t>& have, int64_t n_committed) {
+Engine::PrefixMatch Engine::match_prefix(const std::vector<int32_t>& tokens, int64_t n_max) const {
+  // Leading cells of `have` (n_committed of them computed) that `tokens` starts with.
+  auto common_cells = [&](const std::vector<int32_t>& have, int64_t n_committed) {
     const int64_t n = std::min({n_max, n_committed, static_cast<int64_t>(have.size()), static_cast<int64_t>(tokens.size())});
     int64_t m = 0;
     while (m < n && have[static_cast<size_t>(m)] == tokens[static_cast<size_t>(m)]) ++m;
-    return static_cast<int32_t>(m / kv::kBlockCells);
+    return static_cast<int32_t>(m);
   };
-  int32_t best = 0, best_slot = -1;
+  PrefixMatch best;
+  int32_t best_slot = -1;
   const CachedPrefix* best_cached = nullptr;
   for (size_t i = 0; i < slot_seq_.size(); ++i) {
     const Sequence* o = slot_seq_[i];
     if (o == nullptr) continue;
-    const int32_t nb = common_blocks(o->context_, kv_.n_past(static_cast<int32_t>(i)));
-    if (nb > best) {
-      best = nb;
+    const int32_t n = common_cells(o->context_, kv_.n_past(static_cast<int32_t>(i)));
+    if (n > best.n_cells) {
+      best.n_cells = n;
       best_slot = static_cast<int32_t>(i);
     }
   }
   for (const CachedPrefix& c : prefix_cache_) {
-    const int32_t nb = common_blocks(c.tokens, static_cast<int64_t>(c.tokens.size()));
-    if (nb > best) {
-      best = nb;
+    const int32_t n = common_cells(c.tokens, static_cast<int64_t>(c.tokens.size()));
+    if (n > best.n_cells) {
+      best.n_cells = n;
       best_cached = &c;
       best_slot = -1;
     }
   }
-  if (best == 0) return {};
-  if (best_cached != nullptr) return {best_cached->blocks.begin(), best_cached->blocks.begin() + best};
-  return kv_.prefix_blocks(best_slot, best);
+  if (best_cached != nullptr) {
+    best.blocks.assign(best_cached->blocks.begin(), best_cached->blocks.begin() + kv::KvCache::blocks_for(best.n_cells));
+  } else if (best_slot >= 0) {
+    best.blocks = kv_.prefix_blocks(best_slot, best.n_cells);
+  }
+  return best;
 }
 
 void Engine::cache_prefix(const Sequence& seq) {
   constexpr size_t kMaxCachedPrefixes = 64;
-  const int32_t n_full = kv_.n_past(seq.slot_) / kv::kBlockCells;
-  if (n_full == 0) return;
+  const int32_t n = kv_.n_past(seq.slot_);
+  if (n == 0) return;
   CachedPrefix c;
-  c.blocks = kv_.prefix_blocks(seq.slot_, n_full);
-  c.tokens.assign(seq.context_.begin(), seq.context_.begin() + static_cast<std::ptrdiff_t>(n_full) * kv::kBlockCells);
-  // An entry this one extends is redundant (its blocks are the start of this one's).
+  c.blocks = kv_.prefix_blocks(seq.slot_, n);
+  c.tokens.assign(seq.context_.begin(), seq.context_.begin() + n);
+  // An entry this one extends is redundant (this one holds the same cells).
   std::erase_if(prefix_cache_, [&](CachedPrefix& o) {
     const bool covered = o.tokens.size() <= c.tokens.size() && std::equal(o.tokens.begin(), o.tokens.end(), c.tokens.begin());
     if (covered) kv_.release(o.blocks);

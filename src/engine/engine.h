@@ -204,10 +204,14 @@ class Engine {
   // sequences when the pool is out of blocks; drops preempted ones from `seqs`.
   void reserve_roots(std::vector<Sequence*>& seqs);
   void preempt(Sequence& seq);
-  // Prefix cache: the pool blocks of the longest run of whole blocks of committed cells
-  // that a live sequence or a cached prefix shares with `tokens` (at most n_max cells).
-  std::vector<int32_t> match_prefix(const std::vector<int32_t>& tokens, int64_t n_max) const;
-  void cache_prefix(const Sequence& seq);  // keeps a finishing sequence's whole blocks
+  // Prefix cache: the longest run of committed cells that a live sequence or a cached
+  // prefix shares with `tokens` (at most n_max cells) and the pool blocks holding them.
+  struct PrefixMatch {
+    std::vector<int32_t> blocks;  // kv::KvCache::blocks_for(n_cells) of them
+    int32_t n_cells = 0;
+  };
+  PrefixMatch match_prefix(const std::vector<int32_t>& tokens, int64_t n_max) const;
+  void cache_prefix(const Sequence& seq);  // keeps a finishing sequence's committed cells
   bool evict_prefix();                     // drops the oldest cached prefix; false if none
   // Embedding to logits for every tree, pruning each sequence whose drafter asks for it
   // (Drafter::prune()). Afterwards batch_ holds the rows that reached the last layer,
@@ -223,8 +227,8 @@ class Engine {
   std::vector<Sequence*> slot_seq_;  // the sequence holding each slot
   int64_t n_admitted_ = 0;
   struct CachedPrefix {
-    std::vector<int32_t> tokens;  // blocks.size() * kv::kBlockCells tokens
-    std::vector<int32_t> blocks;  // retained in kv_
+    std::vector<int32_t> tokens;  // one per cached cell
+    std::vector<int32_t> blocks;  // retained in kv_ (the last one partly filled when the cells end mid-block)
   };
   std::vector<CachedPrefix> prefix_cache_;  // oldest first
   int64_t n_preemptions_ = 0;

@@ -233,25 +233,46 @@ void KvCache::shrink(int32_t seq, int32_t n_cells) {
   }
 }
 
-std::vector<int32_t> KvCache::prefix_blocks(int32_t seq, int32_t n_full_blocks) const {
+std::vector<int32_t> KvCache::prefix_blocks(int32_t seq, int32_t n_cells) const {
   check_seq(seq);
   const Seq& s = seqs_[static_cast<size_t>(seq)];
-  TREESPEC_ASSERT(n_full_blocks >= 0 && static_cast<int64_t>(n_full_blocks) * kBlockCells <= s.n_past,
-                  "KV prefix: only committed whole blocks can be shared");
-  return {s.blocks.begin(), s.blocks.begin() + n_full_blocks};
+  TREESPEC_ASSERT(n_cells >= 0 && n_cells <= s.n_past, "KV prefix: only committed cells can be shared");
+  return {s.blocks.begin(), s.blocks.begin() + blocks_for(n_cells)};
 }
 
-void KvCache::adopt_prefix(int32_t seq, std::span<const int32_t> blocks) {
+Status KvCache::adopt_prefix(int32_t seq, std::span<const int32_t> blocks, int32_t n_cells) {
   check_seq(seq);
   Seq& s = seqs_[static_cast<size_t>(seq)];
   TREESPEC_ASSERT(s.n_past == 0 && s.blocks.empty(), "KV prefix: the sequence must be empty");
-  TREESPEC_ASSERT(static_cast<int64_t>(blocks.size()) * kBlockCells <= shape_.n_cells, "KV prefix: longer than the limit");
-  for (int32_t id : blocks) {
-    TREESPEC_ASSERT(ref_[static_cast<size_t>(id)] > 0, "KV prefix: a shared block must be in use");
-    ++ref_[static_cast<size_t>(id)];
-    s.blocks.push_back(id);
+  TREESPEC_ASSERT(n_cells >= 0 && n_cells <= shape_.n_cells, "KV prefix: longer than the limit");
+  TREESPEC_ASSERT(static_cast<int64_t>(blocks.size()) == blocks_for(n_cells), "KV prefix: blocks do not match the cells");
+  const int32_t n_whole = n_cells / kBlockCells, n_tail = n_cells % kBlockCells;
+  if (n_tail > 0 && free_.empty()) {
+    return {StatusCode::kv_full, fmt::format("the KV cache pool has no free block to copy {} cells of a prefix into", n_tail)};
   }
-  s.n_past = static_cast<int32_t>(blocks.size()) * kBlockCells;
+  for (int32_t i = 0; i < static_cast<int32_t>(blocks.size()); ++i) {
+    const int32_t id = blocks[static_cast<size_t>(i)];
+    TREESPEC_ASSERT(ref_[static_cast<size_t>(id)] > 0, "KV prefix: a shared block must be in use");
+    if (i < n_whole) {
+      ++ref_[static_cast<size_t>(id)];
+      s.blocks.push_back(id);
+      continue;
+    }
+    // The partial last block: its first n_tail cells of every layer and head.
+    const int32_t own = free_.back();
+    free_.pop_back();
+    ref_[static_cast<size_t>(own)] = 1;
+    s.blocks.push_back(own);
+    for (Pool* pool : {&k_, &v_}) {
+      const uint8_t* from = pool->data.data() + id * pool->block_bytes;
+      uint8_t* to = pool->data.data() + own * pool->block_bytes;
+      for (int64_t lh = 0; lh < static_cast<int64_t>(shape_.n_layer) * shape_.n_head_kv; ++lh) {
+        std::memcpy(to + lh * pool->head_bytes(), from + lh * pool->head_bytes(), static_cast<size_t>(n_tail * pool->row_bytes));
+      }
+    }
+  }
+  s.n_past = n_cells;
+  return {};
 }
 
 void KvCache::retain(std::span<const int32_t> blocks) {

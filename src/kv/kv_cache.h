@@ -118,17 +118,19 @@ class KvCache {
   // does not fit (nothing changes then).
   Status commit(int32_t seq, std::span<const int32_t> path);
 
-  // Prefix sharing. Cells below n_past never change, so whole blocks of committed cells
-  // can be mapped into another sequence that starts with the same tokens (K/V of a cell
-  // depend only on the tokens up to it). A block is free again when its last holder
+  // Prefix sharing. Cells below n_past never change, so committed cells can serve another
+  // sequence that starts with the same tokens (K/V of a cell depend only on the tokens up
+  // to it): whole blocks are mapped into it, a partial last block is copied (the new
+  // sequence writes the cells after it). A block is free again when its last holder
   // (sequence or retain()) lets it go.
   //
-  // The pool blocks holding seq's first n_full_blocks blocks (n_full_blocks * kBlockCells
-  // <= n_past).
-  std::vector<int32_t> prefix_blocks(int32_t seq, int32_t n_full_blocks) const;
-  // An empty sequence starts with `blocks` as its committed cells [0, blocks.size() *
-  // kBlockCells).
-  void adopt_prefix(int32_t seq, std::span<const int32_t> blocks);
+  // The pool blocks holding seq's committed cells [0, n_cells) (n_cells <= n_past; the
+  // last one only partly when n_cells is not a multiple of kBlockCells).
+  std::vector<int32_t> prefix_blocks(int32_t seq, int32_t n_cells) const;
+  // An empty sequence starts with cells [0, n_cells) of `blocks` (blocks_for(n_cells) of
+  // them, e.g. from prefix_blocks) as its committed cells. kv_full when a partial last
+  // block needs a free block to be copied into and the pool has none (nothing changes).
+  Status adopt_prefix(int32_t seq, std::span<const int32_t> blocks, int32_t n_cells);
   // References held outside any sequence (the engine's cache of finished prompts).
   void retain(std::span<const int32_t> blocks);
   void release(std::span<const int32_t> blocks);

@@ -392,10 +392,10 @@ TEST(Engine, AddIsKvFullWhenThePoolLacksBlocks) {
 }
 
 // The prefix cache: a prompt that starts with tokens a finished or running sequence has
-// committed reuses their whole blocks (the partial last one is computed again), the
-// output is the one without the cache, and cached blocks give way when the pool needs
-// them.
-TEST(Engine, PrefixCacheReusesWholeBlocksAndKeepsTheOutput) {
+// committed reuses every one of those cells (whole blocks shared, a partial last block
+// copied), the output is the one without the cache, and cached blocks give way when the
+// pool needs them.
+TEST(Engine, PrefixCacheReusesEveryCommonCellAndKeepsTheOutput) {
   const auto t = tiny();
   const V system = random_prompt(40, 48, 7);  // two whole blocks and 8 cells
   V p1 = system, p2 = system;
@@ -410,10 +410,10 @@ TEST(Engine, PrefixCacheReusesWholeBlocksAndKeepsTheOutput) {
   engine::Sequence a(p1, greedy(20), drafter("none"));
   ASSERT_TRUE(eng.generate(a).ok());
   EXPECT_EQ(a.stats().n_prompt_cached, 0);
-  EXPECT_LT(eng.kv().n_free_blocks(), eng.kv().n_blocks()) << "a's whole blocks stay cached";
+  EXPECT_LT(eng.kv().n_free_blocks(), eng.kv().n_blocks()) << "a's blocks stay cached";
   engine::Sequence b(p2, greedy(20), drafter("lookahead"));
   ASSERT_TRUE(eng.generate(b).ok());
-  EXPECT_EQ(b.stats().n_prompt_cached, 32);
+  EXPECT_EQ(b.stats().n_prompt_cached, 40);  // the system prompt, its partial third block copied
   EXPECT_EQ(b.generated(), generate_alone(*t.m, p2, greedy(20), drafter("lookahead"), 128));
   // From a running sequence: d's prompt is c's context so far.
   engine::Sequence c(random_prompt(20, 48, 8), greedy(40), drafter("none"));
@@ -423,11 +423,11 @@ TEST(Engine, PrefixCacheReusesWholeBlocksAndKeepsTheOutput) {
   const V p4(c.context().begin(), c.context().begin() + 50);
   engine::Sequence d(p4, greedy(10), drafter("none"));
   ASSERT_TRUE(eng.add(d).ok());
-  EXPECT_EQ(d.stats().n_prompt_cached, 48);
+  EXPECT_EQ(d.stats().n_prompt_cached, 49);  // all but the last token (the first step's root)
   engine::Sequence* both[] = {&c, &d};
   while (!c.finished() || !d.finished()) eng.step(both);
   EXPECT_EQ(d.generated(), generate_alone(*t.m, p4, greedy(10), drafter("none"), 128));
-  EXPECT_EQ(eng.totals().n_prompt_cached, 32 + 48);
+  EXPECT_EQ(eng.totals().n_prompt_cached, 40 + 49);
   // A sequence that needs the whole pool: cached prefixes are evicted, not kv_full.
   const int32_t cached_blocks = eng.kv().n_blocks() - eng.kv().n_free_blocks();
   ASSERT_GT(cached_blocks, eng.kv().n_blocks() - 8) << "too few cached blocks for the eviction check";

@@ -187,6 +187,59 @@ TEST(KvCache, GrowKeepsEveryStoredCell) {
   }
 }
 
+// A prefix of 37 committed cells (two whole blocks and 5 cells) serves a second
+// sequence: the whole blocks are shared (written by nobody), the partial one is copied
+// into a block of its own, every cell of every layer reads back the same bits, and the
+// blocks come back when both let go. With no free block for the copy: kv_full.
+TEST(KvCache, AdoptedPrefixSharesWholeBlocksAndCopiesThePartialOne) {
+  for (DType t : kTypes) {
+    kv::KvCache kv(shape(2, 64, 96, t));  // 6 blocks
+    core::Rng rng(11);
+    ASSERT_TRUE(kv.reserve(0, 40).ok());
+    for (int32_t l = 0; l < 2; ++l) {
+      for (int32_t c = 0; c < 40; ++c) {
+        const auto k = random_row(rng, 64), v = random_row(rng, 64);
+        kv.write_row(l, 0, c, k.data(), v.data());
+      }
+    }
+    ASSERT_TRUE(kv.commit(0, iota(40)).ok());
+    const std::vector<int32_t> blocks = kv.prefix_blocks(0, 37);
+    ASSERT_EQ(blocks.size(), 3u);
+    ASSERT_TRUE(kv.adopt_prefix(1, blocks, 37).ok());
+    EXPECT_EQ(kv.n_past(1), 37);
+    EXPECT_EQ(kv.n_free_blocks(), 2) << "3 blocks of sequence 0 and one copied block";
+    std::vector<float> k0(64), v0(64), k1(64), v1(64);
+    for (int32_t l = 0; l < 2; ++l) {
+      for (int32_t c = 0; c < 37; ++c) {
+        kv.read_row(l, 0, c, k0.data(), v0.data());
+        kv.read_row(l, 1, c, k1.data(), v1.data());
+        ASSERT_EQ(k0, k1) << kv::cache_type_name(t) << " layer " << l << " cell " << c;
+        ASSERT_EQ(v0, v1) << kv::cache_type_name(t) << " layer " << l << " cell " << c;
+      }
+    }
+    // Sequence 1 writes after its prefix, into its own block (write_row would assert on a
+    // shared one), and sequence 0's cells stay as they were.
+    ASSERT_TRUE(kv.reserve(1, 3).ok());
+    const auto k = random_row(rng, 64), v = random_row(rng, 64);
+    kv.write_row(0, 1, 37, k.data(), v.data());
+    kv.read_row(0, 0, 37, k0.data(), v0.data());
+    EXPECT_NE(k0, round_trip(t, k, 32));
+    kv.clear(0);
+    EXPECT_EQ(kv.n_free_blocks(), 3) << "the shared whole blocks stay with sequence 1";
+    kv.clear(1);
+    EXPECT_EQ(kv.n_free_blocks(), 6);
+  }
+  kv::KvCache kv(shape(2, 96, 48));  // 3 blocks
+  ASSERT_TRUE(kv.reserve(0, 20).ok());
+  ASSERT_TRUE(kv.commit(0, iota(20)).ok());
+  EXPECT_EQ(kv.adopt_prefix(1, kv.prefix_blocks(0, 20), 20).code(), StatusCode::ok);
+  kv.clear(1);
+  ASSERT_TRUE(kv.reserve(0, 28).ok());  // the pool is full now
+  EXPECT_EQ(kv.adopt_prefix(1, kv.prefix_blocks(0, 20), 20).code(), StatusCode::kv_full);
+  EXPECT_EQ(kv.n_past(1), 0);
+  ASSERT_TRUE(kv.adopt_prefix(1, kv.prefix_blocks(0, 16), 16).ok()) << "whole blocks need no free block";
+}
+
 TEST(KvCache, BadTypesAndShapesAreClearErrors) {
   EXPECT_EQ(kv::parse_cache_type("Q8_0", "-ctk"), DType::q8_0);
   EXPECT_EQ(kv::parse_cache_type("f16", "-ctk"), DType::f16);
