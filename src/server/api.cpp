@@ -221,12 +221,12 @@ std::string message_content(const json& m, size_t i) {
   throw invalid_request(fmt::format("'messages[{}].content' must be a string or an array of content parts, got {}", i, it->type_name()), "messages");
 }
 
-std::vector<ChatMessage> parse_messages(const json& body, bool jinja_chat) {
+std::vector<chat::ChatMessage> parse_messages(const json& body, bool jinja_chat) {
   const json* v = field(body, "messages");
   if (!v) throw invalid_request("'messages' is required", "messages");
   if (!v->is_array()) throw wrong_type("messages", "an array", *v);
   if (v->empty()) throw invalid_request("'messages' is empty: a chat needs at least one message", "messages");
-  std::vector<ChatMessage> out;
+  std::vector<chat::ChatMessage> out;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
     if (!m.is_object()) throw invalid_request(fmt::format("'messages[{}]' must be an object, got {}", i, m.type_name()), "messages");

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "sampling/sampling.h"
-#include "server/chat_template.h"
+#include "chat/builtin_formats.h"
 
 namespace treespec::server {
 
@@ -53,7 +53,7 @@ struct GenerationRequest {
   std::string prompt;                     // completions: text prompt
   std::vector<int32_t> prompt_tokens;     // completions: token-id prompt (prompt_is_tokens)
   bool prompt_is_tokens = false;
-  std::vector<ChatMessage> messages;      // chat
+  std::vector<chat::ChatMessage> messages;      // chat
   int64_t max_tokens = -1;                // -1 = not given
   sampling::SamplingParams sampling;      // server defaults overridden by the request
   bool seed_given = false;

@@ -180,38 +180,11 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
 // parsed again as ordered JSON), with "developer" as "system" and text parts joined into
 // one string (the parts were validated by parse_generation_request), plus `tools`,
 // add_generation_prompt = true and the model's BOS / EOS texts.
-std::string Server::Impl::render_jinja_chat(const std::string& raw_body, bool& has_bos) const {
-  const auto body = nlohmann::ordered_json::parse(raw_body);
-  chat::ChatInput in;
-  for (const auto& m : body.at("messages")) {
-    nlohmann::ordered_json msg = m;
-    if (msg.value("role", "") == "developer") msg["role"] = "system";
-    if (auto c = msg.find("content"); c != msg.end() && c->is_array()) {
-      std::string text;
-      for (const auto& part : *c) text += part.at("text").get<std::string>();
-      *c = text;
-    }
-    in.messages.push_back(std::move(msg));
-  }
-  if (auto t = body.find("tools"); t != body.end() && t->is_array() && !t->empty()) in.tools = *t;
-  in.add_generation_prompt = true;
-  in.bos_token = bos_text;
-  in.eos_token = eos_text;
-  const chat::Template& tmpl = !in.tools.is_null() && jinja_tool_use ? *jinja_tool_use : *jinja;
-  try {
-    std::string text = chat::render_chat(tmpl, in);
-    has_bos = !bos_text.empty() && text.compare(0, bos_text.size(), bos_text) == 0;
-    return text;
-  } catch (const chat::TemplateError& e) {
-    throw invalid_request(fmt::format("the model's chat template failed on these messages: {}", e.describe()), "messages");
-  }
-}
-
 void Server::Impl::handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
   const double t_arrival = core::now_s();
   require_ready();
   const json body = parse_body(req.body);
-  GenerationRequest g = parse_generation_request(body, ep, cfg.sampling, jinja != nullptr);
+  GenerationRequest g = parse_generation_request(body, ep, cfg.sampling, formatter->jinja());
   if (!g.model.empty() && !model_matches(g.model)) {
     throw ApiError(404, "invalid_request_error",
                    fmt::format("The model '{}' does not exist: this server serves '{}'", g.model, model_id),
@@ -221,18 +194,19 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   // Tokenize exactly as `treespec run` does (BOS added, special-token text parsed).
   std::vector<int32_t> prompt;
   std::vector<std::string> stops = g.stops;
-  if (ep == Endpoint::chat && jinja) {
-    bool has_bos = false;
-    std::string text = render_jinja_chat(req.body, has_bos);
-    // A template that writes the BOS text gets exactly one BOS: the vocab's automatic one
-    // in its place (so the text after it tokenizes as after any BOS), or the written one
-    // when the vocab adds none.
-    if (has_bos && tok->vocab().add_bos) text.erase(0, bos_text.size());
-    prompt = tok->encode(text, !has_bos || tok->vocab().add_bos, true);
-  } else if (ep == Endpoint::chat) {
-    RenderedChat rc = render_chat(chat_family, g.messages, bos_text, eos_text);
-    prompt = tok->encode(rc.prompt, true, true);
-    stops.insert(stops.end(), rc.stops.begin(), rc.stops.end());
+  if (ep == Endpoint::chat) {
+    // Messages as sent (key order kept for the template's tojson); parse_generation_request
+    // has checked them.
+    const auto raw = nlohmann::ordered_json::parse(req.body);
+    const auto tools = raw.contains("tools") ? raw["tools"] : nlohmann::ordered_json();
+    chat::ChatPrompt cp;
+    try {
+      cp = formatter->render(raw.at("messages"), tools);
+    } catch (const chat::TemplateError& e) {
+      throw invalid_request(fmt::format("the model's chat template failed on these messages: {}", e.describe()), "messages");
+    }
+    prompt = std::move(cp.tokens);
+    stops.insert(stops.end(), cp.stops.begin(), cp.stops.end());
   } else if (g.prompt_is_tokens) {
     for (size_t i = 0; i < g.prompt_tokens.size(); ++i) {
       if (g.prompt_tokens[i] >= tok->n_vocab()) {

@@ -8,7 +8,7 @@
 #include "core/assert.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "server/text_stream.h"
+#include "tokenizer/text_stream.h"
 
 namespace treespec::server {
 
@@ -44,7 +44,7 @@ bool RequestState::wait_done(double timeout_s) {
 struct Scheduler::Active {
   std::shared_ptr<RequestState> state;
   std::unique_ptr<engine::Sequence> seq;
-  std::unique_ptr<TextStream> text;
+  std::unique_ptr<tokenizer::TextStream> text;
 };
 
 namespace {
@@ -128,7 +128,7 @@ bool Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::u
   try {
     drafters::DrafterEnv env{&model_, tok_.eog_ids(), r->params.sampling.seed, &engine_.ctx().pool()};
     a->seq = std::make_unique<engine::Sequence>(r->prompt, r->params, drafters::make_drafter(cfg_.spec, env));
-    a->text = std::make_unique<TextStream>(tok_, r->prompt.empty() ? -1 : r->prompt.back(), r->stops);
+    a->text = std::make_unique<tokenizer::TextStream>(tok_, r->prompt.empty() ? -1 : r->prompt.back(), r->stops);
     Active* ap = a.get();
     a->seq->on_tokens = [ap](std::span<const int32_t> toks) {
       std::string delta;

@@ -220,8 +220,8 @@ void Server::Impl::setup_routes() {
                    {"n_vocab", model->hparams().n_vocab},
                    {"n_slots", cfg.n_slots},
                    {"spec", cfg.spec.method},
-                   {"chat_template", chat_family_name(chat_family)},
-                   {"chat_template_engine", chat_template_engine()}};
+                   {"chat_template", chat::chat_family_name(formatter->family())},
+                   {"chat_template_engine", formatter->engine_name()}};
     }
     send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
   };
@@ -246,9 +246,9 @@ void Server::Impl::setup_routes() {
                 json{{"default_generation_settings", gen},
                      {"total_slots", cfg.n_slots},
                      {"model_path", cfg.model_path},
-                     {"chat_template", model->gguf().get_string("tokenizer.chat_template", "")},
-                     {"bos_token", bos_text},
-                     {"eos_token", eos_text},
+                     {"chat_template", formatter->source()},
+                     {"bos_token", formatter->bos_text()},
+                     {"eos_token", formatter->eos_text()},
                      {"kv_cache",
                       {{"n_cells", kvc.n_pool_cells()},
                        {"n_blocks", kvc.n_blocks()},
@@ -286,46 +286,6 @@ void Server::Impl::setup_routes() {
   });
 }
 
-// Which chat template renders /v1/chat/completions: --chat-template-file F (Jinja), else
-// --chat-template NAME (a built-in family), else the GGUF's Jinja template, else the
-// built-in family its text resembles (plain for none), with a warning.
-void Server::Impl::select_chat_template(const gguf::GgufFile& file) {
-  const std::string gguf_source = gguf_chat_template(file, false);
-  chat_family = detect_chat_family(gguf_source);
-  if (!cfg.chat_template_file.empty()) {
-    std::ifstream f(cfg.chat_template_file, std::ios::binary);
-    if (!f) throw IoError(fmt::format("cannot open chat template file '{}'", cfg.chat_template_file));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    try {
-      jinja = std::make_shared<const chat::Template>(ss.str());
-    } catch (const chat::TemplateError& e) {
-      throw InvalidArgument(fmt::format("chat template file '{}': {}", cfg.chat_template_file, e.describe()));
-    }
-    chat_family = detect_chat_family(ss.str());
-    return;
-  }
-  if (!cfg.chat_template.empty()) {
-    chat_family = chat_family_from_name(cfg.chat_template);
-    return;
-  }
-  if (gguf_source.empty()) {
-    TS_LOG_WARN("{} has no tokenizer.chat_template: using the built-in '{}' chat format", cfg.model_path,
-                chat_family_name(chat_family));
-    return;
-  }
-  try {
-    jinja = std::make_shared<const chat::Template>(gguf_source);
-    const std::string tool_use = gguf_chat_template(file, true);
-    if (tool_use != gguf_source) jinja_tool_use = std::make_shared<const chat::Template>(tool_use);
-  } catch (const chat::TemplateError& e) {
-    jinja.reset();
-    jinja_tool_use.reset();
-    TS_LOG_WARN("cannot use the GGUF's chat template ({}): using the built-in '{}' chat format", e.describe(),
-                chat_family_name(chat_family));
-  }
-}
-
 void Server::Impl::load() {
   try {
     const double t0 = core::now_s();
@@ -345,9 +305,10 @@ void Server::Impl::load() {
                                         cfg.max_model_len, n_kv_cells));
     }
     n_ctx = engine::resolve_context_size(cfg.max_model_len > 0 ? cfg.max_model_len : n_kv_cells, hp.n_ctx_train);
-    select_chat_template(m->gguf());
-    bos_text = t->bos_id() >= 0 ? t->token_to_piece(t->bos_id(), true) : "";
-    eos_text = t->eos_id() >= 0 ? t->token_to_piece(t->eos_id(), true) : "";
+    chat::FormatterConfig fc;
+    fc.template_file = cfg.chat_template_file;
+    fc.family = cfg.chat_template;
+    formatter = std::make_unique<chat::Formatter>(m->gguf(), *t, fc, cfg.model_path);
 
     SchedulerConfig sc;
     sc.engine.n_threads = cfg.n_threads;
@@ -371,7 +332,7 @@ void Server::Impl::load() {
     TS_LOG_INFO("model {} loaded in {:.2f} s: {} slots sharing {} KV cells, at most {} per request, spec {}, step budget {}, "
                 "chat template {} ({}); ready",
                 model_id, core::now_s() - t0, cfg.n_slots, n_kv_cells, n_ctx, cfg.spec.method, cfg.step_budget,
-                jinja ? "jinja" : chat_family_name(chat_family), chat_family_name(chat_family));
+                formatter->jinja() ? "jinja" : chat::chat_family_name(formatter->family()), chat::chat_family_name(formatter->family()));
   } catch (const std::exception& e) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -402,7 +363,7 @@ void Server::start() {
   if (c.max_body_bytes < 1024) throw InvalidArgument(fmt::format("--max-body must be >= 1024 bytes, got {}", c.max_body_bytes));
   if (c.port < 0 || c.port > 65535) throw InvalidArgument(fmt::format("--port must be in 0..65535, got {}", c.port));
   if (c.http_threads < 0) throw InvalidArgument(fmt::format("--http-threads must be >= 0, got {}", c.http_threads));
-  if (!c.chat_template.empty()) (void)chat_family_from_name(c.chat_template);
+  if (!c.chat_template.empty()) (void)chat::chat_family_from_name(c.chat_template);
   if (!c.chat_template.empty() && !c.chat_template_file.empty())
     throw InvalidArgument("--chat-template and --chat-template-file exclude each other");
   if (!c.chat_template_file.empty() && !std::ifstream(c.chat_template_file, std::ios::binary))

@@ -12,11 +12,9 @@
 #include <string>
 #include <thread>
 
-#include "chat/chat.h"
-#include "chat/template.h"
+#include "chat/formatter.h"
 #include "model/model.h"
 #include "server/api.h"
-#include "server/chat_template.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/server.h"
@@ -40,17 +38,8 @@ struct Server::Impl {
   std::unique_ptr<model::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::unique_ptr<Scheduler> scheduler;
-  ChatFamily chat_family = ChatFamily::plain;
-  std::string bos_text, eos_text;
-  // The Jinja templates (docs/chat.md): set unless the built-in family formatter is used
-  // (--chat-template NAME, or a model without a template we can parse).
-  std::shared_ptr<const chat::Template> jinja;
-  std::shared_ptr<const chat::Template> jinja_tool_use;  // the GGUF's tool_use template, if any
-  std::string chat_template_engine() const { return jinja ? "jinja" : "builtin"; }
-  // Renders the chat request with the Jinja template: prompt text and whether it already
-  // starts with the BOS text (then the tokenizer must not add another).
-  std::string render_jinja_chat(const std::string& raw_body, bool& has_bos) const;
-  void select_chat_template(const gguf::GgufFile& file);
+  // Renders /v1/chat/completions prompts (the template choice: chat/formatter.h).
+  std::unique_ptr<chat::Formatter> formatter;
   int32_t n_ctx = 0;       // per request (max_model_len resolved)
   int32_t n_kv_cells = 0;  // the shared pool (-c resolved)
 

@@ -30,8 +30,8 @@
 #include "fuzz_common.h"
 #include "sampling/sampling.h"
 #include "server/api.h"
-#include "server/chat_template.h"
-#include "server/text_stream.h"
+#include "chat/builtin_formats.h"
+#include "tokenizer/text_stream.h"
 #include "treespec/status.h"
 
 namespace {
@@ -80,7 +80,7 @@ void check_text_stream(const tokenizer::Tokenizer& tok, int32_t prev, const std:
   for (int32_t t : tokens) full += ref.push(t);
   full += ref.flush();
 
-  server::TextStream ts(tok, prev, stops);
+  tokenizer::TextStream ts(tok, prev, stops);
   std::string out;
   for (int32_t t : tokens) out += ts.push(t);
   out += ts.finish();
@@ -148,10 +148,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<std::vector<std::string>> stops;
     if (ep == server::Endpoint::chat) {
       const std::string bos = tok.token_to_piece(tok.bos_id(), true), eos = tok.token_to_piece(tok.eos_id(), true);
-      for (const std::string& name : server::chat_family_names()) {
-        const server::ChatFamily f = server::chat_family_from_name(name);
-        check(name == server::chat_family_name(f));
-        server::RenderedChat rc = server::render_chat(f, r.messages, bos, eos);
+      for (const std::string& name : chat::chat_family_names()) {
+        const chat::ChatFamily f = chat::chat_family_from_name(name);
+        check(name == chat::chat_family_name(f));
+        chat::RenderedChat rc = chat::render_builtin(f, r.messages, bos, eos);
         for (const auto& s : rc.stops) check(!s.empty());
         std::vector<std::string> all = r.stops;
         all.insert(all.end(), rc.stops.begin(), rc.stops.end());

@@ -13,7 +13,7 @@
 #include "chat/chat.h"
 #include "command.h"
 #include "gguf/gguf.h"
-#include "server/chat_template.h"
+#include "chat/builtin_formats.h"
 #include "tokenizer/tokenizer.h"
 #include "treespec/status.h"
 
@@ -83,7 +83,7 @@ int run_chat_template(const ChatTemplateArgs& a, const CLI::App& sub) {
     source = read_whole_file(a.template_file, "template file");
   } else {
     const auto file = gguf::GgufFile::open(a.model);
-    source = server::gguf_chat_template(*file, !in.tools.is_null());
+    source = chat::gguf_chat_template(*file, !in.tools.is_null());
     if (source.empty()) throw InvalidArgument(fmt::format("{} has no tokenizer.chat_template", a.model));
     const auto tok = tokenizer::Tokenizer::from_gguf(*file);
     if (tok->bos_id() >= 0) in.bos_token = tok->token_to_piece(tok->bos_id(), true);

@@ -11,7 +11,7 @@
 #include "command.h"
 #include "core/log.h"
 #include "cli/options.h"
-#include "server/chat_template.h"
+#include "chat/builtin_formats.h"
 #include "server/server.h"
 #include "treespec/status.h"
 
@@ -104,7 +104,7 @@ std::function<int()> setup_serve(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--chat-template", s.chat_template,
                  fmt::format("built-in chat format instead of the GGUF's Jinja template: {}",
-                             fmt::join(server::chat_family_names(), " | ")));
+                             fmt::join(chat::chat_family_names(), " | ")));
   sub.add_option("--chat-template-file", s.chat_template_file, "Jinja2 chat template file instead of the GGUF's");
   sub.add_option("--test-load-delay", s.load_delay_s, "testing: seconds to wait before loading the model")->group("");
   cli::add_sampling_options(sub, a->sampling);

@@ -10,16 +10,18 @@
 
 #include "engine/budget.h"
 #include "server/api.h"
-#include "server/chat_template.h"
+#include "chat/builtin_formats.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
-#include "server/text_stream.h"
+#include "tokenizer/text_stream.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 #include "treespec/status.h"
 
 using namespace treespec;
 using namespace treespec::server;
+using namespace treespec::chat;
+using treespec::tokenizer::TextStream;
 using nlohmann::json;
 
 // ---- chat templates ----
@@ -40,27 +42,27 @@ TEST(ChatTemplate, DetectsFamiliesBySubstring) {
 
 TEST(ChatTemplate, RendersEachFamily) {
   const std::vector<ChatMessage> msgs = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
-  EXPECT_EQ(render_chat(ChatFamily::chatml, msgs, "<s>", "</s>").prompt,
+  EXPECT_EQ(render_builtin(ChatFamily::chatml, msgs, "<s>", "</s>").prompt,
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
             "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(render_chat(ChatFamily::llama3, msgs, "", "").prompt,
+  EXPECT_EQ(render_builtin(ChatFamily::llama3, msgs, "", "").prompt,
             "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  EXPECT_EQ(render_chat(ChatFamily::llama2, msgs, "<s>", "</s>").prompt,
+  EXPECT_EQ(render_builtin(ChatFamily::llama2, msgs, "<s>", "</s>").prompt,
             "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello! </s><s>[INST] Bye [/INST]");
-  EXPECT_EQ(render_chat(ChatFamily::mistral, msgs, "<s>", "</s>").prompt,
+  EXPECT_EQ(render_builtin(ChatFamily::mistral, msgs, "<s>", "</s>").prompt,
             "[INST] Be brief.\n\nHi [/INST]Hello!</s>[INST] Bye [/INST]");
-  EXPECT_EQ(render_chat(ChatFamily::mistral_v7, msgs, "<s>", "</s>").prompt,
+  EXPECT_EQ(render_builtin(ChatFamily::mistral_v7, msgs, "<s>", "</s>").prompt,
             "[SYSTEM_PROMPT] Be brief.[/SYSTEM_PROMPT][INST] Hi[/INST] Hello!</s>[INST] Bye[/INST]");
-  EXPECT_EQ(render_chat(ChatFamily::phi3, msgs, "<s>", "</s>").prompt,
+  EXPECT_EQ(render_builtin(ChatFamily::phi3, msgs, "<s>", "</s>").prompt,
             "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello!<|end|>\n<|user|>\nBye<|end|>\n<|assistant|>\n");
-  EXPECT_EQ(render_chat(ChatFamily::zephyr, msgs, "<s>", "</s>").prompt,
+  EXPECT_EQ(render_builtin(ChatFamily::zephyr, msgs, "<s>", "</s>").prompt,
             "<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n<|user|>\nBye</s>\n<|assistant|>\n");
-  EXPECT_EQ(render_chat(ChatFamily::gemma, msgs, "<bos>", "<eos>").prompt,
+  EXPECT_EQ(render_builtin(ChatFamily::gemma, msgs, "<bos>", "<eos>").prompt,
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
             "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
-  const RenderedChat plain = render_chat(ChatFamily::plain, msgs, "<s>", "</s>");
+  const RenderedChat plain = render_builtin(ChatFamily::plain, msgs, "<s>", "</s>");
   EXPECT_EQ(plain.prompt, "system: Be brief.\nuser: Hi\nassistant: Hello!\nuser: Bye\nassistant:");
   EXPECT_EQ(plain.stops, std::vector<std::string>{"\nuser:"});
 }
@@ -68,7 +70,7 @@ TEST(ChatTemplate, RendersEachFamily) {
 TEST(ChatTemplate, NamesRoundTripAndErrors) {
   for (const auto& n : chat_family_names()) EXPECT_STREQ(chat_family_name(chat_family_from_name(n)), n.c_str());
   EXPECT_THROW(chat_family_from_name("vicuna"), InvalidArgument);
-  EXPECT_THROW(render_chat(ChatFamily::chatml, {}, "", ""), InvalidArgument);
+  EXPECT_THROW(render_builtin(ChatFamily::chatml, {}, "", ""), InvalidArgument);
 }
 
 // ---- text stream ----

@@ -1,8 +1,8 @@
-#include "server/text_stream.h"
+#include "tokenizer/text_stream.h"
 
 #include <algorithm>
 
-namespace treespec::server {
+namespace treespec::tokenizer {
 
 TextStream::TextStream(const tokenizer::Tokenizer& tok, int32_t prev_token, std::vector<std::string> stops)
     : dec_(tok), stops_(std::move(stops)) {
@@ -60,4 +60,4 @@ std::string TextStream::finish() {
   return release();
 }
 
-}  // namespace treespec::server
+}  // namespace treespec::tokenizer

@@ -1,11 +1,11 @@
-#include "server/chat_template.h"
+#include "chat/builtin_formats.h"
 
 #include <fmt/format.h>
 
 #include "gguf/gguf.h"
 #include "treespec/status.h"
 
-namespace treespec::server {
+namespace treespec::chat {
 
 std::string gguf_chat_template(const gguf::GgufFile& file, bool tools) {
   if (tools && file.has("tokenizer.chat_template.tool_use")) return file.get_string("tokenizer.chat_template.tool_use");
@@ -86,7 +86,7 @@ ChatFamily detect_chat_family(std::string_view t) {
   return ChatFamily::plain;
 }
 
-RenderedChat render_chat(ChatFamily family, const std::vector<ChatMessage>& messages, std::string_view bos_text,
+RenderedChat render_builtin(ChatFamily family, const std::vector<ChatMessage>& messages, std::string_view bos_text,
                          std::string_view eos_text) {
   if (messages.empty()) throw InvalidArgument("'messages' is empty: a chat needs at least one message");
   RenderedChat r;
@@ -171,4 +171,4 @@ RenderedChat render_chat(ChatFamily family, const std::vector<ChatMessage>& mess
   return r;
 }
 
-}  // namespace treespec::server
+}  // namespace treespec::chat

@@ -28,7 +28,7 @@ namespace treespec::gguf {
 class GgufFile;
 }
 
-namespace treespec::server {
+namespace treespec::chat {
 
 // The GGUF's Jinja chat template: `tokenizer.chat_template.tool_use` when `tools` and the
 // file has one (transformers picks the "tool_use" template when tools are given), else
@@ -60,7 +60,7 @@ struct RenderedChat {
 // delimit turns with them: llama2, mistral, zephyr); the prompt is tokenized with
 // special-token parsing on, so they become the real tokens. The first BOS is not
 // written: the tokenizer adds it. InvalidArgument for an empty message list.
-RenderedChat render_chat(ChatFamily family, const std::vector<ChatMessage>& messages, std::string_view bos_text,
+RenderedChat render_builtin(ChatFamily family, const std::vector<ChatMessage>& messages, std::string_view bos_text,
                          std::string_view eos_text);
 
-}  // namespace treespec::server
+}  // namespace treespec::chat

@@ -15,7 +15,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-namespace treespec::server {
+namespace treespec::tokenizer {
 
 class TextStream {
  public:
@@ -50,4 +50,4 @@ class TextStream {
   int32_t n_tokens_ = 0;
 };
 
-}  // namespace treespec::server
+}  // namespace treespec::tokenizer
