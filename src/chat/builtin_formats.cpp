@@ -163,7 +163,13 @@ RenderedChat render_builtin(ChatFamily family, const std::vector<ChatMessage>& m
       p += "<start_of_turn>model\n";
       break;
     case ChatFamily::plain:
-      for (const auto& m : messages) p += fmt::format("{}: {}\n", m.role, m.content);
+      // "role: content" lines; an answer that starts with a space or newline (what the
+      // model wrote after "assistant:") follows the colon directly, so the rendered turn
+      // is the text the model produced and its KV is reused (treespec chat, docs/chat.md).
+      for (const auto& m : messages) {
+        const bool spaced = !m.content.empty() && (m.content[0] == ' ' || m.content[0] == '\n');
+        p += fmt::format("{}:{}{}\n", m.role, spaced && m.role == "assistant" ? "" : " ", m.content);
+      }
       p += "assistant:";
       r.stops.push_back("\nuser:");
       break;

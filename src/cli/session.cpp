@@ -46,12 +46,17 @@ engine::SequenceParams resolve_sequence_params(const SamplingOptions& o, int64_t
   return sp;
 }
 
-PreparedSequence prepare_sequence(engine::Engine& eng, const LoadedModel& m, std::vector<int32_t> ids,
-                                  const engine::SequenceParams& sp, const drafters::SpecConfig& spec) {
+std::unique_ptr<engine::Sequence> make_sequence(engine::Engine& eng, const LoadedModel& m, std::vector<int32_t> ids,
+                                                const engine::SequenceParams& sp, const drafters::SpecConfig& spec) {
   eng.set_eog_ids(m.tok->eog_ids());
   drafters::DrafterEnv env{m.model.get(), m.tok->eog_ids(), sp.sampling.seed, &eng.ctx().pool()};
+  return std::make_unique<engine::Sequence>(std::move(ids), sp, drafters::make_drafter(spec, env));
+}
+
+PreparedSequence prepare_sequence(engine::Engine& eng, const LoadedModel& m, std::vector<int32_t> ids,
+                                  const engine::SequenceParams& sp, const drafters::SpecConfig& spec) {
   PreparedSequence p;
-  p.seq = std::make_unique<engine::Sequence>(std::move(ids), sp, drafters::make_drafter(spec, env));
+  p.seq = make_sequence(eng, m, std::move(ids), sp, spec);
   // The tree-budget policy (--budget, and propd's dynamic trees): the same factory serve and bench use.
   p.policy = engine::make_budget_policy(spec, eng);
   eng.set_budget_policy(p.policy.get());

@@ -41,8 +41,12 @@ struct PreparedSequence {
   std::unique_ptr<engine::BudgetPolicy> policy;
 };
 
-// The drafter of `spec` (drafters::make_drafter, seeded with the sampling seed) on
-// `ids`; sets the engine's end-of-generation ids from the tokenizer.
+// A sequence on `ids` with the drafter of `spec` (drafters::make_drafter, seeded with the
+// sampling seed); sets the engine's end-of-generation ids from the tokenizer.
+std::unique_ptr<engine::Sequence> make_sequence(engine::Engine& eng, const LoadedModel& m, std::vector<int32_t> ids,
+                                                const engine::SequenceParams& sp, const drafters::SpecConfig& spec);
+
+// make_sequence plus the budget policy of `spec`, installed on the engine.
 PreparedSequence prepare_sequence(engine::Engine& eng, const LoadedModel& m, std::vector<int32_t> ids,
                                   const engine::SequenceParams& sp, const drafters::SpecConfig& spec);
 

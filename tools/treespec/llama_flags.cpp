@@ -31,6 +31,7 @@ const LlamaFlag kFlags[] = {
     {{"-ub"}, Kind::alias, Value::none, "--ubatch-size"},
     {{"-ctk"}, Kind::alias, Value::none, "--cache-type-k"},
     {{"-ctv"}, Kind::alias, Value::none, "--cache-type-v"},
+    {{"-sys"}, Kind::alias, Value::none, "--system-prompt"},
     {{"-ngl", "--gpu-layers", "--n-gpu-layers"}, Kind::ignored, Value::required, kGpu},
     {{"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, Kind::ignored, Value::required, kGpu},
     {{"-fa", "--flash-attn"}, Kind::ignored, Value::optional_on_off, "flash attention is a GPU kernel; this CPU engine has its own"},
@@ -89,8 +90,12 @@ std::vector<std::string> rewrite_llama_flags(int argc, char** argv, std::FILE* w
       continue;
     }
     if (f->kind == Kind::chat) {
-      throw InvalidArgument(fmt::format("{}: chat mode does not exist yet; use `treespec run -p PROMPT` for one completion, "
-                                        "or `treespec serve` and its /v1/chat/completions endpoint", name));
+      // llama-cli's conversation mode: `run -cnv ...` is `chat ...`.
+      if (out.size() >= 2 && (out[1] == "run" || out[1] == "chat")) {
+        out[1] = "chat";
+        continue;
+      }
+      throw InvalidArgument(fmt::format("{} starts a conversation: use `treespec chat -m MODEL` (or `treespec run -cnv`)", name));
     }
     if (f->kind == Kind::alias) {
       out.push_back(std::string(f->text) + (eq == std::string::npos ? "" : a.substr(eq)));

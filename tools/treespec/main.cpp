@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const Error& e) {  // a llama.cpp flag treespec refuses (-cnv, "-xyz")
+  } catch (const Error& e) {  // a llama.cpp flag treespec refuses ("serve -cnv", "-xyz")
     std::fprintf(stderr, "treespec: error: %s\n", e.what());
     return 1;
   }

@@ -82,15 +82,22 @@ TEST(CliFlags, GpuOnlyLlamaFlagsWarnInServeAndBench) {
   EXPECT_EQ(b.err.find("n-predict"), std::string::npos) << b.err;
 }
 
-// Item 3: chat-mode flags say that chat mode does not exist; never "--ctx-size = nv".
-TEST(CliFlags, ChatModeFlagsAreAClearError) {
+// Item 3: llama-cli's chat-mode flags turn `run` into `chat` (-p is then the first user
+// message, answered exactly as `chat -p` answers it); never "--ctx-size = nv". Other
+// subcommands name `treespec chat`.
+TEST(CliFlags, ChatModeFlagsStartTheChat) {
+  const Result chat = treespec_cmd("chat -m '" + tiny_model() + "' -p 't3 t4' -n 3 -t 1 --temp 0 --ignore-eos </dev/null");
+  ASSERT_EQ(chat.status, 0) << chat.err;
+  ASSERT_FALSE(chat.out.empty());
   for (const std::string flag : {"-cnv", "--conversation", "-i", "--interactive", "-if"}) {
-    const Result r = treespec_cmd(run_args() + flag);
-    EXPECT_EQ(r.status, 1) << flag;
-    EXPECT_NE(r.err.find(flag + ": chat mode does not exist yet"), std::string::npos) << r.err;
+    const Result r = treespec_cmd(run_args() + flag + " </dev/null");
+    EXPECT_EQ(r.status, 0) << flag << "\n" << r.err;
+    EXPECT_EQ(r.out, chat.out) << flag;
     EXPECT_EQ(r.err.find("ctx-size"), std::string::npos) << r.err;
-    EXPECT_TRUE(r.out.empty()) << r.out;
   }
+  const Result serve = treespec_cmd("serve -m '" + tiny_model() + "' -cnv");
+  EXPECT_EQ(serve.status, 1);
+  EXPECT_NE(serve.err.find("-cnv starts a conversation: use `treespec chat -m MODEL`"), std::string::npos) << serve.err;
 }
 
 // Item 3: a multi-letter flag after one dash is never split into single-letter flags.
