@@ -242,7 +242,10 @@ Engine::PrefixMatch Engine::match_prefix(const std::vector<int32_t>& tokens, int
 
 void Engine::cache_prefix(const Sequence& seq) {
   constexpr size_t kMaxCachedPrefixes = 64;
-  const int32_t n = kv_.n_past(seq.slot_);
+  // The committed cells of tokens in the context: a step that ends the sequence (-n, an
+  // end-of-generation token) can commit accepted tokens it never emits, whose cells
+  // have no token to match against.
+  const auto n = static_cast<int32_t>(std::min<int64_t>(kv_.n_past(seq.slot_), static_cast<int64_t>(seq.context_.size())));
   if (n == 0) return;
   CachedPrefix c;
   c.blocks = kv_.prefix_blocks(seq.slot_, n);
