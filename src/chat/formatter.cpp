@@ -2,10 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "chat/chat.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
@@ -14,14 +12,6 @@
 namespace treespec::chat {
 
 namespace {
-
-std::string read_template_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw IoError(fmt::format("cannot open chat template file '{}'", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // A message's content as text: a string, a list of {text} parts (concatenated), or
 // absent / null ("").
@@ -54,7 +44,7 @@ Formatter::Formatter(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok
   const std::string gguf_source = gguf_chat_template(file, false);
   family_ = detect_chat_family(gguf_source);
   if (!cfg.template_file.empty()) {
-    source_ = read_template_file(cfg.template_file);
+    source_ = core::read_text_file(cfg.template_file, "chat template file");
     try {
       jinja_ = std::make_shared<const Template>(source_, cfg.render);
     } catch (const TemplateError& e) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "chat/builtin_formats.h"
 #include "core/thread_pool.h"
 #include "treespec/status.h"
 
@@ -26,6 +27,13 @@ void add_cache_type_options(CLI::App& app, std::string& type_k, std::string& typ
       ->capture_default_str();
   app.add_option("--cache-type-v", type_v, fmt::format("KV cache type for V: {} (-ctv works too)", kv::cache_type_names()))
       ->capture_default_str();
+}
+
+void add_chat_template_options(CLI::App& app, std::string& family, std::string& template_file) {
+  app.add_option("--chat-template", family,
+                 fmt::format("built-in chat format instead of the GGUF's Jinja template: {}",
+                             fmt::join(chat::chat_family_names(), " | ")));
+  app.add_option("--chat-template-file", template_file, "Jinja2 chat template file instead of the GGUF's");
 }
 
 void add_sampling_options(CLI::App& app, SamplingOptions& o) {

@@ -41,6 +41,9 @@ struct SamplingOptions {
 };
 
 void add_model_options(CLI::App& app, ModelOptions& o);
+// --chat-template NAME (a built-in format) and --chat-template-file F (Jinja2), which
+// override the GGUF's template (chat/formatter.h); serve and chat.
+void add_chat_template_options(CLI::App& app, std::string& family, std::string& template_file);
 void add_sampling_options(CLI::App& app, SamplingOptions& o);
 void add_spec_options(CLI::App& app, drafters::SpecConfig& c);
 

@@ -176,10 +176,6 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
 
 }  // namespace
 
-// The Jinja template sees the request's messages as sent (key order kept: the body is
-// parsed again as ordered JSON), with "developer" as "system" and text parts joined into
-// one string (the parts were validated by parse_generation_request), plus `tools`,
-// add_generation_prompt = true and the model's BOS / EOS texts.
 void Server::Impl::handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
   const double t_arrival = core::now_s();
   require_ready();

@@ -3,12 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <queue>
-#include <sstream>
 
+#include "core/files.h"
 #include "treespec/status.h"
 
 namespace treespec::tree {
@@ -136,14 +135,6 @@ nlohmann::json parse_json(const std::string& text, const std::string& source) {
   }
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw IoError(fmt::format("cannot open tree choices file '{}'", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::vector<int32_t>> paths_from_json(const nlohmann::json& j, const std::string& what) {
   if (!j.is_array()) throw FormatError(fmt::format("{}: expected a list of rank paths, got {}", what, j.type_name()));
   std::vector<std::vector<int32_t>> out;
@@ -173,7 +164,7 @@ std::vector<std::string> names_of(const nlohmann::json& j) {
 }  // namespace
 
 std::vector<std::string> tree_names_in_file(const std::string& path) {
-  return names_of(parse_json(read_text(path), path));
+  return names_of(parse_json(core::read_text_file(path, "tree choices file"), path));
 }
 
 TreeShape parse_tree_choices(const std::string& json_text, const std::string& name, const std::string& source) {
@@ -202,7 +193,7 @@ TreeShape parse_tree_choices(const std::string& json_text, const std::string& na
 }
 
 TreeShape load_tree_choices(const std::string& path, const std::string& name) {
-  return parse_tree_choices(read_text(path), name, path);
+  return parse_tree_choices(core::read_text_file(path, "tree choices file"), name, path);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -184,10 +184,7 @@ std::function<int()> setup_chat(CLI::App& sub) {
   sub.add_option("-n,--n-predict", a->n_predict, "most tokens per answer (-1 = until end of turn or context)")
       ->capture_default_str();
   sub.add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-generation tokens (then -n ends each answer)");
-  sub.add_option("--chat-template", a->chat_template,
-                 fmt::format("built-in chat format instead of the GGUF's Jinja template: {}",
-                             fmt::join(chat::chat_family_names(), " | ")));
-  sub.add_option("--chat-template-file", a->chat_template_file, "Jinja2 chat template file instead of the GGUF's");
+  cli::add_chat_template_options(sub, a->chat_template, a->chat_template_file);
   cli::add_sampling_options(sub, a->sampling);
   cli::add_spec_options(sub, a->spec);
   sub.add_flag("-v,--verbose", a->verbose, "log more");

@@ -7,11 +7,10 @@
 // (raise_exception, syntax, undefined, ...) exits 1 with its message on stderr.
 #include <cstdio>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 
 #include "chat/chat.h"
 #include "command.h"
+#include "core/files.h"
 #include "gguf/gguf.h"
 #include "chat/builtin_formats.h"
 #include "tokenizer/tokenizer.h"
@@ -32,16 +31,8 @@ struct ChatTemplateArgs {
   std::string now;
 };
 
-std::string read_whole_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw IoError(fmt::format("cannot open {} '{}'", what, path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 nlohmann::ordered_json read_json_file(const std::string& path, const char* what) {
-  const std::string text = read_whole_file(path, what);
+  const std::string text = core::read_text_file(path, what);
   try {
     return nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
@@ -80,7 +71,7 @@ int run_chat_template(const ChatTemplateArgs& a, const CLI::App& sub) {
 
   std::string source;
   if (!a.template_file.empty()) {
-    source = read_whole_file(a.template_file, "template file");
+    source = core::read_text_file(a.template_file, "template file");
   } else {
     const auto file = gguf::GgufFile::open(a.model);
     source = chat::gguf_chat_template(*file, !in.tools.is_null());

@@ -4,13 +4,12 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cli/options.h"
 #include "cli/session.h"
 #include "command.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "engine/budget_controller.h"
 #include "engine/engine.h"
@@ -34,19 +33,11 @@ struct RunArgs {
   bool verbose = false;
 };
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw IoError("cannot open prompt file '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 int run(const RunArgs& a) {
   if (a.verbose) core::set_log_level(core::LogLevel::info);
   if (a.n_predict < -1) throw InvalidArgument(fmt::format("-n/--n-predict must be >= 0 or -1 (unlimited), got {}", a.n_predict));
   if (!a.prompt_file.empty() && !a.prompt.empty()) throw InvalidArgument("give either -p/--prompt or -f/--file, not both");
-  const std::string prompt = a.prompt_file.empty() ? a.prompt : read_text_file(a.prompt_file);
+  const std::string prompt = a.prompt_file.empty() ? a.prompt : core::read_text_file(a.prompt_file, "prompt file");
 
   // Model, engine and sequence as the C API builds them (cli/session.h).
   const cli::LoadedModel lm = cli::load_model(a.model.model);

@@ -11,7 +11,6 @@
 #include "command.h"
 #include "core/log.h"
 #include "cli/options.h"
-#include "chat/builtin_formats.h"
 #include "server/server.h"
 #include "treespec/status.h"
 
@@ -102,10 +101,7 @@ std::function<int()> setup_serve(CLI::App& sub) {
   sub.add_option("--http-threads", s.http_threads, "HTTP worker threads (0 = slots + max-queue + 8)")->capture_default_str();
   sub.add_option("--shutdown-grace", s.shutdown_grace_s, "seconds in-flight requests may finish after SIGTERM")
       ->capture_default_str();
-  sub.add_option("--chat-template", s.chat_template,
-                 fmt::format("built-in chat format instead of the GGUF's Jinja template: {}",
-                             fmt::join(chat::chat_family_names(), " | ")));
-  sub.add_option("--chat-template-file", s.chat_template_file, "Jinja2 chat template file instead of the GGUF's");
+  cli::add_chat_template_options(sub, s.chat_template, s.chat_template_file);
   sub.add_option("--test-load-delay", s.load_delay_s, "testing: seconds to wait before loading the model")->group("");
   cli::add_sampling_options(sub, a->sampling);
   cli::add_spec_options(sub, a->spec);
