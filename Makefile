@@ -14,8 +14,14 @@ all: build
 setup:
 	@scripts/setup.sh
 
+# A new build directory uses Ninja (scripts/setup.sh installs it): it starts a module's
+# compiles as soon as their headers exist, where CMake's Makefiles wait for every library
+# the module links, which left one of the 2 cores idle for a third of the build. An
+# existing build directory keeps the generator it was made with.
+cmake_gen = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
+
 configure: setup
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B $(BUILD) $(call cmake_gen,$(BUILD)) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -39,7 +45,9 @@ uninstall:
 	  if [ -f $$m ]; then echo "uninstall: removing the files listed in $$m"; xargs -d '\n' rm -f -- < $$m; rm -f $$m; fi; \
 	done
 
-run: build
+# Builds only the tool (not the tests, benchmarks or libraries it does not link).
+run: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target treespec
 	@scripts/run_demo.sh $(BUILD)
 
 # After the run, scripts/test_summary.sh lists skipped tests, loudly those skipped for a
@@ -92,7 +100,7 @@ SAN_PACKAGES = libasan8 libubsan1
 SAN_OPT = -O1 -DNDEBUG
 test-sanitize:
 	@scripts/setup.sh $(SAN_PACKAGES)
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" \
+	@cmake -S . -B build-asan $(call cmake_gen,build-asan) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(SAN_OPT)" \
 	  -DTREESPEC_SANITIZE="address;undefined" -DTREESPEC_BUILD_BENCHMARKS=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	$(call seed_ctest_costs,build-asan,sanitize)
@@ -128,7 +136,7 @@ fuzz: build-fuzz-targets
 FUZZ_PACKAGES = clang-14 libclang-rt-14-dev llvm-14
 build-fuzz-targets:
 	@scripts/setup.sh $(FUZZ_PACKAGES)
-	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTREESPEC_FUZZ=ON \
+	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz $(call cmake_gen,build-fuzz) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTREESPEC_FUZZ=ON \
 	  -DTREESPEC_SANITIZE="address;undefined" -DTREESPEC_BUILD_TESTS=OFF -DTREESPEC_BUILD_BENCHMARKS=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config python3 python3-setuptools python3-pip python3-wheel binutils
+  build-essential cmake ninja-build pkg-config python3 python3-setuptools python3-pip python3-wheel binutils
   python3-jinja2  # the chat-template conformance tests render their expectations with it (docs/chat.md)
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev libutf8proc-dev

@@ -25,6 +25,11 @@
 
 namespace treespec::gguf {
 
+// File magic: "GGUF" read as a little-endian u32.
+inline constexpr uint32_t kMagic = 0x46554747u;
+// general.alignment must be a power of two (of at most 2^30).
+constexpr bool is_power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
 enum class ValueType : uint32_t {
   u8 = 0,
   i8 = 1,

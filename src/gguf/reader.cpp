@@ -20,8 +20,6 @@ namespace treespec::gguf {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x46554747u;  // "GGUF" read as little-endian u32
-
 // Smallest encodings, used to reject counts that the remaining bytes cannot hold.
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;              // empty key, type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim, type, offset
@@ -147,8 +145,6 @@ Value read_value(Cursor& c, ValueType t, const std::string& what, int depth, Par
   }
   c.fail(fmt::format("{}: unknown value type {}", what, static_cast<uint32_t>(t)), c.pos());
 }
-
-bool is_power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 }  // namespace
 

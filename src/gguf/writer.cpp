@@ -15,10 +15,6 @@ namespace treespec::gguf {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x46554747u;
-
-bool is_power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
-
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 // Collects bytes into a vector.

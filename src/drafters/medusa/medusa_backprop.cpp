@@ -5,12 +5,12 @@
 #include <cstring>
 
 #include "core/assert.h"
+#include "drafters/medusa/medusa_heads.h"
 #include "kernels/kernels.h"
 
 namespace treespec::drafters {
 
 namespace {
-float silu(float z) { return z / (1.0f + std::exp(-z)); }
 float silu_grad(float z) {
   const float s = 1.0f / (1.0f + std::exp(-z));
   return s * (1.0f + z * (1.0f - s));
@@ -48,7 +48,7 @@ double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, co
   sb.dz.resize(ME);
   sb.row_loss.assign(static_cast<size_t>(M), 0.0);
 
-  // Forward: x_{r+1} = x_r + silu(W_r x_r + b_r); logits = Wout x_R.
+  // Forward: x_{r+1} = x_r + block_silu(W_r x_r + b_r); logits = Wout x_R.
   std::memcpy(sb.x[0].data(), h, ME * sizeof(float));
   for (int32_t r = 0; r < R; ++r) {
     const kernels::WeightView W{params.w[static_cast<size_t>(r)].data(), tensor::DType::f32, E, E};
@@ -59,7 +59,7 @@ double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, co
     float* xo = sb.x[static_cast<size_t>(r) + 1].data();
     for (size_t i = 0; i < ME; ++i) {
       z[i] += b[i % static_cast<size_t>(E)];
-      xo[i] = xi[i] + silu(z[i]);
+      xo[i] = xi[i] + block_silu(z[i]);
     }
   }
   const float* xr = sb.x[static_cast<size_t>(R)].data();

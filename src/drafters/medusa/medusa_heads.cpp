@@ -52,7 +52,6 @@ int32_t bounded(const gguf::GgufFile& f, const char* key, int64_t lo, int64_t hi
   return static_cast<int32_t>(v);
 }
 
-float silu(float z) { return z / (1.0f + std::exp(-z)); }
 
 }  // namespace
 
@@ -235,7 +234,7 @@ void MedusaHeads::forward(int32_t k, const float* h, int64_t M, float* work, flo
   for (const Block& b : hd.blocks) {
     kernels::matmul(b.w, x, M, z, pool);
     for (int64_t m = 0; m < M; ++m) {
-      for (int64_t i = 0; i < E; ++i) x[m * E + i] += silu(z[m * E + i] + b.b[static_cast<size_t>(i)]);
+      for (int64_t i = 0; i < E; ++i) x[m * E + i] += block_silu(z[m * E + i] + b.b[static_cast<size_t>(i)]);
     }
   }
   kernels::matmul(hd.out, x, M, logits, pool);

@@ -11,6 +11,7 @@
 // any dtype the kernels handle works; freshly trained heads own f32 storage.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -26,6 +27,9 @@ class Model;
 }
 
 namespace treespec::drafters {
+
+// The activation of the residual blocks (Medusa heads, their trainer and the prune heads).
+inline float block_silu(float z) { return z / (1.0f + std::exp(-z)); }
 
 // Who the heads were made for, and how they were calibrated.
 struct MedusaHeadsInfo {

@@ -29,7 +29,6 @@ const char* kKeyTarget = "propd.prune.recall_target";
 const char* kKeyDefaultK = "propd.prune.default_k";
 const char* kKeyDefaultLayer = "propd.prune.default_layer";
 
-float silu(float z) { return z / (1.0f + std::exp(-z)); }
 
 int32_t bounded(const gguf::GgufFile& f, const char* key, int64_t lo, int64_t hi) {
   const int64_t v = f.get_int(key);
@@ -90,7 +89,7 @@ void PruneHead::logits_normed(const model::Model& m, const float* hin, int32_t n
   for (const Block& b : blocks_) {
     kernels::matmul(b.w, h, n, z, pool);
     for (int64_t r = 0; r < n; ++r) {
-      for (int64_t i = 0; i < E; ++i) h[r * E + i] += silu(z[r * E + i] + b.b[static_cast<size_t>(i)]);
+      for (int64_t i = 0; i < E; ++i) h[r * E + i] += block_silu(z[r * E + i] + b.b[static_cast<size_t>(i)]);
     }
   }
   kernels::matmul(lens_ ? m.output() : out_, h, n, logits, pool);
