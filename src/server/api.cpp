@@ -322,6 +322,7 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
     r.include_usage = get_bool(*so, "include_usage", false);
   }
   r.ignore_eos = get_bool(body, "ignore_eos", false);
+  r.spec = get_string(body, "spec", "");
   return r;
 }
 

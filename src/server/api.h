@@ -61,6 +61,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;             // stream_options.include_usage
   bool ignore_eos = false;                // extension (llama-server): generate past EOS
+  std::string spec;                       // extension: the speculative method ("" = the server's --spec)
 };
 
 // `defaults` are the server's sampling defaults (from the command line). `jinja_chat`:

@@ -1,7 +1,9 @@
 // POST /v1/completions and /v1/chat/completions: validation, tokenization, queueing on
 // the scheduler, and the response as one JSON body or as Server-Sent Events.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <random>
@@ -241,13 +243,22 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   state->params.ignore_eog = g.ignore_eos;
   state->stops = std::move(stops);
   state->t_arrival = t_arrival;
+  if (!g.spec.empty()) {
+    const auto& ms = scheduler->request_methods();
+    if (std::find(ms.begin(), ms.end(), g.spec) == ms.end()) {
+      throw invalid_request(fmt::format("'spec' = '{}' is not a method this server offers (it offers: {}; started with --spec {})",
+                                        g.spec, fmt::join(ms, ", "), cfg.spec.method), "spec");
+    }
+    state->spec = g.spec;
+  }
+  const std::string method = g.spec.empty() ? cfg.spec.method : g.spec;
 
   auto guard = std::make_shared<InflightGuard>(inflight);
   const Status st = scheduler->submit(state);
   if (!st.ok()) {
     throw ApiError(503, "unavailable_error", st.message(), st.code() == StatusCode::no_slot ? "queue_full" : "shutting_down");
   }
-  const Reply reply{ep, state->id, static_cast<int64_t>(std::time(nullptr)), model_id, cfg.spec.method};
+  const Reply reply{ep, state->id, static_cast<int64_t>(std::time(nullptr)), model_id, method};
   const int fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
 
   if (g.stream) {
@@ -276,7 +287,7 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   j["choices"] = json::array({choice_json(reply, state->text, state->finish_reason, false, false)});
   j["usage"] = usage_json(*state);
   j["timings"] = timings_json(*state);
-  j["treespec"] = treespec_json(*state, cfg.spec.method);
+  j["treespec"] = treespec_json(*state, method);
   send_json(res, 200, j);
 }
 

@@ -70,8 +70,21 @@ Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok,
   budget_ = engine::make_budget_policy(cfg_.spec, engine_, cfg.step_budget);
   if (!budget_) budget_ = std::make_unique<engine::StepBudgetPolicy>(cfg.step_budget);
   engine_.set_budget_policy(budget_.get());
-  // Build one drafter now so a bad --spec or drafter parameter fails at startup.
+  // Build one drafter now so a bad --spec or drafter parameter fails at startup; and one
+  // of each other method a request may ask for (a bad parameter of one the server does
+  // not use leaves it out of request_methods(), naming why in the log).
   (void)drafters::make_drafter(cfg_.spec, drafters::DrafterEnv{&model_, tok_.eog_ids(), 0});
+  for (const std::string& m : drafters::spec_methods()) {
+    if (m != cfg_.spec.method && m != "none" && m != "lookup" && m != "lookahead" && m != "ptd") continue;
+    try {
+      drafters::SpecConfig sc = cfg_.spec;
+      sc.method = m;
+      if (m != cfg_.spec.method) (void)drafters::make_drafter(sc, drafters::DrafterEnv{&model_, tok_.eog_ids(), 0});
+      request_methods_.push_back(m);
+    } catch (const std::exception& e) {
+      TS_LOG_WARN("requests cannot choose \"spec\": \"{}\": {}", m, e.what());
+    }
+  }
   metrics_.set_engine_state(engine_.totals(), 0, 0, cfg_.engine.n_slots);
   thread_ = std::thread([this] { loop(); });
 }
@@ -127,7 +140,9 @@ bool Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::u
   a->state = r;
   try {
     drafters::DrafterEnv env{&model_, tok_.eog_ids(), r->params.sampling.seed, &engine_.ctx().pool()};
-    a->seq = std::make_unique<engine::Sequence>(r->prompt, r->params, drafters::make_drafter(cfg_.spec, env));
+    drafters::SpecConfig sc = cfg_.spec;
+    if (!r->spec.empty()) sc.method = r->spec;
+    a->seq = std::make_unique<engine::Sequence>(r->prompt, r->params, drafters::make_drafter(sc, env));
     a->text = std::make_unique<tokenizer::TextStream>(tok_, r->prompt.empty() ? -1 : r->prompt.back(), r->stops);
     Active* ap = a.get();
     a->seq->on_tokens = [ap](std::span<const int32_t> toks) {
@@ -212,7 +227,8 @@ void Scheduler::finalize(Active& a) {
   TS_LOG_INFO(
       "request {}: {} | prompt {} tok, completion {} tok | queue {:.1f} ms, ttft {:.1f} ms, total {:.1f} ms, {:.1f} tok/s | "
       "spec {}: {} drafts, {} draft tokens, {} accepted, mean accepted length {:.2f}",
-      s.id, reason, s.prompt.size(), n_tokens, 1e3 * queue, 1e3 * ttft, 1e3 * e2e, st.tokens_per_s(), cfg_.spec.method,
+      s.id, reason, s.prompt.size(), n_tokens, 1e3 * queue, 1e3 * ttft, 1e3 * e2e, st.tokens_per_s(),
+      s.spec.empty() ? cfg_.spec.method : s.spec,
       st.n_drafts, st.n_draft_tokens, st.n_accepted, st.mean_accepted_length());
 }
 

@@ -40,6 +40,7 @@ struct RequestState {
   std::vector<int32_t> prompt;
   engine::SequenceParams params;
   std::vector<std::string> stops;
+  std::string spec;        // the drafter (one of Scheduler::request_methods()); "" = the server's --spec
   double t_arrival = 0.0;  // core::now_s() when the HTTP request arrived
 
   // Shared; guarded by mu.
@@ -93,6 +94,11 @@ class Scheduler {
   int32_t n_waiting() const;
   int32_t n_running() const;
   const SchedulerConfig& config() const { return cfg_; }
+  // The methods a request may choose (its "spec" field): the server's --spec, plain
+  // decoding and the training-free drafters (lookup, lookahead, ptd) with the server's
+  // parameters for them; methods that need files (heads, a draft model) or start-up
+  // calibration (auto) only when they are the server's. In spec_methods() order.
+  const std::vector<std::string>& request_methods() const { return request_methods_; }
   // The engine's KV cache, for its sizes (fixed once built; not its usage, which the
   // scheduler thread changes).
   const kv::KvCache& kv() const { return engine_.kv(); }
@@ -109,6 +115,7 @@ class Scheduler {
 
   const model::Model& model_;
   const tokenizer::Tokenizer& tok_;
+  std::vector<std::string> request_methods_;
   SchedulerConfig cfg_;
   Metrics& metrics_;
   engine::Engine engine_;

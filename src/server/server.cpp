@@ -18,6 +18,7 @@
 #include "gguf/gguf.h"
 #include "server/connection.h"
 #include "server/server_impl.h"
+#include "server/web/page.h"
 #include "tokenizer/utf8.h"
 #include "treespec/status.h"
 
@@ -42,7 +43,7 @@ namespace {
 
 // Bounded label set for per-route metrics.
 std::string route_label(const std::string& path) {
-  static const char* known[] = {"/health",         "/v1/models", "/models",   "/metrics",  "/v1/completions",
+  static const char* known[] = {"/",  "/health",         "/v1/models", "/models",   "/metrics",  "/v1/completions",
                                 "/completions",    "/v1/chat/completions",    "/chat/completions",
                                 "/tokenize",       "/detokenize",             "/props"};
   for (const char* k : known) {
@@ -58,7 +59,10 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return d == 0;
 }
 
-bool is_public_route(const std::string& path) { return path == "/health" || path == "/v1/models" || path == "/models"; }
+// The chat page is public (it holds no data; its requests carry the key the user enters).
+bool is_public_route(const std::string& path) {
+  return path == "/" || path == "/health" || path == "/v1/models" || path == "/models";
+}
 
 // Runs a handler, turning every exception into an OpenAI-style error body.
 template <typename F>
@@ -192,6 +196,18 @@ void Server::Impl::setup_routes() {
     TS_LOG_DEBUG("{} {} -> {}", req.method, req.path, res.status);
   });
 
+  // The chat page (src/server/web/chat.html). Its script and style are inline and it loads
+  // nothing else: the policy forbids any other origin.
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 200;
+    res.set_header("Content-Security-Policy",
+                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+                   "form-action 'none'; base-uri 'none'; frame-ancestors 'none'");
+    res.set_header("Cache-Control", "no-cache");
+    const std::string_view page = chat_page_html();
+    res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+  });
+
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     switch (owner.state()) {
       case State::ready:
@@ -245,6 +261,7 @@ void Server::Impl::setup_routes() {
       send_json(res, 200,
                 json{{"default_generation_settings", gen},
                      {"total_slots", cfg.n_slots},
+                     {"speculative_methods", scheduler->request_methods()},
                      {"model_path", cfg.model_path},
                      {"chat_template", formatter->source()},
                      {"bos_token", formatter->bos_text()},
