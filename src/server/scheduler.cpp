@@ -133,7 +133,7 @@ void Scheduler::shutdown(double grace_s) {
 bool Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::unique_ptr<Active>>& active) {
   if (r->cancel_requested.load() || cancel_all_.load()) {
     finish_without_engine(*r, "cancelled", "");
-    metrics_.on_request_done("cancelled", 0, 0, -1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival);
+    metrics_.on_request_done("cancelled", 0, 0, RequestTimes{-1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival, -1.0});
     return true;
   }
   auto a = std::make_unique<Active>();
@@ -169,8 +169,8 @@ bool Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::u
   } catch (const std::exception& e) {
     TS_LOG_WARN("request {}: cannot start: {}", r->id, e.what());
     finish_without_engine(*r, "error", e.what());
-    metrics_.on_request_done("error", static_cast<int64_t>(r->prompt.size()), 0, -1.0, core::now_s() - r->t_arrival,
-                             r->t_start - r->t_arrival);
+    metrics_.on_request_done("error", static_cast<int64_t>(r->prompt.size()), 0,
+                             RequestTimes{-1.0, core::now_s() - r->t_arrival, r->t_start - r->t_arrival, -1.0});
     if (a->seq && a->seq->slot() >= 0) engine_.release(*a->seq, engine::FinishReason::cancelled);
     return true;
   }
@@ -203,15 +203,16 @@ void Scheduler::finalize(Active& a) {
   const std::string reason = a.text->stopped() ? "stop" : openai_finish_reason(seq.finish_reason());
   const int32_t n_tokens = a.text->n_tokens();
   const double t_done = core::now_s();
-  double ttft = -1.0, e2e = 0.0, queue = 0.0;
+  RequestTimes times;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    if (s.t_first_token > 0.0) ttft = s.t_first_token - s.t_arrival;
-    e2e = t_done - s.t_arrival;
-    queue = s.t_start - s.t_arrival;
+    if (s.t_first_token > 0.0) times.ttft_s = s.t_first_token - s.t_arrival;
+    if (s.t_first_token > 0.0 && n_tokens > 1) times.tpot_s = (t_done - s.t_first_token) / (n_tokens - 1);
+    times.e2e_s = t_done - s.t_arrival;
+    times.queue_s = s.t_start - s.t_arrival;
   }
   // Metrics first, so a client that reads /metrics after its response sees its request.
-  metrics_.on_request_done(reason, static_cast<int64_t>(s.prompt.size()), n_tokens, ttft, e2e, queue);
+  metrics_.on_request_done(reason, static_cast<int64_t>(s.prompt.size()), n_tokens, times);
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.pending += rest;
@@ -227,7 +228,7 @@ void Scheduler::finalize(Active& a) {
   TS_LOG_INFO(
       "request {}: {} | prompt {} tok, completion {} tok | queue {:.1f} ms, ttft {:.1f} ms, total {:.1f} ms, {:.1f} tok/s | "
       "spec {}: {} drafts, {} draft tokens, {} accepted, mean accepted length {:.2f}",
-      s.id, reason, s.prompt.size(), n_tokens, 1e3 * queue, 1e3 * ttft, 1e3 * e2e, st.tokens_per_s(),
+      s.id, reason, s.prompt.size(), n_tokens, 1e3 * times.queue_s, 1e3 * times.ttft_s, 1e3 * times.e2e_s, st.tokens_per_s(),
       s.spec.empty() ? cfg_.spec.method : s.spec,
       st.n_drafts, st.n_draft_tokens, st.n_accepted, st.mean_accepted_length());
 }
@@ -258,7 +259,7 @@ void Scheduler::loop() {
     }
     for (auto& r : to_cancel) {
       finish_without_engine(*r, "cancelled", "");
-      metrics_.on_request_done("cancelled", 0, 0, -1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival);
+      metrics_.on_request_done("cancelled", 0, 0, RequestTimes{-1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival, -1.0});
     }
     for (size_t i = 0; i < to_admit.size(); ++i) {
       if (admit(to_admit[i], active)) continue;

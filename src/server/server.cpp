@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -50,13 +51,6 @@ std::string route_label(const std::string& path) {
     if (path == k) return k;
   }
   return "other";
-}
-
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return d == 0;
 }
 
 // The chat page is public (it holds no data; its requests carry the key the user enters).
@@ -135,15 +129,35 @@ void Server::Impl::handle_detokenize(const httplib::Request& req, httplib::Respo
   send_json(res, 200, json{{"content", tok->decode(ids)}});
 }
 
+std::string served_model_id(const ServerConfig& cfg) {
+  return !cfg.alias.empty() ? cfg.alias : std::filesystem::path(cfg.model_path).stem().string();
+}
+
+void Server::Impl::answer_preflight(const httplib::Request& req, httplib::Response& res) const {
+  const std::string origin = req.get_header_value("Origin");
+  if (cors.allow_origin(origin).empty()) {
+    send_error(res, ApiError(403, "invalid_request_error",
+                             cors.enabled() ? fmt::format("origin '{}' is not allowed (--cors-origins)", origin)
+                                            : std::string("cross-origin requests are off (--cors-origins none)")));
+    return;
+  }
+  res.status = 204;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+  res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+  res.set_header("Access-Control-Max-Age", "600");
+}
+
 void Server::Impl::setup_routes() {
+  // Preflights first: browsers send them without the API key.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (cfg.api_key.empty() || is_public_route(req.path)) return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.size() > prefix.size() && auth.compare(0, prefix.size(), prefix) == 0 &&
-        constant_time_equal(auth.substr(prefix.size()), cfg.api_key)) {
-      return httplib::Server::HandlerResponse::Unhandled;
+    if (req.method == "OPTIONS") {
+      answer_preflight(req, res);
+      return httplib::Server::HandlerResponse::Handled;
     }
+    if (api_keys.empty() || is_public_route(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    if (bearer_key_matches(api_keys, auth)) return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, ApiError(401, "authentication_error",
                              auth.empty() ? "missing API key: send 'Authorization: Bearer <key>'" : "invalid API key"));
     return httplib::Server::HandlerResponse::Handled;
@@ -170,6 +184,14 @@ void Server::Impl::setup_routes() {
     }
     return httplib::Server::HandlerResponse::Handled;
   }));
+
+  // CORS on every response (errors and streams included).
+  http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string allow = cors.allow_origin(req.get_header_value("Origin"));
+    if (allow.empty() || res.has_header("Access-Control-Allow-Origin")) return;
+    res.set_header("Access-Control-Allow-Origin", allow);
+    if (!cors.any()) res.set_header("Vary", "Origin");
+  });
 
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown exception";
@@ -394,7 +416,18 @@ void Server::start() {
   if (!std::ifstream(c.model_path, std::ios::binary)) throw IoError(fmt::format("cannot open model file '{}'", c.model_path));
   c.sampling.validate();
 
-  im.model_id = !c.alias.empty() ? c.alias : std::filesystem::path(c.model_path).stem().string();
+  if (!c.api_key.empty()) im.api_keys.push_back(c.api_key);
+  if (!c.api_key_file.empty()) {
+    for (std::string& k : read_api_key_file(c.api_key_file)) im.api_keys.push_back(std::move(k));
+  }
+  im.cors = CorsPolicy::parse(c.cors_origins);
+  {
+    const std::string& p = c.metrics_prefix;
+    const bool ok = !p.empty() && (std::isalpha(static_cast<unsigned char>(p[0])) || p[0] == '_') &&
+                    std::all_of(p.begin(), p.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; });
+    if (!ok) throw InvalidArgument(fmt::format("--metrics-prefix '{}' is not a Prometheus name ([A-Za-z_][A-Za-z0-9_]*)", p));
+  }
+  im.model_id = served_model_id(c);
   im.created = static_cast<int64_t>(std::time(nullptr));
   const int n_http = c.http_threads > 0 ? c.http_threads : std::min(c.n_slots + c.max_queue + 8, 1024);
   im.http.new_task_queue = [n_http] { return new httplib::ThreadPool(static_cast<size_t>(n_http)); };

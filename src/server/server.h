@@ -41,7 +41,10 @@ struct ServerConfig {
   int32_t n_batch = 512;
   int32_t max_queue = 64;         // waiting requests allowed beyond free slots
   int32_t step_budget = 64;       // tree nodes per decode step across slots; 0 = no cap
-  std::string api_key;            // empty = no authentication
+  std::string api_key;            // empty = no authentication (unless api_key_file)
+  std::string api_key_file;       // more keys, one per line (server/access.h)
+  std::string cors_origins = "*"; // CORS: "*", "none" or a comma-separated list of origins
+  std::string metrics_prefix = "treespec";  // /metrics series namespace ("vllm": vLLM's own names)
   size_t max_body_bytes = 4u << 20;
   int timeout_s = 60;             // socket read/write timeout (slow clients)
   int http_threads = 0;           // 0 = n_slots + max_queue + 8

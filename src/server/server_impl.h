@@ -14,6 +14,7 @@
 
 #include "chat/formatter.h"
 #include "model/model.h"
+#include "server/access.h"
 #include "server/api.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
@@ -22,8 +23,12 @@
 
 namespace treespec::server {
 
+// The model id the API reports: --alias, else the model file's name without .gguf.
+std::string served_model_id(const ServerConfig& cfg);
+
 struct Server::Impl {
-  Impl(Server& owner, ServerConfig cfg) : owner(owner), cfg(std::move(cfg)) {}
+  Impl(Server& owner, ServerConfig cfg)
+      : owner(owner), cfg(std::move(cfg)), metrics(this->cfg.metrics_prefix, served_model_id(this->cfg)) {}
 
   Server& owner;
   ServerConfig cfg;
@@ -33,6 +38,8 @@ struct Server::Impl {
   Metrics metrics;
   std::string model_id;
   int64_t created = 0;  // unix time the server started
+  std::vector<std::string> api_keys;  // --api-key and --api-key-file's; empty = no authentication
+  CorsPolicy cors;
 
   // Set by the load thread before state becomes ready; read-only afterwards.
   std::unique_ptr<model::Model> model;
@@ -54,6 +61,9 @@ struct Server::Impl {
   bool model_matches(const std::string& name) const;
 
   void setup_routes();
+  // OPTIONS (a CORS preflight): 204 with the allowed methods and headers, 403 for an
+  // origin --cors-origins does not allow.
+  void answer_preflight(const httplib::Request& req, httplib::Response& res) const;
   void load();
   void handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint ep);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);

@@ -163,10 +163,32 @@ std::vector<std::string> sse_events(const std::string& body) {
   return out;
 }
 
+namespace {
+// A series line without its model_name label (the server puts one on every series; the
+// tests name series without it): `x{model_name="m",le="1"} 3` -> `x{le="1"} 3`,
+// `x{model_name="m"} 3` -> `x 3`.
+std::string without_model_name(const std::string& line) {
+  const auto p = line.find("model_name=\"");
+  if (p == std::string::npos) return line;
+  const auto q = line.find('"', p + 12);
+  if (q == std::string::npos) return line;
+  std::string out = line.substr(0, p);
+  size_t end = q + 1;
+  if (end < line.size() && line[end] == ',') {
+    ++end;
+  } else if (!out.empty() && out.back() == '{' && end < line.size() && line[end] == '}') {
+    out.pop_back();
+    ++end;
+  }
+  return out + line.substr(end);
+}
+}  // namespace
+
 double metric(const std::string& text, const std::string& series) {
   std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
+  std::string raw;
+  while (std::getline(in, raw)) {
+    const std::string line = without_model_name(raw);
     if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 && line[series.size()] == ' ') {
       return std::stod(line.substr(series.size() + 1));
     }

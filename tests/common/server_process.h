@@ -50,7 +50,8 @@ HttpReply get(httplib::Client& c, const std::string& path, const std::string& ke
 // Splits an SSE body into its `data:` payloads.
 std::vector<std::string> sse_events(const std::string& body);
 
-// A numeric value from Prometheus text (exact series name incl. labels); -1 if absent.
+// A numeric value from Prometheus text (exact series name incl. labels, without the
+// model_name label every series carries); -1 if absent.
 double metric(const std::string& text, const std::string& series);
 
 // Polls the server's /metrics until `pred(value of series)` holds or the timeout passes;

@@ -92,6 +92,14 @@ std::function<int()> setup_serve(CLI::App& sub) {
                "prompt or a conversation's earlier turns are computed once)");
   sub.add_option("--parallel", s.n_slots, "sequence slots decoded together, continuous batching (-np works too)")->capture_default_str();
   sub.add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' (not for /health and /v1/models)");
+  sub.add_option("--api-key-file", s.api_key_file, "more API keys, one per line ('#' comments), besides --api-key");
+  sub.add_option("--cors-origins", s.cors_origins,
+                 "origins browsers may call from: '*' (any), 'none', or a comma-separated list such as "
+                 "http://localhost:3000")
+      ->capture_default_str();
+  sub.add_option("--metrics-prefix", s.metrics_prefix,
+                 "namespace of the /metrics series: treespec (default) or vllm, for vLLM's dashboards unchanged")
+      ->capture_default_str();
   sub.add_option("-a,--alias", s.alias, "model id in the API (default: the file name without .gguf)");
   sub.add_option("--max-queue", s.max_queue, "requests allowed to wait for a slot; more get 503")->capture_default_str();
   sub.add_option("--step-budget", s.step_budget, "tree nodes per decode step shared by all slots (0 = no cap)")

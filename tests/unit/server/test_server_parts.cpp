@@ -4,11 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "engine/budget.h"
+#include "server/access.h"
 #include "server/api.h"
 #include "chat/builtin_formats.h"
 #include "server/metrics.h"
@@ -328,7 +331,7 @@ TEST(Metrics, PrometheusTextHasCountersAndHistograms) {
   m.on_http_response("/v1/completions", 200);
   m.on_http_response("/v1/completions", 200);
   m.on_http_response("other", 404);
-  m.on_request_done("stop", 10, 5, 0.02, 0.5, 0.001);
+  m.on_request_done("stop", 10, 5, RequestTimes{0.02, 0.5, 0.001, 0.03});
   engine::SpecStats st;
   st.n_drafts = 3;
   st.n_draft_tokens = 12;
@@ -354,6 +357,81 @@ TEST(Metrics, PrometheusTextHasCountersAndHistograms) {
   EXPECT_TRUE(has("treespec:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 3"));
   EXPECT_TRUE(has("treespec:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 1"));
   EXPECT_TRUE(has("# TYPE treespec:time_to_first_token_seconds histogram"));
+  // vLLM's buckets: TTFT up to 2560 s, time per output token from 10 ms, latencies from 0.3 s.
+  EXPECT_TRUE(has("treespec:time_to_first_token_seconds_bucket{le=\"2560\"} 1")) << t;
+  EXPECT_TRUE(has("treespec:time_per_output_token_seconds_bucket{le=\"0.025\"} 0"));
+  EXPECT_TRUE(has("treespec:time_per_output_token_seconds_bucket{le=\"0.05\"} 1"));
+  EXPECT_TRUE(has("treespec:time_per_output_token_seconds_count 1"));
+  EXPECT_TRUE(has("treespec:e2e_request_latency_seconds_bucket{le=\"0.5\"} 1"));
+  EXPECT_TRUE(has("treespec:e2e_request_latency_seconds_bucket{le=\"0.3\"} 0"));
+  // A request with one token has no time per output token.
+  m.on_request_done("stop", 3, 1, RequestTimes{0.02, 0.5, 0.001, -1.0});
+  EXPECT_NE(m.render().find("treespec:time_per_output_token_seconds_count 1\n"), std::string::npos);
+}
+
+TEST(Metrics, EverySeriesCarriesTheModelNameAndThePrefix) {
+  Metrics m("vllm", "my \"model\"\\x");
+  m.on_http_response("/health", 200);
+  m.on_request_done("length", 4, 2, RequestTimes{0.01, 0.2, 0.0, 0.05});
+  const std::string t = m.render();
+  const std::string label = "model_name=\"my \\\"model\\\"\\\\x\"";  // escaped as Prometheus requires
+  std::istringstream in(t);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      EXPECT_EQ(line.find("treespec"), std::string::npos) << line;
+      EXPECT_TRUE(line.rfind("# HELP vllm:", 0) == 0 || line.rfind("# TYPE vllm:", 0) == 0) << line;
+      continue;
+    }
+    ++n;
+    EXPECT_EQ(line.rfind("vllm:", 0), 0u) << line;
+    EXPECT_NE(line.find("{" + label), std::string::npos) << line;
+  }
+  EXPECT_GT(n, 40);
+  auto has = [&](const std::string& l) { return t.find(l + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("vllm:request_success_total{" + label + ",finished_reason=\"length\"} 1")) << t;
+  EXPECT_TRUE(has("vllm:time_per_output_token_seconds_bucket{" + label + ",le=\"0.05\"} 1"));
+  EXPECT_TRUE(has("vllm:time_per_output_token_seconds_sum{" + label + "} 0.05"));
+  EXPECT_TRUE(has("vllm:num_requests_running{" + label + "} 0"));
+}
+
+// ---- access: API keys and CORS ----
+
+TEST(Access, ApiKeyFileTakesOneKeyPerLineAndRejectsBadFiles) {
+  const std::string dir = ::testing::TempDir();
+  auto write = [&](const std::string& name, const std::string& text) {
+    const std::string p = dir + "/" + name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  };
+  EXPECT_EQ(read_api_key_file(write("k1.txt", "# team keys\nalpha\n\n  beta \r\n")), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_THROW(read_api_key_file(write("k2.txt", "# only a comment\n\n")), InvalidArgument);
+  EXPECT_THROW(read_api_key_file(write("k3.txt", "two words\n")), InvalidArgument);
+  EXPECT_THROW(read_api_key_file(dir + "/missing.txt"), IoError);
+  const std::vector<std::string> keys = {"alpha", "beta"};
+  EXPECT_TRUE(bearer_key_matches(keys, "Bearer beta"));
+  EXPECT_TRUE(bearer_key_matches(keys, "Bearer alpha"));
+  EXPECT_FALSE(bearer_key_matches(keys, "Bearer gamma"));
+  EXPECT_FALSE(bearer_key_matches(keys, "beta"));
+  EXPECT_FALSE(bearer_key_matches(keys, "Bearer "));
+  EXPECT_FALSE(bearer_key_matches(keys, "Bearer alphabet"));
+}
+
+TEST(Access, CorsOriginsAnyNoneOrAList) {
+  EXPECT_EQ(CorsPolicy::parse("*").allow_origin("http://a.example"), "*");
+  EXPECT_EQ(CorsPolicy::parse("*").allow_origin(""), "*");
+  EXPECT_EQ(CorsPolicy::parse("none").allow_origin("http://a.example"), "");
+  EXPECT_FALSE(CorsPolicy::parse("none").enabled());
+  const CorsPolicy p = CorsPolicy::parse("http://localhost:3000, https://app.example");
+  EXPECT_EQ(p.allow_origin("http://localhost:3000"), "http://localhost:3000");
+  EXPECT_EQ(p.allow_origin("https://app.example"), "https://app.example");
+  EXPECT_EQ(p.allow_origin("https://evil.example"), "");
+  EXPECT_EQ(p.allow_origin(""), "");
+  for (const char* bad : {"", "localhost:3000", "http://a.example/path", "http://a.example,*", "http://", " , "}) {
+    EXPECT_THROW(CorsPolicy::parse(bad), InvalidArgument) << bad;
+  }
 }
 
 // ---- request state ----
