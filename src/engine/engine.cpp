@@ -134,7 +134,7 @@ Status Engine::add(Sequence& seq) {
   const auto n_need = static_cast<int64_t>(tokens.size());
   // Cells of a prefix some sequence already computed (never the last token, the first
   // step's root); held while cached prefixes are evicted to make room.
-  const PrefixMatch shared = params_.prefix_cache ? match_prefix(tokens, n_need - 1) : PrefixMatch{};
+  const PrefixMatch shared = params_.prefix_cache && seq.params().cache_prompt ? match_prefix(tokens, n_need - 1) : PrefixMatch{};
   kv_.retain(shared.blocks);
   const int32_t n_blocks = kv::KvCache::blocks_for(n_need) - shared.n_cells / kv::kBlockCells;
   while (n_blocks > kv_.n_free_blocks() && evict_prefix()) {
@@ -186,7 +186,7 @@ Status Engine::add(Sequence& seq) {
 void Engine::release(Sequence& seq, FinishReason reason) {
   if (seq.finish_ == FinishReason::none) seq.finish_ = reason;
   if (seq.slot_ >= 0) {
-    if (params_.prefix_cache) cache_prefix(seq);
+    if (params_.prefix_cache && seq.params().cache_prompt) cache_prefix(seq);
     kv_.clear(seq.slot_);  // its blocks go back to the pool now (cached ones stay)
     slot_used_[static_cast<size_t>(seq.slot_)] = false;
     slot_seq_[static_cast<size_t>(seq.slot_)] = nullptr;

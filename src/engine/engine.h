@@ -39,6 +39,10 @@ struct SequenceParams {
   verify::TypicalParams typical;
   int32_t n_predict = -1;   // max tokens to generate; -1 = until EOG or context end
   bool ignore_eog = false;
+  // Reuse cached KV of a prompt prefix and offer this sequence's to later ones (when the
+  // engine's prefix cache is on; llama-server's per-request cache_prompt). The output is
+  // the same either way.
+  bool cache_prompt = true;
 };
 
 class Engine;

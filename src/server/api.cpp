@@ -151,8 +151,26 @@ void reject_unsupported(const json& body, Endpoint ep, bool jinja_chat) {
     if (get_number(body, name, 0.0) != 0.0) throw unsupported(fmt::format("'{}' other than 0", name), name);
   }
   if (get_number(body, "repetition_penalty", 1.0) != 1.0) throw unsupported("'repetition_penalty' other than 1", "repetition_penalty");
-  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty())) {
+  if (const json* v = field(body, "logit_bias"); v && !((v->is_object() || v->is_array()) && v->empty())) {
     throw unsupported("'logit_bias'", "logit_bias");
+  }
+  // llama-server's sampling fields (on every endpoint, as llama-server takes them).
+  struct Neutral {
+    const char* name;
+    double value;
+  };
+  for (const Neutral& n : {Neutral{"repeat_penalty", 1.0}, Neutral{"typical_p", 1.0}, Neutral{"tfs_z", 1.0},
+                           Neutral{"mirostat", 0.0}, Neutral{"n_probs", 0.0}, Neutral{"dry_multiplier", 0.0},
+                           Neutral{"xtc_probability", 0.0}}) {
+    if (get_number(body, n.name, n.value) != n.value) {
+      throw unsupported(fmt::format("'{}' other than {}", n.name, n.value), n.name);
+    }
+  }
+  for (const char* name : {"grammar", "json_schema"}) {
+    const json* v = field(body, name);
+    if (v && !v->is_null() && !(v->is_string() && v->get<std::string>().empty()) && !(v->is_object() && v->empty())) {
+      throw unsupported(fmt::format("'{}' (constrained output)", name), name);
+    }
   }
   const bool tools_ok = jinja_chat && ep == Endpoint::chat;
   for (const char* name : {"tools", "functions"}) {
@@ -256,7 +274,7 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
   r.model = get_string(body, "model", "");
   reject_unsupported(body, ep, jinja_chat);
 
-  if (ep == Endpoint::completions) {
+  if (ep != Endpoint::chat) {
     const json* p = field(body, "prompt");
     if (!p) throw invalid_request("'prompt' is required", "prompt");
     if (p->is_string()) {
@@ -292,6 +310,14 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
   if (field(body, "max_tokens") || field(body, "max_completion_tokens")) {
     if (max_tokens < 1) throw invalid_request(fmt::format("'max_tokens' must be >= 1, got {}", max_tokens), "max_tokens");
   }
+  if (ep == Endpoint::native && field(body, "n_predict")) {
+    // llama-server: n_predict (-1 = until the context is full) before max_tokens.
+    max_tokens = get_integer(body, "n_predict", -1);
+    if (max_tokens == 0 || max_tokens < -1) {
+      throw invalid_request(fmt::format("'n_predict' must be -1 (until the context is full) or >= 1, got {}", max_tokens),
+                            "n_predict");
+    }
+  }
   r.max_tokens = max_tokens;
 
   r.sampling = defaults;
@@ -323,6 +349,7 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
   }
   r.ignore_eos = get_bool(body, "ignore_eos", false);
   r.spec = get_string(body, "spec", "");
+  r.cache_prompt = get_bool(body, "cache_prompt", true);
   return r;
 }
 

@@ -44,7 +44,9 @@ nlohmann::json error_body(int status, const std::string& type, const std::string
 // Parses a request body: valid UTF-8 (400), valid JSON (400), a JSON object (400).
 nlohmann::json parse_body(const std::string& body);
 
-enum class Endpoint { completions, chat };
+// completions: OpenAI's /v1/completions; chat: /v1/chat/completions; native:
+// llama-server's POST /completion (n_predict, its own answer and stream shapes).
+enum class Endpoint { completions, chat, native };
 
 // One generation request as the client asked for it (before tokenization).
 struct GenerationRequest {
@@ -62,6 +64,7 @@ struct GenerationRequest {
   bool include_usage = false;             // stream_options.include_usage
   bool ignore_eos = false;                // extension (llama-server): generate past EOS
   std::string spec;                       // extension: the speculative method ("" = the server's --spec)
+  bool cache_prompt = true;               // llama-server: reuse and offer cached prompt KV
 };
 
 // `defaults` are the server's sampling defaults (from the command line). `jinja_chat`:

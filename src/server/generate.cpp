@@ -81,7 +81,43 @@ struct Reply {
   int64_t created;
   std::string model;
   std::string method;
+  std::string prompt_text;  // native: the prompt as text
 };
+
+// llama-server's /completion answer (the final one, or a streamed piece when !done).
+// Called under s.mu. stop_type: eos (an end-of-generation token), word (a stop string),
+// limit (n_predict or the context), none (cancelled).
+json native_json(const Reply& r, const RequestState& s, const std::string& content, bool done) {
+  json j = {{"index", 0}, {"content", content}, {"tokens", json::array()}, {"stop", done}, {"id_slot", s.slot}};
+  if (!done) return j;
+  const std::string stop_type = !s.stop_word.empty()          ? "word"
+                                : s.finish_reason == "stop"   ? "eos"
+                                : s.finish_reason == "length" ? "limit"
+                                                              : "none";
+  const auto n_prompt = static_cast<int64_t>(s.prompt.size());
+  j["model"] = r.model;
+  j["prompt"] = r.prompt_text;
+  j["tokens_predicted"] = s.n_completion_tokens;
+  j["tokens_evaluated"] = n_prompt;
+  j["tokens_cached"] = n_prompt + s.n_completion_tokens;  // the slot's cells, as llama-server's n_past
+  j["truncated"] = false;
+  j["stop_type"] = stop_type;
+  j["stopping_word"] = s.stop_word;
+  j["has_new_line"] = s.text.find('\n') != std::string::npos;
+  j["generation_settings"] = {{"n_predict", s.params.n_predict},
+                              {"temperature", s.params.sampling.temp},
+                              {"top_k", s.params.sampling.top_k},
+                              {"top_p", s.params.sampling.top_p},
+                              {"min_p", s.params.sampling.min_p},
+                              {"seed", s.params.sampling.seed},
+                              {"ignore_eos", s.params.ignore_eog},
+                              {"cache_prompt", s.params.cache_prompt},
+                              {"stop", s.stops},
+                              {"speculative", r.method}};
+  j["timings"] = timings_json(s);
+  j["treespec"] = treespec_json(s, r.method);
+  return j;
+}
 
 json choice_json(const Reply& r, const std::string& text, const json& finish_reason, bool chunk, bool first_chunk) {
   json c;
@@ -124,14 +160,18 @@ struct Stream {
 
 // One call of the chunked content provider: waits briefly for text, writes the events
 // it has, ends the stream when the request is done. false = abort (client gone).
-bool stream_step(Stream& s, httplib::DataSink& sink) {
-  s.state->wait(kPollSeconds);
-  if (peer_closed(s.fd)) {
-    s.state->cancel();
-    return false;
-  }
-  std::string text;
-  const bool done = s.state->take(text);
+// llama-server's stream: pieces, then a final object with stop: true; no [DONE].
+std::string native_events(Stream& s, const std::string& text, bool done) {
+  std::string out;
+  std::lock_guard<std::mutex> lock(s.state->mu);
+  if (done && !s.state->error.empty()) return sse(ApiError(500, "server_error", s.state->error).body());
+  if (!text.empty()) out += sse(native_json(s.reply, *s.state, text, false));
+  if (done) out += sse(native_json(s.reply, *s.state, "", true));
+  return out;
+}
+
+// OpenAI's stream: chunks, the final one with finish_reason, usage and timings; [DONE].
+std::string openai_events(Stream& s, const std::string& text, bool done) {
   std::string out;
   if (!s.sent_first && (s.reply.ep == Endpoint::chat || !text.empty() || done)) {
     // Chat streams announce the role first (as OpenAI does); completions just start.
@@ -168,6 +208,18 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
     }
     out += "data: [DONE]\n\n";
   }
+  return out;
+}
+
+bool stream_step(Stream& s, httplib::DataSink& sink) {
+  s.state->wait(kPollSeconds);
+  if (peer_closed(s.fd)) {
+    s.state->cancel();
+    return false;
+  }
+  std::string text;
+  const bool done = s.state->take(text);
+  const std::string out = s.reply.ep == Endpoint::native ? native_events(s, text, done) : openai_events(s, text, done);
   if (!out.empty() && !sink.write(out.data(), out.size())) {
     s.state->cancel();
     return false;
@@ -227,7 +279,7 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   // with finish_reason "length" there. Without max_tokens: 16 for completions (OpenAI's
   // default), until the context is full for chat.
   const int64_t room = n_ctx - static_cast<int64_t>(prompt.size()) + 1;
-  int64_t n_predict = g.max_tokens >= 0 ? g.max_tokens : (ep == Endpoint::completions ? 16 : room);
+  int64_t n_predict = g.max_tokens >= 0 ? g.max_tokens : (ep == Endpoint::completions ? 16 : room);  // native: as chat
   n_predict = std::min(n_predict, room);
 
   auto state = std::make_shared<RequestState>();
@@ -241,6 +293,7 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   state->params.typical = cfg.typical;
   state->params.n_predict = static_cast<int32_t>(n_predict);
   state->params.ignore_eog = g.ignore_eos;
+  state->params.cache_prompt = g.cache_prompt;
   state->stops = std::move(stops);
   state->t_arrival = t_arrival;
   if (!g.spec.empty()) {
@@ -258,7 +311,8 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   if (!st.ok()) {
     throw ApiError(503, "unavailable_error", st.message(), st.code() == StatusCode::no_slot ? "queue_full" : "shutting_down");
   }
-  const Reply reply{ep, state->id, static_cast<int64_t>(std::time(nullptr)), model_id, method};
+  const Reply reply{ep, state->id, static_cast<int64_t>(std::time(nullptr)), model_id, method,
+                    ep != Endpoint::native ? std::string() : g.prompt_is_tokens ? tok->decode(g.prompt_tokens) : g.prompt};
   const int fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
 
   if (g.stream) {
@@ -283,6 +337,10 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   }
   std::lock_guard<std::mutex> lock(state->mu);
   if (!state->error.empty()) throw ApiError(500, "server_error", state->error);
+  if (ep == Endpoint::native) {
+    send_json(res, 200, native_json(reply, *state, state->text, true));
+    return;
+  }
   json j = envelope(reply, false);
   j["choices"] = json::array({choice_json(reply, state->text, state->finish_reason, false, false)});
   j["usage"] = usage_json(*state);

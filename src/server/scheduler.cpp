@@ -166,6 +166,8 @@ bool Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::u
     const Status st = engine_.add(*a->seq);
     if (st.code() == StatusCode::kv_full) return false;  // waits for blocks (slots were free)
     if (!st.ok()) throw Error(st.to_string());  // cannot happen: we admit only into free slots
+    std::lock_guard<std::mutex> lock(r->mu);
+    r->slot = a->seq->slot();
   } catch (const std::exception& e) {
     TS_LOG_WARN("request {}: cannot start: {}", r->id, e.what());
     finish_without_engine(*r, "error", e.what());
@@ -218,6 +220,7 @@ void Scheduler::finalize(Active& a) {
     s.pending += rest;
     s.text += rest;
     s.finish_reason = reason;
+    if (a.text->stopped()) s.stop_word = a.text->stop_word();
     s.n_completion_tokens = n_tokens;
     s.stats = seq.stats();
     s.t_done = t_done;
@@ -231,6 +234,31 @@ void Scheduler::finalize(Active& a) {
       s.id, reason, s.prompt.size(), n_tokens, 1e3 * times.queue_s, 1e3 * times.ttft_s, 1e3 * times.e2e_s, st.tokens_per_s(),
       s.spec.empty() ? cfg_.spec.method : s.spec,
       st.n_drafts, st.n_draft_tokens, st.n_accepted, st.mean_accepted_length());
+}
+
+std::vector<SlotInfo> Scheduler::snapshot_slots(const std::vector<std::unique_ptr<Active>>& active) const {
+  std::vector<SlotInfo> out(static_cast<size_t>(cfg_.engine.n_slots));
+  for (size_t i = 0; i < out.size(); ++i) out[i].id = static_cast<int32_t>(i);
+  for (const auto& a : active) {
+    const engine::Sequence& seq = *a->seq;
+    if (seq.slot() < 0 || seq.slot() >= static_cast<int32_t>(out.size())) continue;  // preempted: waiting
+    SlotInfo& s = out[static_cast<size_t>(seq.slot())];
+    s.is_processing = true;
+    s.id_task = a->state->id;
+    s.spec = a->state->spec.empty() ? cfg_.spec.method : a->state->spec;
+    s.n_prompt_tokens = static_cast<int64_t>(seq.prompt().size());
+    s.n_decoded = static_cast<int64_t>(seq.generated().size());
+    s.n_prompt_tokens_cached = seq.stats().n_prompt_cached;
+  }
+  return out;
+}
+
+std::vector<SlotInfo> Scheduler::slots() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!slots_.empty()) return slots_;
+  std::vector<SlotInfo> idle(static_cast<size_t>(cfg_.engine.n_slots));
+  for (size_t i = 0; i < idle.size(); ++i) idle[i].id = static_cast<int32_t>(i);
+  return idle;
 }
 
 void Scheduler::loop() {
@@ -301,11 +329,13 @@ void Scheduler::loop() {
     active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
 
     // Gauges before completions are announced, so they agree with what clients see.
+    std::vector<SlotInfo> slots = snapshot_slots(active);
     int32_t n_waiting = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       n_running_ = static_cast<int32_t>(active.size());
       n_waiting = static_cast<int32_t>(waiting_.size());
+      slots_ = std::move(slots);
     }
     metrics_.set_engine_state(engine_.totals(), static_cast<int32_t>(active.size()), n_waiting, cfg_.engine.n_slots);
     metrics_.set_kv_state(engine_.kv().usage(), engine_.n_preemptions());

@@ -50,9 +50,11 @@ struct RequestState {
   std::string text;           // all released text
   bool done = false;
   std::string finish_reason;  // OpenAI: stop | length | cancelled
+  std::string stop_word;      // the stop string that ended it ("" = none did)
   std::string error;          // non-empty: the request failed (message)
   int32_t n_completion_tokens = 0;
   engine::SpecStats stats;
+  int32_t slot = -1;           // the engine slot it decodes in (-1 = not started)
   double t_start = 0.0;        // slot assigned (prefill begins)
   double t_first_token = 0.0;  // 0 = none yet
   double t_done = 0.0;
@@ -67,6 +69,17 @@ struct RequestState {
   // Waits until completion, at most timeout_s; returns done (plain-response readers,
   // which never take `pending`, so waiting for text would spin).
   bool wait_done(double timeout_s);
+};
+
+// One sequence slot as GET /slots shows it (a snapshot taken after each step).
+struct SlotInfo {
+  int32_t id = 0;
+  bool is_processing = false;
+  std::string id_task;            // the request decoding in it ("" = idle)
+  std::string spec;               // its method
+  int64_t n_prompt_tokens = 0;
+  int64_t n_decoded = 0;          // tokens generated so far
+  int64_t n_prompt_tokens_cached = 0;  // prompt tokens whose KV came from the prefix cache
 };
 
 struct SchedulerConfig {
@@ -99,6 +112,8 @@ class Scheduler {
   // parameters for them; methods that need files (heads, a draft model) or start-up
   // calibration (auto) only when they are the server's. In spec_methods() order.
   const std::vector<std::string>& request_methods() const { return request_methods_; }
+  // Every slot's state after the last step (GET /slots).
+  std::vector<SlotInfo> slots() const;
   // The engine's KV cache, for its sizes (fixed once built; not its usage, which the
   // scheduler thread changes).
   const kv::KvCache& kv() const { return engine_.kv(); }
@@ -112,10 +127,12 @@ class Scheduler {
   // Resumes preempted sequences, oldest admission first; false while one still waits.
   bool resume_preempted(std::vector<std::unique_ptr<Active>>& active);
   void finalize(Active& a);
+  std::vector<SlotInfo> snapshot_slots(const std::vector<std::unique_ptr<Active>>& active) const;
 
   const model::Model& model_;
   const tokenizer::Tokenizer& tok_;
   std::vector<std::string> request_methods_;
+  std::vector<SlotInfo> slots_;  // guarded by mu_
   SchedulerConfig cfg_;
   Metrics& metrics_;
   engine::Engine engine_;

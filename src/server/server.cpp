@@ -46,7 +46,7 @@ namespace {
 std::string route_label(const std::string& path) {
   static const char* known[] = {"/",  "/health",         "/v1/models", "/models",   "/metrics",  "/v1/completions",
                                 "/completions",    "/v1/chat/completions",    "/chat/completions",
-                                "/tokenize",       "/detokenize",             "/props"};
+                                "/tokenize",       "/detokenize",             "/props", "/completion", "/slots"};
   for (const char* k : known) {
     if (path == k) return k;
   }
@@ -313,6 +313,28 @@ void Server::Impl::setup_routes() {
   auto chat = [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { handle_generation(req, res, Endpoint::chat); });
   };
+  http.Post("/completion", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_generation(req, res, Endpoint::native); });
+  });
+  http.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
+    try {
+      require_ready();
+      json out = json::array();
+      for (const SlotInfo& s : scheduler->slots()) {
+        out.push_back({{"id", s.id},
+                       {"is_processing", s.is_processing},
+                       {"id_task", s.id_task.empty() ? json(nullptr) : json(s.id_task)},
+                       {"n_ctx", n_ctx},
+                       {"speculative", s.is_processing ? s.spec : cfg.spec.method},
+                       {"n_prompt_tokens", s.n_prompt_tokens},
+                       {"n_prompt_tokens_cached", s.n_prompt_tokens_cached},
+                       {"n_decoded", s.n_decoded}});
+      }
+      send_json(res, 200, out);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  });
   http.Post("/v1/completions", completions);
   http.Post("/completions", completions);
   http.Post("/v1/chat/completions", chat);
