@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "chat/interpreter.h"
+#include "chat/objects.h"
 #include "chat/unicode.h"
 
 namespace treespec::chat {
@@ -85,7 +86,7 @@ Value Interpreter::getitem(const Value& obj, const Value& key) {
       if (i >= 0 && i < n) {
         std::string s;
         utf8_append(s, cps[static_cast<size_t>(i)]);
-        return Value(std::move(s));
+        return same_kind(obj, std::move(s));
       }
     }
   } else if (obj.is_object() && key.is_string()) {
@@ -260,7 +261,7 @@ Value Interpreter::eval_slice(const Expr& e, const FramePtr& scope) {
     const std::vector<char32_t> cps = utf8_decode(obj.as_string());
     std::string out;
     take(cps.size(), [&](size_t i) { utf8_append(out, cps[i]); });
-    return Value(std::move(out));
+    return same_kind(obj, std::move(out));
   }
   return Value::undefined(fmt::format("{} has no element slice", object_type_repr(obj)));
 }
@@ -331,6 +332,12 @@ bool contains(const Value& c, const Value& item) {
   if (c.is_dict()) return c.as_dict().find(item) != nullptr;
   if (c.is_undefined()) {
     if (c.as_undefined().security) fail_undefined(c);
+    return false;
+  }
+  if (c.is_object() && c.as_object().single_pass()) {  // consumes up to the match, as Python
+    auto& it = static_cast<Iterator&>(c.as_object());
+    while (auto x = it.next())
+      if (equals(*x, item)) return true;
     return false;
   }
   if (c.is_object()) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "chat/filters.h"
+#include "chat/objects.h"
 #include "chat/unicode.h"
 
 namespace treespec::chat::filters {
@@ -35,7 +36,7 @@ Value f_length(Interpreter&, const Value& v, Args& a) {
   if (v.is_string()) return Value(static_cast<int64_t>(utf8_length(v.as_string())));
   if (v.is_list()) return Value(static_cast<int64_t>(v.as_list().items.size()));
   if (v.is_dict()) return Value(static_cast<int64_t>(v.as_dict().items.size()));
-  if (v.is_object()) {
+  if (v.is_object() && !v.as_object().single_pass()) {
     if (auto items = v.as_object().iterate()) return Value(static_cast<int64_t>(items->size()));
   }
   type_error(fmt::format("object of type '{}' has no len()", type_name(v)));
@@ -59,6 +60,10 @@ Value f_join(Interpreter& in, const Value& v, Args& a) {
 
 Value f_first(Interpreter& in, const Value& v, Args& a) {
   ArgReader(a, "first").done();
+  if (v.is_object() && v.as_object().single_pass()) {  // next(): the rest stays in the iterator
+    if (auto x = static_cast<Iterator&>(v.as_object()).next()) return *x;
+    return Value::undefined("No first item, sequence was empty.");
+  }
   auto items = in.iterate(v);
   if (items.empty()) return Value::undefined("No first item, sequence was empty.");
   return items.front();
@@ -67,6 +72,8 @@ Value f_first(Interpreter& in, const Value& v, Args& a) {
 Value f_last(Interpreter& in, const Value& v, Args& a) {
   ArgReader(a, "last").done();
   if (v.is_undefined()) type_error("'Undefined' object is not reversible");
+  if (v.is_object() && v.as_object().single_pass())
+    type_error(fmt::format("'{}' object is not reversible", type_name(v)));
   auto items = in.iterate(v);
   if (items.empty()) return Value::undefined("No last item, sequence was empty.");
   return items.back();
@@ -95,7 +102,7 @@ Value f_select(Interpreter& in, const Value& v, Args& a) {
   }
   test_args.kw = a.kw;
   std::vector<Value> out;
-  if (!truthy(v)) return Value::list();  // Jinja2 iterates only a truthy value (None gives nothing)
+  if (!truthy(v)) return make_iterator(in, {});  // Jinja2 iterates only a truthy value (None gives nothing)
   for (const Value& item : in.iterate(v)) {
     in.step();
     const Value x = Attr ? get_attribute(in, item, attribute) : item;
@@ -108,12 +115,12 @@ Value f_select(Interpreter& in, const Value& v, Args& a) {
     }
     if (r == Select) out.push_back(item);
   }
-  return Value::list(std::move(out));
+  return make_iterator(in, std::move(out));
 }
 
 Value f_map(Interpreter& in, const Value& v, Args& a) {
   std::vector<Value> out;
-  if (!truthy(v)) return Value::list();  // as select: a falsy value maps to nothing
+  if (!truthy(v)) return make_iterator(in, {});  // as select: a falsy value maps to nothing
   if (a.pos.empty()) {
     std::optional<Value> attribute, def;
     for (auto& [k, x] : a.kw) {
@@ -132,7 +139,7 @@ Value f_map(Interpreter& in, const Value& v, Args& a) {
       if (x.is_undefined() && def) x = *def;
       out.push_back(std::move(x));
     }
-    return Value::list(std::move(out));
+    return make_iterator(in, std::move(out));
   }
   const std::string name = to_str(a.pos[0]);
   Args rest;
@@ -142,7 +149,7 @@ Value f_map(Interpreter& in, const Value& v, Args& a) {
     Args copy = rest;
     out.push_back(in.apply_filter(name, item, copy));
   }
-  return Value::list(std::move(out));
+  return make_iterator(in, std::move(out));
 }
 
 Value f_sum(Interpreter& in, const Value& v, Args& a) {
@@ -193,7 +200,7 @@ Value f_unique(Interpreter& in, const Value& v, Args& a) {
       out.push_back(item);
     }
   }
-  return Value::list(std::move(out));
+  return make_iterator(in, std::move(out));
 }
 
 // The values of (key, value) pairs in key order, as a list (sort and dictsort). Python's
@@ -227,11 +234,15 @@ Value f_reverse(Interpreter& in, const Value& v, Args& a) {
   if (v.is_string()) {
     auto cps = utf8_decode(v.as_string());
     std::reverse(cps.begin(), cps.end());
-    return Value(utf8_encode(cps));
+    return same_kind(v, utf8_encode(cps));
   }
+  // reversed(): an iterator for a list, tuple or dict (its keys); an iterator itself is
+  // not reversible, so Jinja2 falls back to a reversed list of its items
+  const bool seq = v.is_list() || v.is_dict();
+  const std::string type = v.is_tuple() ? "reversed" : v.is_list() ? "list_reverseiterator" : "dict_reversekeyiterator";
   auto items = in.iterate(v);
   std::reverse(items.begin(), items.end());
-  return Value::list(std::move(items));
+  return seq ? make_iterator(in, std::move(items), type) : Value::list(std::move(items));
 }
 
 Value f_batch(Interpreter& in, const Value& v, Args& a) {
@@ -257,16 +268,16 @@ Value f_batch(Interpreter& in, const Value& v, Args& a) {
     }
     out.push_back(Value::list(std::move(cur)));
   }
-  return Value::list(std::move(out));
+  return make_iterator(in, std::move(out));
 }
 
-Value f_items(Interpreter&, const Value& v, Args& a) {
+Value f_items(Interpreter& in, const Value& v, Args& a) {
   ArgReader(a, "items").done();
-  if (v.is_undefined()) return Value::list();
+  if (v.is_undefined()) return make_iterator(in, {});
   if (!v.is_dict()) type_error(fmt::format("Can only get item pairs from a mapping, not {}", type_name(v)));
   std::vector<Value> out;
   for (const auto& [k, x] : v.as_dict().items) out.push_back(Value::tuple({k, x}));
-  return Value::list(std::move(out));
+  return make_iterator(in, std::move(out));
 }
 
 Value f_dictsort(Interpreter& in, const Value& v, Args& a) {

@@ -126,7 +126,7 @@ Value f_attr(Interpreter& in, const Value& v, Args& a) {
 
 Value f_capitalize(Interpreter&, const Value& v, Args& a) {
   ArgReader(a, "capitalize").done();
-  return Value(py_capitalize(soft_str(v)));
+  return same_kind(v, py_capitalize(soft_str(v)));
 }
 
 Value f_center(Interpreter& in, const Value& v, Args& a) {
@@ -134,7 +134,7 @@ Value f_center(Interpreter& in, const Value& v, Args& a) {
   const int64_t w = int_param(r.get_or(0, "width", Value(80)), "center");
   r.done();
   in.check_string(static_cast<size_t>(std::max<int64_t>(w, 0)));
-  return Value(py_center(soft_str(v), w));
+  return same_kind(v, py_center(soft_str(v), w));
 }
 
 Value f_default(Interpreter&, const Value& v, Args& a) {
@@ -148,7 +148,7 @@ Value f_default(Interpreter&, const Value& v, Args& a) {
 
 Value f_escape(Interpreter&, const Value& v, Args& a) {
   ArgReader(a, "escape").done();
-  return Value(html_escape(to_str(v)));
+  return markup_escape(v);
 }
 
 Value f_float(Interpreter&, const Value& v, Args& a) {
@@ -172,6 +172,7 @@ Value f_format(Interpreter& in, const Value& v, Args& a) {
   } else {
     args = Value::tuple(a.pos);
   }
+  if (v.is_markup()) return Value::markup(percent_format(in, v.as_string(), markup_escape_args(args)));
   return Value(percent_format(in, soft_str(v), args));
 }
 
@@ -239,12 +240,12 @@ Value f_int(Interpreter&, const Value& v, Args& a) {
 
 Value f_lower(Interpreter&, const Value& v, Args& a) {
   ArgReader(a, "lower").done();
-  return Value(py_lower(soft_str(v)));
+  return same_kind(v, py_lower(soft_str(v)));
 }
 
 Value f_upper(Interpreter&, const Value& v, Args& a) {
   ArgReader(a, "upper").done();
-  return Value(py_upper(soft_str(v)));
+  return same_kind(v, py_upper(soft_str(v)));
 }
 
 Value f_replace(Interpreter& in, const Value& v, Args& a) {
@@ -283,12 +284,12 @@ Value f_round(Interpreter&, const Value& v, Args& a) {
 
 Value f_safe(Interpreter&, const Value& v, Args& a) {
   ArgReader(a, "safe").done();
-  return Value(to_str(v));
+  return v.is_markup() ? v : Value::markup(to_str(v));
 }
 
 Value f_string(Interpreter&, const Value& v, Args& a) {
   ArgReader(a, "string").done();
-  return Value(soft_str(v));
+  return v.is_markup() ? v : Value(soft_str(v));
 }
 
 Value f_title(Interpreter&, const Value& v, Args& a) {
@@ -350,9 +351,11 @@ Value f_trim(Interpreter&, const Value& v, Args& a) {
   ArgReader r(a, "trim");
   const Value chars = r.get_or(0, "chars", Value(None{}));
   r.done();
-  if (chars.is_none()) return Value(py_strip(soft_str(v), true, true, nullptr));
+  if (chars.is_none()) return same_kind(v, py_strip(soft_str(v), true, true, nullptr));
   if (!chars.is_string()) type_error("strip arg must be None or str");
-  return Value(py_strip(soft_str(v), true, true, &chars.as_string()));
+  // Markup.strip escapes its argument (markupsafe wraps str methods that way)
+  const std::string cs = v.is_markup() ? markup_escape(chars).as_string() : chars.as_string();
+  return same_kind(v, py_strip(soft_str(v), true, true, &cs));
 }
 
 Value f_truncate(Interpreter&, const Value& v, Args& a) {

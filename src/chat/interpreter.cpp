@@ -288,6 +288,22 @@ std::string Namespace::repr() const {
   return "<Namespace " + chat::repr(Value(d)) + ">";
 }
 
+std::optional<std::vector<Value>> Iterator::iterate() {
+  std::vector<Value> rest(items_.begin() + static_cast<std::ptrdiff_t>(pos_), items_.end());
+  items_.clear();
+  pos_ = 0;
+  return rest;
+}
+
+std::optional<Value> Iterator::next() {
+  if (pos_ >= items_.size()) return std::nullopt;
+  return items_[pos_++];
+}
+
+Value make_iterator(Interpreter& in, std::vector<Value> items, std::string type) {
+  return in.track(std::make_shared<Iterator>(std::move(items), std::move(type)));
+}
+
 std::optional<Value> LoopContext::attr(std::string_view name) {
   const auto n = static_cast<int64_t>(items_.size());
   const auto i = static_cast<int64_t>(index_);

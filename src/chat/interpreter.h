@@ -142,6 +142,13 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
 bool contains(const Value& container, const Value& item);
 // Python's printf-style `str % args` (%s %r %d %i %f %x %%, with flags, width, precision).
 std::string percent_format(Interpreter& in, const std::string& fmt, const Value& args);
+// markupsafe's escape(): a Markup stays as it is, anything else becomes Markup of its
+// HTML-escaped str(). `escape_args` applies it to the strings in a `%` argument (a
+// tuple's items, a dict's values, or the value itself), as Markup's % operator does.
+Value markup_escape(const Value& v);
+Value markup_escape_args(const Value& args);
+// `s` as Markup when `like` is Markup (the str methods and filters Markup keeps).
+Value same_kind(const Value& like, std::string s);
 // Python's str.format with positional and named fields ({}, {0}, {name}) and simple specs.
 std::string str_format(Interpreter& in, const std::string& fmt, Args& args);
 

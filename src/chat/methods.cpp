@@ -423,12 +423,56 @@ const MethodEntry kDictMethods[] = {
     {"popitem", nullptr, true},
 };
 
+// markupsafe's Markup keeps being Markup through str methods: those that build a string
+// escape their str arguments (join escapes the items) and return Markup; split, rsplit
+// and splitlines return lists of Markup. The others (find, startswith, ...) are str's.
+enum class MarkupKind { plain, escape_args, list_of_markup };
+
+MarkupKind markup_kind(std::string_view name) {
+  static const char* const kEscaping[] = {"strip", "lstrip",      "rstrip",       "upper",  "lower", "title",
+                                          "capitalize", "replace", "format", "join", "center",
+                                          "ljust", "rjust", "removeprefix", "removesuffix"};
+  for (const char* n : kEscaping)
+    if (name == n) return MarkupKind::escape_args;
+  if (name == "split" || name == "rsplit" || name == "splitlines") return MarkupKind::list_of_markup;
+  return MarkupKind::plain;
+}
+
+Value call_markup_method(Interpreter& in, const Value& self, Method m, std::string_view name, Args a) {
+  const MarkupKind kind = markup_kind(name);
+  if (kind == MarkupKind::escape_args) {
+    if (name == "join" && !a.pos.empty()) {
+      std::vector<Value> items;
+      for (const Value& x : in.iterate(a.pos[0])) items.push_back(markup_escape(x));
+      a.pos[0] = Value::list(std::move(items));
+    } else {
+      for (Value& x : a.pos)
+        if (x.is_string()) x = markup_escape(x);
+      for (auto& [k, x] : a.kw)
+        if (x.is_string()) x = markup_escape(x);
+    }
+    Value r = m(in, self, a);
+    return r.is_string() ? Value::markup(r.as_string()) : r;
+  }
+  Value r = m(in, self, a);
+  if (kind == MarkupKind::list_of_markup && r.is_list())
+    for (Value& x : r.as_list().items) x = Value::markup(x.as_string());
+  return r;
+}
+
 template <size_t N>
 std::optional<Value> find_method(Interpreter& in, const Value& obj, std::string_view name, const MethodEntry (&table)[N]) {
   for (const auto& m : table) {
     if (name != m.name) continue;
     if (m.mutates && (in.options().immutable_sandbox || !m.fn)) {
       return Value(Undefined{fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, type_name(obj)), true});
+    }
+    if (obj.is_markup()) {
+      Method fn = m.fn;
+      const char* method_name = m.name;
+      return in.track(std::make_shared<Function>(
+          m.name, [obj, fn, method_name](Interpreter& i, Args& a) { return call_markup_method(i, obj, fn, method_name, a); },
+          "method"));
     }
     return bind(in, obj, m.name, m.fn);
   }

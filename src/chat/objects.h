@@ -58,6 +58,29 @@ class Macro : public Object {
   bool uses_caller_ = false;
 };
 
+// A Python iterator over values computed up front: what Jinja2's generator filters (map,
+// select, reject, selectattr, rejectattr, unique, batch, items) and reversed(list)
+// return. One pass: iterating consumes it (a second loop sees nothing), `first` takes
+// one item; it is always true, has no len(), subscripts give Undefined, tojson fails.
+class Iterator : public Object {
+ public:
+  Iterator(std::vector<Value> items, std::string type) : items_(std::move(items)), type_(std::move(type)) {}
+  std::string type_name() const override { return type_; }
+  bool single_pass() const override { return true; }
+  std::optional<std::vector<Value>> iterate() override;
+  std::optional<Value> next();
+  std::string repr() const override { return "<" + type_ + " object>"; }  // Python adds an address
+  void release() override { items_.clear(); }
+
+ private:
+  std::vector<Value> items_;
+  size_t pos_ = 0;
+  std::string type_;
+};
+
+// A tracked Iterator (type "generator" unless told).
+Value make_iterator(Interpreter& in, std::vector<Value> items, std::string type = "generator");
+
 // Does any expression in `body` read the variable `name`?
 bool body_reads_name(const Body& body, const std::string& name);
 

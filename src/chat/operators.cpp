@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "chat/interpreter.h"
+#include "chat/strings.h"
 #include "chat/unicode.h"
 
 namespace treespec::chat {
@@ -43,13 +44,13 @@ double py_fmod(double a, double b) {
 }
 
 Value repeat(Interpreter& in, const Value& seq, int64_t n) {
-  if (n <= 0) return seq.is_string() ? Value(std::string()) : (seq.is_tuple() ? Value::tuple({}) : Value::list());
+  if (n <= 0) return seq.is_string() ? same_kind(seq, std::string()) : (seq.is_tuple() ? Value::tuple({}) : Value::list());
   if (seq.is_string()) {
     const std::string& s = seq.as_string();
     in.check_string(s.size() * static_cast<size_t>(std::min<int64_t>(n, 1 << 30)));
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += s;
-    return Value(std::move(out));
+    return same_kind(seq, std::move(out));
   }
   const auto& items = seq.as_list().items;
   in.check_items(items.size() * static_cast<size_t>(std::min<int64_t>(n, 1 << 30)));
@@ -73,6 +74,11 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     }
     if (nums) return Value(a.as_float() + b.as_float());
     if (a.is_string() && b.is_string()) {
+      if (a.is_markup() || b.is_markup()) {  // Markup.__add__ / __radd__ escape the plain str
+        const std::string l = markup_escape(a).as_string(), r = markup_escape(b).as_string();
+        in.check_string(l.size() + r.size());
+        return Value::markup(l + r);
+      }
       in.check_string(a.as_string().size() + b.as_string().size());
       return Value(a.as_string() + b.as_string());
     }
@@ -110,6 +116,7 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     return Value(a.as_float() / b.as_float());
   }
   if (op == "//" || op == "%") {
+    if (op == "%" && a.is_markup()) return Value::markup(percent_format(in, a.as_string(), markup_escape_args(b)));
     if (op == "%" && a.is_string()) return Value(percent_format(in, a.as_string(), b));
     if (!nums) unsupported(op, a, b);
     if (ints) {
@@ -153,6 +160,30 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
 }
 
 // ---- printf-style formatting --------------------------------------------------------------
+
+Value markup_escape(const Value& v) {
+  if (v.is_markup()) return v;
+  return Value::markup(html_escape(to_str(v)));
+}
+
+Value markup_escape_args(const Value& args) {
+  auto esc = [](const Value& x) { return x.is_string() ? markup_escape(x) : x; };
+  if (args.is_tuple()) {
+    std::vector<Value> items;
+    for (const Value& x : args.as_list().items) items.push_back(esc(x));
+    return Value::tuple(std::move(items));
+  }
+  if (args.is_dict()) {
+    Value d = Value::dict();
+    for (const auto& [k, x] : args.as_dict().items) d.as_dict().set(k, esc(x));
+    return d;
+  }
+  return esc(args);
+}
+
+Value same_kind(const Value& like, std::string s) {
+  return like.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s));
+}
 
 std::string percent_format(Interpreter& in, const std::string& f, const Value& args) {
   std::vector<Value> items;

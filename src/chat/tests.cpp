@@ -36,12 +36,12 @@ SIMPLE_TEST(t_false, v.is_bool() && !v.as_bool())
 SIMPLE_TEST(t_mapping, v.is_dict())
 SIMPLE_TEST(t_sequence, v.is_string() || v.is_list() || v.is_dict())
 SIMPLE_TEST(t_callable, is_callable(v))
-SIMPLE_TEST(t_escaped, false)
+SIMPLE_TEST(t_escaped, v.is_markup())
 
 bool t_iterable(Interpreter&, const Value& v, Args& a) {
   no_args(a, "iterable");
   if (v.is_string() || v.is_list() || v.is_dict() || v.is_undefined()) return true;
-  return v.is_object() && v.as_object().iterate().has_value();
+  return v.is_object() && (v.as_object().single_pass() || v.as_object().iterate().has_value());
 }
 
 bool t_odd(Interpreter& in, const Value& v, Args& a) {

@@ -79,6 +79,7 @@ bool truthy(const Value& v) {
     bool operator()(const std::shared_ptr<ListObj>& l) const { return !l->items.empty(); }
     bool operator()(const std::shared_ptr<DictObj>& d) const { return !d->items.empty(); }
     bool operator()(const std::shared_ptr<Object>& o) const {
+      if (o->single_pass()) return true;  // Python iterators have no __bool__ / __len__
       auto items = o->iterate();
       return !items || !items->empty();
     }
@@ -157,7 +158,9 @@ namespace {
 
 void repr_into(std::string& out, const Value& v, int depth) {
   if (depth > 200) throw TemplateError("LimitError", "value nested too deeply to print");
-  if (v.is_string()) {
+  if (v.is_markup()) {
+    out += "Markup(" + repr_string(v.as_string()) + ")";
+  } else if (v.is_string()) {
     out += repr_string(v.as_string());
   } else if (v.is_list()) {
     const ListObj& l = v.as_list();
@@ -217,7 +220,7 @@ std::string type_name(const Value& v) {
     case 2: return "bool";
     case 3: return "int";
     case 4: return "float";
-    case 5: return "str";
+    case 5: return v.is_markup() ? "Markup" : "str";
     case 6: return v.is_tuple() ? "tuple" : "list";
     case 7: return "dict";
     default: return v.as_object().type_name();

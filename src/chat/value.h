@@ -57,6 +57,13 @@ class Value {
   Value(std::shared_ptr<Object> o) : v_(std::move(o)) {}
 
   static Value undefined(std::string message = {}) { return Value(Undefined{std::move(message), false}); }
+  // markupsafe's Markup: a str that `|safe` and `|escape` return. Adding a plain str to
+  // it (either side) HTML-escapes the plain one; printing it prints the text as is.
+  static Value markup(std::string s) {
+    Value v(std::move(s));
+    v.markup_ = true;
+    return v;
+  }
   static Value list(std::vector<Value> items = {});
   static Value tuple(std::vector<Value> items);
   static Value dict();
@@ -68,6 +75,7 @@ class Value {
   bool is_float() const { return v_.index() == 4; }
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return v_.index() == 5; }
+  bool is_markup() const { return markup_ && is_string(); }
   bool is_list() const;   // list or tuple
   bool is_tuple() const;
   bool is_dict() const { return v_.index() == 7; }
@@ -88,6 +96,7 @@ class Value {
 
  private:
   Storage v_;
+  bool markup_ = false;  // only meaningful for a str
 };
 
 struct ListObj {
@@ -121,6 +130,9 @@ class Object : public std::enable_shared_from_this<Object> {
   virtual std::string repr() const;
   // The object's items when iterated (a namespace is not iterable: nullopt).
   virtual std::optional<std::vector<Value>> iterate() { return std::nullopt; }
+  // A Python iterator (generator, list_reverseiterator): iterate() consumes it, it is
+  // always true, has no len() and is not a sequence.
+  virtual bool single_pass() const { return false; }
 };
 
 // A builtin callable (global function, bound method, filter used as a function).
