@@ -353,6 +353,68 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
   return r;
 }
 
+namespace {
+std::vector<int32_t> token_array(const json& a, const std::string& where) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const json& t = a[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      throw invalid_request(fmt::format("'{}[{}]' must be a token id (integer >= 0), got {}", where, i, t.dump()), "input");
+    }
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  if (out.empty()) throw invalid_request(fmt::format("'{}' is an empty array of tokens", where), "input");
+  return out;
+}
+}  // namespace
+
+EmbeddingRequest parse_embedding_request(const json& body) {
+  EmbeddingRequest r;
+  r.model = get_string(body, "model", "");
+  const std::string fmt_name = get_string(body, "encoding_format", "float");
+  if (fmt_name != "float" && fmt_name != "base64") {
+    throw invalid_request(fmt::format("'encoding_format' must be \"float\" or \"base64\", got \"{}\"", fmt_name), "encoding_format");
+  }
+  r.base64 = fmt_name == "base64";
+  if (const json* d = field(body, "dimensions"); d && !d->is_null()) throw unsupported("'dimensions' (the model's width only)", "dimensions");
+  const json* in = field(body, "input");
+  if (!in) throw invalid_request("'input' is required", "input");
+  auto text = [&](const json& s, const std::string& where) {
+    EmbeddingInput e;
+    e.text = s.get<std::string>();
+    if (e.text.empty()) throw invalid_request(fmt::format("'{}' is an empty string", where), "input");
+    return e;
+  };
+  if (in->is_array() && in->empty()) throw invalid_request("'input' is an empty array", "input");
+  if (in->is_string()) {
+    r.inputs.push_back(text(*in, "input"));
+  } else if (in->is_array() && !in->empty() && (*in)[0].is_number_integer()) {
+    EmbeddingInput e;
+    e.tokens = token_array(*in, "input");
+    e.is_tokens = true;
+    r.inputs.push_back(std::move(e));
+  } else if (in->is_array() && !in->empty()) {
+    if (in->size() > 2048) throw invalid_request(fmt::format("'input' has {} items; at most 2048", in->size()), "input");
+    for (size_t i = 0; i < in->size(); ++i) {
+      const json& x = (*in)[i];
+      const std::string where = fmt::format("input[{}]", i);
+      if (x.is_string()) {
+        r.inputs.push_back(text(x, where));
+      } else if (x.is_array()) {
+        EmbeddingInput e;
+        e.tokens = token_array(x, where);
+        e.is_tokens = true;
+        r.inputs.push_back(std::move(e));
+      } else {
+        throw invalid_request(fmt::format("'{}' must be a string or an array of token ids, got {}", where, x.type_name()), "input");
+      }
+    }
+  } else {
+    throw wrong_type("input", "a string, an array of strings, an array of token ids or an array of such arrays", *in);
+  }
+  return r;
+}
+
 TokenizeRequest parse_tokenize_request(const json& body) {
   TokenizeRequest r;
   const json* c = field(body, "content");

@@ -74,6 +74,21 @@ struct GenerationRequest {
 GenerationRequest parse_generation_request(const nlohmann::json& body, Endpoint ep,
                                            const sampling::SamplingParams& defaults, bool jinja_chat = false);
 
+// POST /v1/embeddings: `input` is a string, an array of strings, an array of token ids,
+// or an array of such arrays (OpenAI); `encoding_format` "float" (default) or "base64"
+// (little-endian float32 bytes, what the official OpenAI clients ask for).
+struct EmbeddingInput {
+  std::string text;
+  std::vector<int32_t> tokens;
+  bool is_tokens = false;
+};
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<EmbeddingInput> inputs;
+  bool base64 = false;
+};
+EmbeddingRequest parse_embedding_request(const nlohmann::json& body);
+
 struct TokenizeRequest {
   std::string content;
   bool add_special = false;

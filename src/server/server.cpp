@@ -20,6 +20,7 @@
 #include "server/connection.h"
 #include "server/server_impl.h"
 #include "server/web/page.h"
+#include "engine/embedding.h"
 #include "tokenizer/utf8.h"
 #include "treespec/status.h"
 
@@ -46,7 +47,7 @@ namespace {
 std::string route_label(const std::string& path) {
   static const char* known[] = {"/",  "/health",         "/v1/models", "/models",   "/metrics",  "/v1/completions",
                                 "/completions",    "/v1/chat/completions",    "/chat/completions",
-                                "/tokenize",       "/detokenize",             "/props", "/completion", "/slots"};
+                                "/tokenize",       "/detokenize",             "/props", "/completion", "/slots", "/v1/embeddings", "/embeddings"};
   for (const char* k : known) {
     if (path == k) return k;
   }
@@ -335,6 +336,11 @@ void Server::Impl::setup_routes() {
       send_error(res, e);
     }
   });
+  auto embeddings = [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_embeddings(req, res); });
+  };
+  http.Post("/v1/embeddings", embeddings);
+  http.Post("/embeddings", embeddings);
   http.Post("/v1/completions", completions);
   http.Post("/completions", completions);
   http.Post("/v1/chat/completions", chat);
@@ -443,6 +449,7 @@ void Server::start() {
     for (std::string& k : read_api_key_file(c.api_key_file)) im.api_keys.push_back(std::move(k));
   }
   im.cors = CorsPolicy::parse(c.cors_origins);
+  (void)engine::parse_pooling(c.pooling);
   {
     const std::string& p = c.metrics_prefix;
     const bool ok = !p.empty() && (std::isalpha(static_cast<unsigned char>(p[0])) || p[0] == '_') &&

@@ -45,6 +45,7 @@ struct ServerConfig {
   std::string api_key_file;       // more keys, one per line (server/access.h)
   std::string cors_origins = "*"; // CORS: "*", "none" or a comma-separated list of origins
   std::string metrics_prefix = "treespec";  // /metrics series namespace ("vllm": vLLM's own names)
+  std::string pooling = "mean";   // /v1/embeddings: mean | cls | last (engine/embedding.h)
   size_t max_body_bytes = 4u << 20;
   int timeout_s = 60;             // socket read/write timeout (slow clients)
   int http_threads = 0;           // 0 = n_slots + max_queue + 8

@@ -68,6 +68,12 @@ struct Server::Impl {
   void handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint ep);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res);
+
+  // /v1/embeddings runs one request at a time on its own forward context (the Model is
+  // immutable; the scheduler's engine is not touched), created on first use.
+  std::mutex embed_mu;
+  std::unique_ptr<model::ForwardContext> embed_ctx;
 };
 
 // Counts a generation request as in flight for its lifetime (shutdown waits for them).

@@ -97,6 +97,8 @@ std::function<int()> setup_serve(CLI::App& sub) {
                  "origins browsers may call from: '*' (any), 'none', or a comma-separated list such as "
                  "http://localhost:3000")
       ->capture_default_str();
+  sub.add_option("--pooling", s.pooling, "/v1/embeddings: how token hidden states become one vector: mean | cls | last")
+      ->capture_default_str();
   sub.add_option("--metrics-prefix", s.metrics_prefix,
                  "namespace of the /metrics series: treespec (default) or vllm, for vLLM's dashboards unchanged")
       ->capture_default_str();
