@@ -1,0 +1,34 @@
+// Calls `treespec serve` with the official OpenAI Node client (test_server_openai_node.cpp
+// installs it with npm): chat (plain and streamed), completions, embeddings (the client
+// asks for base64 and decodes it), models. Prints one JSON object with what it got.
+// usage: node openai_node_client.mjs BASE_URL MODEL API_KEY
+import OpenAI from 'openai';
+
+const [, , baseURL, model, apiKey] = process.argv;
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
+const messages = [{ role: 'user', content: 'Who was the first king of Israel?' }];
+const out = {};
+const chat = await client.chat.completions.create({ model, messages, max_tokens: 24, temperature: 0 });
+out.chat = chat.choices[0].message.content;
+out.finish_reason = chat.choices[0].finish_reason;
+out.usage = chat.usage;
+const stream = await client.chat.completions.create({ model, messages, max_tokens: 24, temperature: 0, stream: true });
+out.stream = '';
+out.stream_chunks = 0;
+for await (const chunk of stream) {
+  out.stream += chunk.choices[0]?.delta?.content ?? '';
+  out.stream_chunks += 1;
+}
+const comp = await client.completions.create({ model, prompt: 'And it came to pass', max_tokens: 12, temperature: 0 });
+out.completion = comp.choices[0].text;
+const emb = await client.embeddings.create({ model, input: ['And it came to pass', 'In the beginning'] });
+out.embeddings = emb.data.map((d) => Array.from(d.embedding));
+out.embedding_tokens = emb.usage.prompt_tokens;
+out.models = (await client.models.list()).data.map((m) => m.id);
+try {
+  await client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0, presence_penalty: 0.5 });
+  out.refused = null;
+} catch (e) {
+  out.refused = { status: e.status, param: e.param ?? e.error?.param ?? null };
+}
+console.log(JSON.stringify(out));

@@ -1,0 +1,73 @@
+// The official OpenAI Node client against `treespec serve`: it is installed with npm into
+// the build tree (once; `openai@4`), and the test skips, saying why, where node or the
+// npm registry is missing. What the client gets must equal the raw HTTP answers.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "common/server_process.h"
+#include "common/test_util.h"
+
+using namespace treespec::test;
+using nlohmann::json;
+
+namespace {
+const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
+
+// The directory holding node_modules/openai, installed on first use; "" with *why set
+// when it cannot be.
+std::string openai_node_dir(std::string* why) {
+  std::string out;
+  if (run_command("command -v node >/dev/null && command -v npm >/dev/null") != 0) {
+    *why = "node and npm are not installed";
+    return {};
+  }
+  const std::string dir = std::string(TREESPEC_BINARY_DIR) + "/node_openai";
+  if (std::filesystem::exists(dir + "/node_modules/openai/package.json")) return dir;
+  std::filesystem::create_directories(dir);
+  const int rc = run_command("cd '" + dir + "' && timeout 180 npm install --no-audit --no-fund --loglevel=error openai@4 2>&1", &out);
+  if (rc != 0) {
+    *why = "npm install openai@4 failed (no registry?): " + out.substr(0, 400);
+    return {};
+  }
+  return dir;
+}
+}  // namespace
+
+TEST(ServerOpenAiNode, OfficialClientGetsWhatRawHttpGets) {
+  std::string why;
+  const std::string dir = openai_node_dir(&why);
+  if (dir.empty()) GTEST_SKIP() << why;
+  ServerProcess srv(kModel, {"-t", "1", "--api-key", "sk-local", "--spec", "lookup"});
+  auto c = srv.client();
+  const json messages = json::array({{{"role", "user"}, {"content", "Who was the first king of Israel?"}}});
+  const json chat = post_json(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 24}, {"temperature", 0}}.dump(), "sk-local").json();
+  const json comp = post_json(c, "/v1/completions", json{{"prompt", "And it came to pass"}, {"max_tokens", 12}, {"temperature", 0}}.dump(), "sk-local").json();
+  const json emb = post_json(c, "/v1/embeddings", json{{"input", {"And it came to pass", "In the beginning"}}}.dump(), "sk-local").json();
+
+  // The script is copied next to node_modules so that `import 'openai'` resolves there.
+  const std::string script = dir + "/openai_node_client.mjs";
+  std::filesystem::copy_file(std::string(TREESPEC_SOURCE_DIR) + "/tests/integration/server/openai_node_client.mjs", script,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::string out;
+  const int rc = run_command("node '" + script + "' http://127.0.0.1:" + std::to_string(srv.port()) + "/v1 kjv-5m sk-local 2>&1", &out);
+  ASSERT_EQ(rc, 0) << out << srv.log();
+  const json r = json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(r["chat"], chat["choices"][0]["message"]["content"]);
+  EXPECT_EQ(r["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(r["stream"], chat["choices"][0]["message"]["content"]);
+  EXPECT_GE(r["stream_chunks"].get<int>(), 2);
+  EXPECT_EQ(r["completion"], comp["choices"][0]["text"]);
+  ASSERT_EQ(r["embeddings"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r["embeddings"][i].get<std::vector<float>>(), emb["data"][i]["embedding"].get<std::vector<float>>()) << i;
+  }
+  EXPECT_EQ(r["embedding_tokens"], emb["usage"]["prompt_tokens"]);
+  EXPECT_EQ(r["models"], json::array({"kjv-5m"}));
+  // A field we do not implement reaches the client as a 400 naming it.
+  EXPECT_EQ(r["refused"]["status"], 400) << out;
+  EXPECT_EQ(r["refused"]["param"], "presence_penalty") << out;
+}
