@@ -228,6 +228,16 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
   return true;
 }
 
+// The method a request runs: its "spec" (400 unless the server offers it) or the server's.
+std::string request_method(const std::string& spec, const std::vector<std::string>& offered, const std::string& server_method) {
+  if (spec.empty()) return server_method;
+  if (std::find(offered.begin(), offered.end(), spec) == offered.end()) {
+    throw invalid_request(fmt::format("'spec' = '{}' is not a method this server offers (it offers: {}; started with --spec {})",
+                                      spec, fmt::join(offered, ", "), server_method), "spec");
+  }
+  return spec;
+}
+
 }  // namespace
 
 void Server::Impl::handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
@@ -296,15 +306,8 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   state->params.cache_prompt = g.cache_prompt;
   state->stops = std::move(stops);
   state->t_arrival = t_arrival;
-  if (!g.spec.empty()) {
-    const auto& ms = scheduler->request_methods();
-    if (std::find(ms.begin(), ms.end(), g.spec) == ms.end()) {
-      throw invalid_request(fmt::format("'spec' = '{}' is not a method this server offers (it offers: {}; started with --spec {})",
-                                        g.spec, fmt::join(ms, ", "), cfg.spec.method), "spec");
-    }
-    state->spec = g.spec;
-  }
-  const std::string method = g.spec.empty() ? cfg.spec.method : g.spec;
+  state->spec = g.spec;
+  const std::string method = request_method(g.spec, scheduler->request_methods(), cfg.spec.method);
 
   auto guard = std::make_shared<InflightGuard>(inflight);
   const Status st = scheduler->submit(state);
