@@ -41,6 +41,15 @@ void add_sampling_options(CLI::App& app, SamplingOptions& o) {
   app.add_option("--top-k", o.params.top_k, "top-k (0 = off)")->capture_default_str();
   app.add_option("--top-p", o.params.top_p, "top-p (1 = off)")->capture_default_str();
   app.add_option("--min-p", o.params.min_p, "min-p (0 = off)")->capture_default_str();
+  app.add_option("--repeat-penalty", o.params.repeat_penalty,
+                 "penalize tokens of the last --repeat-last-n (llama.cpp's; 1 = off); speculation stays lossless")
+      ->capture_default_str();
+  app.add_option("--repeat-last-n", o.params.repeat_last_n, "tokens the penalties look back on (0 = off, -1 = the whole context)")
+      ->capture_default_str();
+  app.add_option("--presence-penalty", o.params.presence_penalty, "subtract from tokens present in that window (0 = off)")
+      ->capture_default_str();
+  app.add_option("--frequency-penalty", o.params.frequency_penalty, "subtract per occurrence in that window (0 = off)")
+      ->capture_default_str();
   app.add_option("-s,--seed", o.seed, "RNG seed (-1 = random)")->capture_default_str();
   app.add_option("--verify", o.verify,
                  "tree verification at temp > 0: coupled (exact distribution, the same tokens as --spec none for a "

@@ -534,9 +534,19 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     std::vector<const float*> node_logits(static_cast<size_t>(t.size()), nullptr);
     std::vector<const float*> node_hidden(static_cast<size_t>(t.size()), nullptr);
     std::vector<int32_t> node_argmax(static_cast<size_t>(t.size()), -1);
+    std::vector<int32_t> path;
     for (int32_t r = seg.row_begin; r < seg.row_begin + seg.n_rows; ++r) {
       const auto node = static_cast<size_t>(batch_.node[static_cast<size_t>(r)]);
-      node_logits[node] = logits_.data() + static_cast<size_t>(r) * hp.n_vocab;
+      float* row = logits_.data() + static_cast<size_t>(r) * hp.n_vocab;
+      if (s.params_.sampling.penalized()) {
+        // The row's own history: the context (root included), then the tree tokens on
+        // the path from the root to this node, as plain decoding would have it.
+        path.clear();
+        for (auto k = static_cast<int32_t>(node); k > 0; k = t.parent(k)) path.push_back(t.token(k));
+        std::reverse(path.begin(), path.end());
+        sampling::apply_penalties(row, hp.n_vocab, s.context_, path, s.params_.sampling);
+      }
+      node_logits[node] = row;
       node_hidden[node] = normed_.data() + static_cast<size_t>(r) * hp.n_embd;
       node_argmax[node] = sampling::argmax(node_logits[node], hp.n_vocab);
     }

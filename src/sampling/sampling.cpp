@@ -17,6 +17,38 @@ void SamplingParams::validate() const {
   if (top_k < 0) throw InvalidArgument(fmt::format("top_k must be >= 0 (0 = off), got {}", top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f)) throw InvalidArgument(fmt::format("top_p must be in (0, 1], got {}", top_p));
   if (!(min_p >= 0.0f && min_p <= 1.0f)) throw InvalidArgument(fmt::format("min_p must be in [0, 1], got {}", min_p));
+  if (!(std::isfinite(repeat_penalty) && repeat_penalty > 0.0f)) {
+    throw InvalidArgument(fmt::format("repeat_penalty must be > 0 (1 = off), got {}", repeat_penalty));
+  }
+  if (repeat_last_n < -1) throw InvalidArgument(fmt::format("repeat_last_n must be >= -1 (0 = off, -1 = the whole context), got {}", repeat_last_n));
+  if (!(std::isfinite(frequency_penalty) && frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
+    throw InvalidArgument(fmt::format("frequency_penalty must be in [-2, 2], got {}", frequency_penalty));
+  }
+  if (!(std::isfinite(presence_penalty) && presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
+    throw InvalidArgument(fmt::format("presence_penalty must be in [-2, 2], got {}", presence_penalty));
+  }
+}
+
+void apply_penalties(float* logits, int32_t n_vocab, std::span<const int32_t> prefix, std::span<const int32_t> tail,
+                     const SamplingParams& params) {
+  if (!params.penalized()) return;
+  const size_t total = prefix.size() + tail.size();
+  const size_t n = params.repeat_last_n < 0 ? total : std::min(total, static_cast<size_t>(params.repeat_last_n));
+  std::vector<int32_t> window;
+  window.reserve(n);
+  for (size_t i = total - n; i < total; ++i) {
+    const int32_t t = i < prefix.size() ? prefix[i] : tail[i - prefix.size()];
+    if (t >= 0 && t < n_vocab) window.push_back(t);
+  }
+  std::sort(window.begin(), window.end());
+  for (size_t i = 0; i < window.size();) {
+    size_t j = i;
+    while (j < window.size() && window[j] == window[i]) ++j;
+    float& l = logits[window[i]];
+    l = l > 0.0f ? l / params.repeat_penalty : l * params.repeat_penalty;
+    l -= static_cast<float>(j - i) * params.frequency_penalty + params.presence_penalty;
+    i = j;
+  }
 }
 
 float Distribution::prob_of(int32_t id) const {

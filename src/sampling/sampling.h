@@ -2,10 +2,14 @@
 //
 // Order (as in HF transformers / vLLM / the OpenAI API): temperature, then top-k, then
 // top-p (nucleus), then min-p (relative to the most likely token), then renormalise.
-// temp <= 0 means greedy (argmax; ties go to the lowest id).
+// temp <= 0 means greedy (argmax; ties go to the lowest id). Repetition penalties
+// (llama.cpp's: repeat, frequency, presence over the last repeat_last_n tokens) change
+// the logits before all of that, greedy included (apply_penalties; the engine applies
+// them to every tree row with that row's own history, so speculation stays lossless).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/rng.h"
@@ -18,8 +22,15 @@ struct SamplingParams {
   float top_p = 0.95f;    // 1 = off
   float min_p = 0.05f;    // 0 = off
   uint64_t seed = 0;
+  float repeat_penalty = 1.0f;     // 1 = off; > 1 discourages tokens in the window
+  int32_t repeat_last_n = 64;      // the window: last N tokens of the context (0 = off, -1 = all)
+  float frequency_penalty = 0.0f;  // subtracted once per occurrence in the window
+  float presence_penalty = 0.0f;   // subtracted once if the token occurs in the window
 
   bool greedy() const { return temp <= 0.0f; }
+  bool penalized() const {
+    return repeat_last_n != 0 && (repeat_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f);
+  }
   // InvalidArgument naming the field if out of range (top_p in (0,1], min_p in [0,1],
   // top_k >= 0, temp finite).
   void validate() const;
@@ -39,6 +50,14 @@ struct Distribution {
 };
 
 int32_t argmax(const float* logits, int32_t n_vocab);
+
+// llama.cpp's penalties, in place: for every distinct token t among the last
+// params.repeat_last_n entries of history (prefix + tail, concatenated; ids outside the
+// vocabulary are ignored) with c occurrences there: logit /= repeat_penalty if it is
+// positive, else *= repeat_penalty; then logit -= c * frequency_penalty +
+// presence_penalty. No-op unless params.penalized().
+void apply_penalties(float* logits, int32_t n_vocab, std::span<const int32_t> prefix, std::span<const int32_t> tail,
+                     const SamplingParams& params);
 
 // Applies temperature/top-k/top-p/min-p to logits. Requires !params.greedy().
 Distribution warp(const float* logits, int32_t n_vocab, const SamplingParams& params);

@@ -147,10 +147,6 @@ void reject_unsupported(const json& body, Endpoint ep, bool jinja_chat) {
   if (const json* v = field(body, "top_logprobs"); v && !(is_integral(*v) && v->get<double>() == 0.0)) {
     throw unsupported("'top_logprobs'", "top_logprobs");
   }
-  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
-    if (get_number(body, name, 0.0) != 0.0) throw unsupported(fmt::format("'{}' other than 0", name), name);
-  }
-  if (get_number(body, "repetition_penalty", 1.0) != 1.0) throw unsupported("'repetition_penalty' other than 1", "repetition_penalty");
   if (const json* v = field(body, "logit_bias"); v && !((v->is_object() || v->is_array()) && v->empty())) {
     throw unsupported("'logit_bias'", "logit_bias");
   }
@@ -159,7 +155,7 @@ void reject_unsupported(const json& body, Endpoint ep, bool jinja_chat) {
     const char* name;
     double value;
   };
-  for (const Neutral& n : {Neutral{"repeat_penalty", 1.0}, Neutral{"typical_p", 1.0}, Neutral{"tfs_z", 1.0},
+  for (const Neutral& n : {Neutral{"typical_p", 1.0}, Neutral{"tfs_z", 1.0},
                            Neutral{"mirostat", 0.0}, Neutral{"n_probs", 0.0}, Neutral{"dry_multiplier", 0.0},
                            Neutral{"xtc_probability", 0.0}}) {
     if (get_number(body, n.name, n.value) != n.value) {
@@ -335,6 +331,29 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
   r.sampling.min_p = get_float(body, "min_p", defaults.min_p);
   if (!(r.sampling.min_p >= 0.0f && r.sampling.min_p <= 1.0f)) {
     throw invalid_request(fmt::format("'min_p' must be in [0, 1], got {}", r.sampling.min_p), "min_p");
+  }
+  // Penalties (llama-server's repeat_penalty / repeat_last_n, OpenAI's presence and
+  // frequency penalties, vLLM's repetition_penalty = repeat_penalty over the whole context).
+  r.sampling.repeat_penalty = get_float(body, "repeat_penalty", defaults.repeat_penalty);
+  const int64_t last_n = get_integer(body, "repeat_last_n", defaults.repeat_last_n);
+  if (last_n < -1 || last_n > std::numeric_limits<int32_t>::max()) {
+    throw invalid_request(fmt::format("'repeat_last_n' must be >= -1 (0 = off, -1 = the whole context), got {}", last_n), "repeat_last_n");
+  }
+  r.sampling.repeat_last_n = static_cast<int32_t>(last_n);
+  if (field(body, "repetition_penalty")) {
+    if (field(body, "repeat_penalty")) {
+      throw invalid_request("give 'repeat_penalty' or 'repetition_penalty', not both", "repetition_penalty");
+    }
+    r.sampling.repeat_penalty = get_float(body, "repetition_penalty", 1.0f);
+    if (!field(body, "repeat_last_n")) r.sampling.repeat_last_n = -1;
+  }
+  if (!(r.sampling.repeat_penalty > 0.0f) || !std::isfinite(r.sampling.repeat_penalty)) {
+    throw invalid_request(fmt::format("'repeat_penalty' must be > 0 (1 = off), got {}", r.sampling.repeat_penalty), "repeat_penalty");
+  }
+  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
+    const float v = get_float(body, name, std::string_view(name) == "presence_penalty" ? defaults.presence_penalty : defaults.frequency_penalty);
+    if (!(v >= -2.0f && v <= 2.0f)) throw invalid_request(fmt::format("'{}' must be in [-2, 2], got {}", name, v), name);
+    (std::string_view(name) == "presence_penalty" ? r.sampling.presence_penalty : r.sampling.frequency_penalty) = v;
   }
   const int64_t seed = get_integer(body, "seed", -1);
   if (seed < -1) throw invalid_request(fmt::format("'seed' must be >= 0 (or -1 = random), got {}", seed), "seed");

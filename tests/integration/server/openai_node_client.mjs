@@ -26,7 +26,7 @@ out.embeddings = emb.data.map((d) => Array.from(d.embedding));
 out.embedding_tokens = emb.usage.prompt_tokens;
 out.models = (await client.models.list()).data.map((m) => m.id);
 try {
-  await client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0, presence_penalty: 0.5 });
+  await client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0, logit_bias: { 5: -100 } });
   out.refused = null;
 } catch (e) {
   out.refused = { status: e.status, param: e.param ?? e.error?.param ?? null };

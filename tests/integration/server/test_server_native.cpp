@@ -85,8 +85,7 @@ TEST(ServerNative, LlamaServerSamplingFieldsWeDoNotImplementAreRefusedByName) {
     json field;
     std::string name;
   };
-  for (const Case& k : std::vector<Case>{{{{"repeat_penalty", 1.1}}, "repeat_penalty"},
-                                         {{{"typical_p", 0.9}}, "typical_p"},
+  for (const Case& k : std::vector<Case>{{{{"typical_p", 0.9}}, "typical_p"},
                                          {{{"mirostat", 2}}, "mirostat"},
                                          {{{"n_probs", 5}}, "n_probs"},
                                          {{{"grammar", "root ::= \"a\""}}, "grammar"},
@@ -101,7 +100,7 @@ TEST(ServerNative, LlamaServerSamplingFieldsWeDoNotImplementAreRefusedByName) {
     }
     // At their neutral values they are accepted.
   }
-  const HttpReply ok = post_json(c, "/completion", json{{"prompt", "x"}, {"n_predict", 2}, {"repeat_penalty", 1.0}, {"typical_p", 1.0},
+  const HttpReply ok = post_json(c, "/completion", json{{"prompt", "x"}, {"n_predict", 2}, {"typical_p", 1.0},
                                                         {"mirostat", 0}, {"n_probs", 0}, {"grammar", ""}}.dump());
   EXPECT_EQ(ok.status, 200) << ok.body;
 }
@@ -161,4 +160,42 @@ TEST(ServerNative, SlotsShowWhatEachSlotDecodes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_FALSE(slots[0]["is_processing"].get<bool>() || slots[1]["is_processing"].get<bool>()) << slots.dump();
+}
+
+TEST(ServerNative, PenaltiesMatchRunAndEveryMethod) {
+  ServerProcess srv(kModel, {"-t", "1", "--spec", "lookup"});
+  auto c = srv.client();
+  const json base = {{"prompt", kPrompt}, {"n_predict", 48}, {"temperature", 0}, {"repeat_penalty", 1.3}, {"presence_penalty", 0.4},
+                     {"frequency_penalty", 0.1}, {"repeat_last_n", 32}};
+  const HttpReply r = post_json(c, "/completion", base.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string text = r.json()["content"];
+  const CliResult cli = run_treespec("run -m " + kModel + " -p '" + kPrompt + "' -n 48 --temp 0 --repeat-penalty 1.3 --presence-penalty 0.4 "
+                                     "--frequency-penalty 0.1 --repeat-last-n 32 --json");
+  ASSERT_EQ(cli.status, 0) << cli.err;
+  EXPECT_EQ(json::parse(cli.out)["text"], text);
+  for (const std::string m : {"none", "lookahead", "ptd"}) {
+    json b = base;
+    b["spec"] = m;
+    EXPECT_EQ(post_json(c, "/completion", b.dump()).json()["content"], text) << m;
+  }
+  json plain = base;
+  plain.erase("repeat_penalty");
+  plain.erase("presence_penalty");
+  plain.erase("frequency_penalty");
+  EXPECT_NE(post_json(c, "/completion", plain.dump()).json()["content"], text);
+  // OpenAI's fields on /v1/completions; vLLM's repetition_penalty (whole context).
+  const HttpReply o = post_json(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 48}, {"temperature", 0}, {"repeat_penalty", 1.3},
+                                                           {"presence_penalty", 0.4}, {"frequency_penalty", 0.1}, {"repeat_last_n", 32}}.dump());
+  EXPECT_EQ(o.json()["choices"][0]["text"], text);
+  const HttpReply v = post_json(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 48}, {"temperature", 0}, {"repetition_penalty", 1.3}}.dump());
+  const HttpReply v2 = post_json(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 48}, {"temperature", 0}, {"repeat_penalty", 1.3}, {"repeat_last_n", -1}}.dump());
+  ASSERT_EQ(v.status, 200) << v.body;
+  EXPECT_EQ(v.json()["choices"][0]["text"], v2.json()["choices"][0]["text"]);
+  for (const json& bad : {json{{"repeat_penalty", 0}}, json{{"presence_penalty", 2.5}}, json{{"frequency_penalty", -3}}, json{{"repeat_last_n", -2}},
+                          json{{"repeat_penalty", 1.1}, {"repetition_penalty", 1.1}}}) {
+    json b = {{"prompt", "x"}, {"max_tokens", 2}};
+    b.update(bad);
+    EXPECT_EQ(post_json(c, "/v1/completions", b.dump()).status, 400) << bad.dump();
+  }
 }

@@ -69,5 +69,5 @@ TEST(ServerOpenAiNode, OfficialClientGetsWhatRawHttpGets) {
   EXPECT_EQ(r["models"], json::array({"kjv-5m"}));
   // A field we do not implement reaches the client as a 400 naming it.
   EXPECT_EQ(r["refused"]["status"], 400) << out;
-  EXPECT_EQ(r["refused"]["param"], "presence_penalty") << out;
+  EXPECT_EQ(r["refused"]["param"], "logit_bias") << out;
 }

@@ -269,7 +269,9 @@ TEST(Api, RejectsBadFields) {
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"stream", "yes"}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logprobs", 3}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"echo", true}}), 400);
-  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"frequency_penalty", 0.5}}), 400);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"frequency_penalty", 2.5}}), 400);  // out of [-2, 2]
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"frequency_penalty", 0.5}}), 200);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logit_bias", {{"5", 1}}}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", json::array()}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", {"a", "b"}}}), 400);                      // batch of prompts
   EXPECT_EQ(status_of(json{{"prompt", {1, -3}}}), 400);
