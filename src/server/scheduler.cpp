@@ -194,6 +194,8 @@ bool Scheduler::resume_preempted(std::vector<std::unique_ptr<Active>>& active) {
     const Status st = engine_.add(*a->seq);
     if (st.code() == StatusCode::kv_full) return false;
     TREESPEC_ASSERT(st.ok(), "resuming a preempted sequence: a slot is free");
+    std::lock_guard<std::mutex> lock(a->state->mu);
+    a->state->slot = a->seq->slot();  // it may resume in another slot
   }
   return true;
 }
