@@ -261,6 +261,24 @@ std::vector<chat::ChatMessage> parse_messages(const json& body, bool jinja_chat)
   return out;
 }
 
+// Token ids (a JSON array, `where` naming it in messages, `param` the error's field):
+// integers in [0, 2^31).
+std::vector<int32_t> token_array(const json& a, const std::string& where, const char* param) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const json& t = a[i];
+    if (!t.is_number_integer()) {
+      throw invalid_request(fmt::format("'{}[{}]' must be a token id (integer), got {}", where, i, t.type_name()), param);
+    }
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
+      throw invalid_request(fmt::format("'{}[{}]' = {} is not a valid token id", where, i, id), param);
+    }
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
 }  // namespace
 
 GenerationRequest parse_generation_request(const json& body, Endpoint ep, const sampling::SamplingParams& defaults,
@@ -282,17 +300,7 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
         r.prompt = (*p)[0].get<std::string>();
       } else {
         r.prompt_is_tokens = true;
-        for (size_t i = 0; i < p->size(); ++i) {
-          const json& t = (*p)[i];
-          if (!t.is_number_integer()) {
-            throw invalid_request(fmt::format("'prompt[{}]' must be a token id (integer), got {}", i, t.type_name()), "prompt");
-          }
-          const int64_t id = t.get<int64_t>();
-          if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
-            throw invalid_request(fmt::format("'prompt[{}]' = {} is not a valid token id", i, id), "prompt");
-          }
-          r.prompt_tokens.push_back(static_cast<int32_t>(id));
-        }
+        r.prompt_tokens = token_array(*p, "prompt", "prompt");
       }
     } else {
       throw wrong_type("prompt", "a string, an array of token ids or an array with one string", *p);
@@ -350,10 +358,10 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
   if (!(r.sampling.repeat_penalty > 0.0f) || !std::isfinite(r.sampling.repeat_penalty)) {
     throw invalid_request(fmt::format("'repeat_penalty' must be > 0 (1 = off), got {}", r.sampling.repeat_penalty), "repeat_penalty");
   }
-  for (const char* name : {"presence_penalty", "frequency_penalty"}) {
-    const float v = get_float(body, name, std::string_view(name) == "presence_penalty" ? defaults.presence_penalty : defaults.frequency_penalty);
-    if (!(v >= -2.0f && v <= 2.0f)) throw invalid_request(fmt::format("'{}' must be in [-2, 2], got {}", name, v), name);
-    (std::string_view(name) == "presence_penalty" ? r.sampling.presence_penalty : r.sampling.frequency_penalty) = v;
+  for (auto [name, value] : {std::pair{"presence_penalty", &r.sampling.presence_penalty},
+                             std::pair{"frequency_penalty", &r.sampling.frequency_penalty}}) {
+    *value = get_float(body, name, *value);  // r.sampling started as the defaults
+    if (!(*value >= -2.0f && *value <= 2.0f)) throw invalid_request(fmt::format("'{}' must be in [-2, 2], got {}", name, *value), name);
   }
   const int64_t seed = get_integer(body, "seed", -1);
   if (seed < -1) throw invalid_request(fmt::format("'seed' must be >= 0 (or -1 = random), got {}", seed), "seed");
@@ -371,21 +379,6 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
   r.cache_prompt = get_bool(body, "cache_prompt", true);
   return r;
 }
-
-namespace {
-std::vector<int32_t> token_array(const json& a, const std::string& where) {
-  std::vector<int32_t> out;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const json& t = a[i];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      throw invalid_request(fmt::format("'{}[{}]' must be a token id (integer >= 0), got {}", where, i, t.dump()), "input");
-    }
-    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
-  }
-  if (out.empty()) throw invalid_request(fmt::format("'{}' is an empty array of tokens", where), "input");
-  return out;
-}
-}  // namespace
 
 EmbeddingRequest parse_embedding_request(const json& body) {
   EmbeddingRequest r;
@@ -405,14 +398,18 @@ EmbeddingRequest parse_embedding_request(const json& body) {
     return e;
   };
   if (in->is_array() && in->empty()) throw invalid_request("'input' is an empty array", "input");
+  auto tokens = [&](const json& a, const std::string& where) {
+    EmbeddingInput e;
+    e.tokens = token_array(a, where, "input");
+    if (e.tokens.empty()) throw invalid_request(fmt::format("'{}' is an empty array of tokens", where), "input");
+    e.is_tokens = true;
+    return e;
+  };
   if (in->is_string()) {
     r.inputs.push_back(text(*in, "input"));
-  } else if (in->is_array() && !in->empty() && (*in)[0].is_number_integer()) {
-    EmbeddingInput e;
-    e.tokens = token_array(*in, "input");
-    e.is_tokens = true;
-    r.inputs.push_back(std::move(e));
-  } else if (in->is_array() && !in->empty()) {
+  } else if (in->is_array() && (*in)[0].is_number_integer()) {
+    r.inputs.push_back(tokens(*in, "input"));
+  } else if (in->is_array()) {
     if (in->size() > 2048) throw invalid_request(fmt::format("'input' has {} items; at most 2048", in->size()), "input");
     for (size_t i = 0; i < in->size(); ++i) {
       const json& x = (*in)[i];
@@ -420,10 +417,7 @@ EmbeddingRequest parse_embedding_request(const json& body) {
       if (x.is_string()) {
         r.inputs.push_back(text(x, where));
       } else if (x.is_array()) {
-        EmbeddingInput e;
-        e.tokens = token_array(x, where);
-        e.is_tokens = true;
-        r.inputs.push_back(std::move(e));
+        r.inputs.push_back(tokens(x, where));
       } else {
         throw invalid_request(fmt::format("'{}' must be a string or an array of token ids, got {}", where, x.type_name()), "input");
       }

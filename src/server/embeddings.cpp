@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/embedding.h"
 #include "server/server_impl.h"
 
 namespace treespec::server {
@@ -38,11 +37,7 @@ std::string base64_floats(const std::vector<float>& v) {
 void Server::Impl::handle_embeddings(const httplib::Request& req, httplib::Response& res) {
   require_ready();
   const EmbeddingRequest r = parse_embedding_request(parse_body(req.body));
-  if (!r.model.empty() && !model_matches(r.model)) {
-    throw ApiError(404, "invalid_request_error",
-                   fmt::format("The model '{}' does not exist: this server serves '{}'", r.model, model_id), "model_not_found",
-                   "model");
-  }
+  require_model(r.model);
   // Tokenized as llama-server does (BOS added, special-token text parsed).
   std::vector<std::vector<int32_t>> tokens;
   for (size_t i = 0; i < r.inputs.size(); ++i) {
@@ -62,7 +57,7 @@ void Server::Impl::handle_embeddings(const httplib::Request& req, httplib::Respo
     tokens.push_back(std::move(t));
   }
   engine::EmbeddingParams p;
-  p.pooling = engine::parse_pooling(cfg.pooling);
+  p.pooling = pooling;
   p.n_batch = cfg.n_batch;
   p.type_k = cfg.type_k;
   p.type_v = cfg.type_v;

@@ -245,11 +245,7 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   require_ready();
   const json body = parse_body(req.body);
   GenerationRequest g = parse_generation_request(body, ep, cfg.sampling, formatter->jinja());
-  if (!g.model.empty() && !model_matches(g.model)) {
-    throw ApiError(404, "invalid_request_error",
-                   fmt::format("The model '{}' does not exist: this server serves '{}'", g.model, model_id),
-                   "model_not_found", "model");
-  }
+  require_model(g.model);
 
   // Tokenize exactly as `treespec run` does (BOS added, special-token text parsed).
   std::vector<int32_t> prompt;

@@ -86,6 +86,7 @@ Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok,
     }
   }
   metrics_.set_engine_state(engine_.totals(), 0, 0, cfg_.engine.n_slots);
+  slots_ = snapshot_slots({});  // all idle until the first step
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -257,10 +258,7 @@ std::vector<SlotInfo> Scheduler::snapshot_slots(const std::vector<std::unique_pt
 
 std::vector<SlotInfo> Scheduler::slots() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!slots_.empty()) return slots_;
-  std::vector<SlotInfo> idle(static_cast<size_t>(cfg_.engine.n_slots));
-  for (size_t i = 0; i < idle.size(); ++i) idle[i].id = static_cast<int32_t>(i);
-  return idle;
+  return slots_;
 }
 
 void Scheduler::loop() {

@@ -20,7 +20,6 @@
 #include "server/connection.h"
 #include "server/server_impl.h"
 #include "server/web/page.h"
-#include "engine/embedding.h"
 #include "tokenizer/utf8.h"
 #include "treespec/status.h"
 
@@ -94,9 +93,11 @@ void Server::Impl::require_ready() const {
   }
 }
 
-bool Server::Impl::model_matches(const std::string& name) const {
-  if (name == model_id || name == cfg.model_path) return true;
-  return name == std::filesystem::path(cfg.model_path).filename().string();
+void Server::Impl::require_model(const std::string& name) const {
+  if (name.empty() || name == model_id || name == cfg.model_path) return;
+  if (name == std::filesystem::path(cfg.model_path).filename().string()) return;
+  throw ApiError(404, "invalid_request_error", fmt::format("The model '{}' does not exist: this server serves '{}'", name, model_id),
+                 "model_not_found", "model");
 }
 
 void Server::Impl::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -449,7 +450,7 @@ void Server::start() {
     for (std::string& k : read_api_key_file(c.api_key_file)) im.api_keys.push_back(std::move(k));
   }
   im.cors = CorsPolicy::parse(c.cors_origins);
-  (void)engine::parse_pooling(c.pooling);
+  im.pooling = engine::parse_pooling(c.pooling);
   {
     const std::string& p = c.metrics_prefix;
     const bool ok = !p.empty() && (std::isalpha(static_cast<unsigned char>(p[0])) || p[0] == '_') &&

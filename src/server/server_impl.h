@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "chat/formatter.h"
+#include "engine/embedding.h"
 #include "model/model.h"
 #include "server/access.h"
 #include "server/api.h"
@@ -58,7 +59,9 @@ struct Server::Impl {
 
   // Throws ApiError 503 unless the model is loaded and we are not shutting down.
   void require_ready() const;
-  bool model_matches(const std::string& name) const;
+  // Throws ApiError 404 model_not_found unless `name` is empty or names the served model
+  // (its id, the -m path or its file name).
+  void require_model(const std::string& name) const;
 
   void setup_routes();
   // OPTIONS (a CORS preflight): 204 with the allowed methods and headers, 403 for an
@@ -74,6 +77,7 @@ struct Server::Impl {
   // immutable; the scheduler's engine is not touched), created on first use.
   std::mutex embed_mu;
   std::unique_ptr<model::ForwardContext> embed_ctx;
+  engine::Pooling pooling = engine::Pooling::mean;  // --pooling, parsed at start
 };
 
 // Counts a generation request as in flight for its lifetime (shutdown waits for them).
