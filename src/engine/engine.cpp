@@ -11,6 +11,7 @@
 #include "core/timer.h"
 #include "drafters/medusa/medusa_drafter.h"
 #include "drafters/propd/prune_head.h"
+#include "engine/grammar_step.h"
 #include "gguf/gguf.h"
 
 namespace treespec::engine {
@@ -34,7 +35,9 @@ Sequence::Sequence(std::vector<int32_t> prompt, SequenceParams params, std::uniq
       context_(prompt_),
       params_(params),
       drafter_(drafter ? std::move(drafter) : std::make_unique<drafters::NoneDrafter>()),
-      rng_(params.sampling.seed) {}
+      rng_(params.sampling.seed) {
+  if (params_.grammar.grammar) gstate_ = grammar::State::initial(params_.grammar.grammar);
+}
 
 namespace {
 std::vector<int32_t> eog_from_gguf(const gguf::GgufFile& f, int32_t n_vocab) {
@@ -115,6 +118,13 @@ Status Engine::add(Sequence& seq) {
     throw InvalidArgument(fmt::format("prompt has {} tokens but the context holds {} (raise -c)", seq.prompt_.size(), params_.n_ctx));
   }
   seq.params_.sampling.validate();
+  if (seq.params_.grammar.mask && seq.params_.grammar.mask->n_vocab() != hp.n_vocab) {
+    throw InvalidArgument(fmt::format("grammar is bound to a vocabulary of {} tokens but the model has {}",
+                                      seq.params_.grammar.mask->n_vocab(), hp.n_vocab));
+  }
+  if ((seq.params_.grammar.mask == nullptr) != (seq.params_.grammar.grammar == nullptr)) {
+    throw InvalidArgument("grammar: a constraint needs both its grammar and the vocabulary's token mask");
+  }
   const bool resume = seq.preempted_;
   if (!resume) seq.stats_.n_prompt = static_cast<int64_t>(seq.prompt_.size());
   if (seq.params_.n_predict == 0) {
@@ -299,6 +309,7 @@ void Engine::emit(Sequence& seq, std::span<const int32_t> tokens) {
     }
     seq.generated_.push_back(t);
     seq.context_.push_back(t);
+    if (seq.params_.grammar.mask) seq.gstate_ = seq.params_.grammar.mask->advance(seq.gstate_, t);
     if (seq.params_.n_predict >= 0 && static_cast<int64_t>(seq.generated_.size()) >= seq.params_.n_predict) {
       seq.finish_ = FinishReason::length;
       break;
@@ -484,8 +495,11 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     budgets[i] = mx > 0 ? mx : kv_.n_available(seqs[i]->slot_);
   }
   if (budget_policy_) budget_policy_->plan(seqs, budgets);
-  std::vector<tree::TokenTree> trees(seqs.size());
+  std::vector<tree::TokenTree> trees(seqs.size());  // the trees forwarded
   std::vector<double> t_draft(seqs.size());
+  // Sequences under a grammar: what it cut from the drafted tree, and the row masks.
+  std::vector<GrammarStep> gsteps(seqs.size());
+  std::vector<uint8_t> cut(seqs.size(), 0);
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
     const double t0 = core::now_s();
@@ -506,6 +520,10 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     if (t.size() > in.budget) t = t.prefix(in.budget);
     for (int32_t k = 0; k < t.size(); ++k) {
       TREESPEC_ASSERT(t.token(k) >= 0 && t.token(k) < hp.n_vocab, "drafter proposed a token outside the vocabulary");
+    }
+    if (s.params_.grammar.mask && gsteps[i].cut(t, s.params_.grammar, s.gstate_, s.params_.ignore_eog)) {
+      cut[i] = 1;
+      t = gsteps[i].forwarded();
     }
     trees[i] = std::move(t);
     t_draft[i] = core::now_s() - t0;
@@ -528,7 +546,11 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
   Status st;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
-    const tree::TokenTree& t = trees[i];
+    // Verification sees the drafted tree (cut nodes have no logits); KV rows are the
+    // forwarded tree's.
+    const tree::TokenTree& t = cut[i] ? gsteps[i].drafted() : trees[i];
+    const int32_t n_fwd = trees[i].size();
+    const bool constrained = s.params_.grammar.mask != nullptr;
     const auto& seg = batch_.segs[i];
     const double t0 = core::now_s();
     std::vector<const float*> node_logits(static_cast<size_t>(t.size()), nullptr);
@@ -536,7 +558,8 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     std::vector<int32_t> node_argmax(static_cast<size_t>(t.size()), -1);
     std::vector<int32_t> path;
     for (int32_t r = seg.row_begin; r < seg.row_begin + seg.n_rows; ++r) {
-      const auto node = static_cast<size_t>(batch_.node[static_cast<size_t>(r)]);
+      const int32_t fnode = batch_.node[static_cast<size_t>(r)];
+      const auto node = static_cast<size_t>(cut[i] ? gsteps[i].drafted_of(fnode) : fnode);
       float* row = logits_.data() + static_cast<size_t>(r) * hp.n_vocab;
       if (s.params_.sampling.penalized()) {
         // The row's own history: the context (root included), then the tree tokens on
@@ -546,6 +569,7 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
         std::reverse(path.begin(), path.end());
         sampling::apply_penalties(row, hp.n_vocab, s.context_, path, s.params_.sampling);
       }
+      if (constrained) gsteps[i].mask_row(static_cast<int32_t>(node), row, s.params_.sampling.greedy());
       node_logits[node] = row;
       node_hidden[node] = normed_.data() + static_cast<size_t>(r) * hp.n_embd;
       node_argmax[node] = sampling::argmax(node_logits[node], hp.n_vocab);
@@ -554,7 +578,13 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
                                                     s.params_.typical, s.rng_, s.drafter_->draft_distributions(),
                                                     static_cast<int64_t>(s.context_.size()));
     const double t1 = core::now_s();
-    st = kv_.commit(s.slot_, res.path);
+    if (cut[i]) {
+      std::vector<int32_t> fpath(res.path.size());
+      for (size_t k = 0; k < fpath.size(); ++k) fpath[k] = gsteps[i].forwarded_of(res.path[k]);
+      st = kv_.commit(s.slot_, fpath);
+    } else {
+      st = kv_.commit(s.slot_, res.path);
+    }
     TREESPEC_ASSERT(st.ok(), "commit of verified rows must fit");
     std::vector<int32_t> out;
     out.reserve(res.path.size());
@@ -573,8 +603,8 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     s.stats_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
     totals_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
     if (prune_layer_[i] > 0) {
-      s.stats_.record_prune(t.size(), t.size() - seg.n_rows, prune_layer_[i], hp.n_layer);
-      totals_.record_prune(t.size(), t.size() - seg.n_rows, prune_layer_[i], hp.n_layer);
+      s.stats_.record_prune(n_fwd, n_fwd - seg.n_rows, prune_layer_[i], hp.n_layer);
+      totals_.record_prune(n_fwd, n_fwd - seg.n_rows, prune_layer_[i], hp.n_layer);
     }
     s.stats_.t_draft += t_draft[i];
     s.stats_.t_forward += t_fwd;
@@ -587,7 +617,7 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     SeqStepReport& rep = seq_reports_[i];
     rep.seq = &s;
     rep.budget = budgets[i];
-    rep.n_nodes = t.size();
+    rep.n_nodes = n_fwd;
     rep.n_late = seg.n_rows;
     rep.prune_layer = prune_layer_[i];
     rep.survived = prune_layer_[i] > 0 ? std::span<const uint8_t>(survived_[i]) : std::span<const uint8_t>();

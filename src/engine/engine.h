@@ -17,6 +17,7 @@
 
 #include "drafters/drafter.h"
 #include "engine/stats.h"
+#include "grammar/token_mask.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "sampling/sampling.h"
@@ -43,6 +44,9 @@ struct SequenceParams {
   // engine's prefix cache is on; llama-server's per-request cache_prompt). The output is
   // the same either way.
   bool cache_prompt = true;
+  // Constrained output (docs/grammar.md): every token, drafted or sampled, must keep the
+  // grammar alive; the end of generation only where it can end. Empty = unconstrained.
+  grammar::Constraint grammar;
 };
 
 class Engine;
@@ -81,6 +85,7 @@ class Sequence {
   SequenceParams params_;
   std::unique_ptr<drafters::Drafter> drafter_;
   core::Rng rng_;
+  grammar::State gstate_;  // after the generated tokens (when params_.grammar is set)
   int32_t slot_ = -1;
   FinishReason finish_ = FinishReason::none;
   bool cancel_requested_ = false;
