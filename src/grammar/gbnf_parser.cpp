@@ -52,8 +52,17 @@ class GrammarBuilder {
   void repeat(const std::string& rule, Seq& seq, size_t sym_start, uint64_t min, uint64_t max, bool unbounded);
   void check_left_recursion() const;
 
+  // Limits that keep a hostile grammar from exhausting memory or the matcher's stack.
+  static constexpr size_t kMaxElements = size_t{1} << 20;
+  static constexpr size_t kMaxLeftDepth = 2000;
+  void count(size_t n) {
+    n_elements_ += n;
+    if (n_elements_ > kMaxElements) fail(pos_, fmt::format("the grammar expands to more than {} elements", kMaxElements));
+  }
+
   std::string_view src_;
   size_t pos_ = 0;
+  size_t n_elements_ = 0;
   std::map<std::string, uint32_t> ids_;
   std::vector<std::string> names_;
   std::vector<std::vector<Seq>> rules_;
@@ -203,6 +212,7 @@ GrammarBuilder::Seq GrammarBuilder::parse_sequence(const std::string& rule, bool
       while (!eof() && peek() != '"') {
         if (peek() == '\n') fail(at, "unterminated literal (a newline before the closing '\"')");
         seq.push_back({Op::chr, parse_char(false)});
+        count(1);
       }
       if (eof()) fail(at, "unterminated literal");
       ++pos_;
@@ -307,6 +317,12 @@ GrammarBuilder::Seq GrammarBuilder::parse_sequence(const std::string& rule, bool
 
 void GrammarBuilder::repeat(const std::string& rule, Seq& seq, size_t sym_start, uint64_t min, uint64_t max, bool unbounded) {
   const Seq sym(seq.begin() + static_cast<std::ptrdiff_t>(sym_start), seq.end());
+  // Before copying: {m,n} of a large symbol is checked against the limit up front.
+  const uint64_t copies = unbounded ? min + 1 : std::max(min, max);
+  if (copies > kMaxElements || sym.size() * copies > kMaxElements) {
+    fail(pos_, fmt::format("the grammar expands to more than {} elements", kMaxElements));
+  }
+  count(sym.size() * copies + 2 * copies);
   seq.resize(sym_start);
   for (uint64_t i = 0; i < min; ++i) seq.insert(seq.end(), sym.begin(), sym.end());
   if (unbounded) {
@@ -414,6 +430,7 @@ void GrammarBuilder::check_left_recursion() const {
     }
   }
   std::vector<uint8_t> mark(n, 0);  // 0 new, 1 on the path, 2 done
+  std::vector<size_t> depth(n, 0);  // longest chain of left references from the rule
   std::vector<std::pair<uint32_t, size_t>> stack;
   for (uint32_t start = 0; start < n; ++start) {
     if (mark[start]) continue;
@@ -432,6 +449,12 @@ void GrammarBuilder::check_left_recursion() const {
         }
       } else {
         mark[r] = 2;
+        size_t d = 1;
+        for (uint32_t s : left[r]) d = std::max(d, depth[s] + 1);
+        depth[r] = d;
+        if (d > kMaxLeftDepth) {
+          throw InvalidArgument(fmt::format("grammar: rule '{}' nests more than {} rule references before a character", names_[r], kMaxLeftDepth));
+        }
         stack.pop_back();
       }
     }

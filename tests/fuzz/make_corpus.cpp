@@ -9,7 +9,8 @@
 //   tree_choices: tree-choices JSON (named trees, bare lists, broken ones);
 //   server: request bodies (completions, chat, tokenize, detokenize; valid and invalid);
 //   jinja: chat templates (every statement kind, filters, errors, whitespace control,
-//          optional NUL + JSON variables) and our test templates (tests/unit/chat/templates).
+//          optional NUL + JSON variables) and our test templates (tests/unit/chat/templates);
+//   grammar: GBNF grammars (every construct, errors) with NUL + an output text.
 // Inputs that found bugs (regress_*) are added by hand and kept by `make fuzz-corpus`.
 // Deterministic: the same binary writes the same bytes. Usage: make_fuzz_corpus DIR
 #include <cmath>
@@ -279,6 +280,27 @@ int main(int argc, char** argv) {
     body("bad_types", 0, R"({"prompt": ["a", "b"], "max_tokens": 1.5, "stop": [1], "temperature": "hot"})");
     body("bad_utf8", 0, "{\"prompt\": \"\xff\xfe\"}");
     body("not_object", 1, "[1, 2]");
+  }
+  {  // grammar: GBNF source, NUL, output text
+    auto gram = [&](const std::string& name, const std::string& g, const std::string& text) {
+      std::string all = g;
+      all += '\0';
+      all += text;
+      write(dir / "grammar" / name, std::vector<uint8_t>(all.begin(), all.end()));
+    };
+    gram("json", "root ::= value\nvalue ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+                 "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
+                 "array ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
+                 "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+                 "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
+                 "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n",
+         "{\"a\": [1, -2.5e3, \"x\\u00e9\", null]}");
+    gram("repeat", "root ::= [a-z]{2,4} \"!\"? (\"x\" | [0-9]+)* .\n", "ab!x12\xc3\xa9");
+    gram("utf8", "root ::= \"\\u00e9\" [\\u03b1-\\u03c9]+ [^\\x00-\\x7f]\n", "\xc3\xa9\xce\xb1\xe2\x82\xac");
+    gram("comments", "# c\nroot ::= a | b # x\na ::= \"a\" (\n  \"b\"\n  | \"c\"\n)\nb ::= \"\\x41\"\n", "ab");
+    gram("left_rec", "root ::= root \"a\" | \"b\"\n", "ba");
+    gram("bad_escape", "root ::= \"\\q\"\n", "q");
+    gram("undefined", "root ::= nope\n", "");
   }
   std::printf("wrote seed corpora under %s\n", dir.c_str());
   {  // jinja: template source, optionally NUL + JSON variables

@@ -115,6 +115,21 @@ TEST(Gbnf, ErrorsNameTheProblemAndWhere) {
   EXPECT_TRUE(matches(G("root ::= \"a\" root | \"b\""), "aaab"));
 }
 
+TEST(Gbnf, HostileSizesAreRefusedNotExhausting) {
+  EXPECT_NE(parse_error(R"(root ::= "abcdefghijk"{100000})").find("more than 1048576 elements"), std::string::npos);
+  EXPECT_NE(parse_error(R"(root ::= "a"{100001})").find("above 100000"), std::string::npos);
+  std::string chain;
+  for (int i = 0; i < 2500; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+  chain += "r2500 ::= \"x\"\nroot ::= r0\n";
+  EXPECT_NE(parse_error(chain.c_str()).find("nests more than 2000"), std::string::npos);
+  // Large but within the limits: fine, and matching stays linear.
+  auto g = G(R"(root ::= ("ab"{1000}){20})");
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "ab";
+  EXPECT_TRUE(matches(g, text));
+  EXPECT_FALSE(matches(g, text + "a"));
+}
+
 TEST(Gbnf, OtherRootNameAndEndStates) {
   auto g = Grammar::parse(R"(answer ::= "ok" "!"?)", "answer");
   State s = State::initial(g);
