@@ -43,6 +43,13 @@ struct SequenceParams {
   // engine's prefix cache is on; llama-server's per-request cache_prompt). The output is
   // the same either way.
   bool cache_prompt = true;
+  // Record, for each emitted token, its log-probability (logprobs) and the top_logprobs
+  // most likely alternatives (Sequence::logprobs(); sampling::token_logprob: the
+  // log-softmax at temperature 1 of the row's logits after logit bias and penalties).
+  // Off (the default) costs nothing.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  bool wants_logprobs() const { return logprobs || top_logprobs > 0; }
 };
 
 class Engine;
@@ -69,6 +76,10 @@ class Sequence {
   int32_t slot() const { return slot_; }
   int64_t admitted() const { return admitted_; }  // admission order (1, 2, ...); preemption takes the newest
   const SpecStats& stats() const { return stats_; }
+  // One entry per generated() token when params().wants_logprobs(), else empty. The
+  // same with or without speculation: token k's entry comes from the logits row that
+  // chose it (accepted path node k, the bonus from the last one).
+  const std::vector<sampling::TokenLogprob>& logprobs() const { return logprobs_; }
 
   // Called with each batch of newly emitted tokens (in order).
   std::function<void(std::span<const int32_t>)> on_tokens;
@@ -78,6 +89,7 @@ class Sequence {
   std::vector<int32_t> prompt_;
   std::vector<int32_t> generated_;
   std::vector<int32_t> context_;
+  std::vector<sampling::TokenLogprob> logprobs_;  // per generated_ token (when asked)
   SequenceParams params_;
   std::unique_ptr<drafters::Drafter> drafter_;
   core::Rng rng_;
