@@ -161,6 +161,29 @@ typedef struct treespec_generation_params {
  * seed -1, max_tokens -1, spec "none", verify "coupled"). */
 TREESPEC_API treespec_generation_params treespec_generation_default_params(void);
 
+/* Sampling parameters beyond treespec_generation_params, set on a created generation
+ * for its following runs (setters rather than struct fields, so that programs built
+ * against an earlier header keep working with this library). Each checks its values
+ * (TREESPEC_ERR_INVALID_ARGUMENT naming the parameter; the generation is then left
+ * unchanged). Every one keeps speculation lossless: with any spec, greedy output is
+ * plain greedy output under the same parameters.
+ *
+ * Penalties (`treespec run --repeat-penalty --repeat-last-n --frequency-penalty
+ * --presence-penalty`, llama.cpp's): repeat_penalty > 0 (1 = off); repeat_last_n >= -1
+ * tokens looked back on (0 = off, -1 = the whole context); frequency_penalty and
+ * presence_penalty in [-2, 2] (0 = off). Defaults: 1, 64, 0, 0. */
+TREESPEC_API treespec_status treespec_generation_set_penalties(treespec_generation* gen, float repeat_penalty,
+                                                               int32_t repeat_last_n, float frequency_penalty,
+                                                               float presence_penalty);
+/* Locally typical sampling (`--typical`): typical_p in [0, 1], 1 = off (the default). */
+TREESPEC_API treespec_status treespec_generation_set_typical_p(treespec_generation* gen, float typical_p);
+/* Logit bias (`-l/--logit-bias`): biases[i] is added to the logit of tokens[i] before
+ * the penalties, for n entries (replacing the previous ones; n = 0 clears them). A
+ * bias of -INFINITY bans the token; NaN and +INFINITY are refused, as are ids outside
+ * the vocabulary. The arrays are copied. */
+TREESPEC_API treespec_status treespec_generation_set_logit_bias(treespec_generation* gen, const int32_t* tokens,
+                                                                const float* biases, size_t n);
+
 /* Creates a generation of `model`: checks the parameters and the method (loading the
  * files it names, e.g. Medusa heads) and allocates the KV cache. params may be NULL
  * (defaults). Errors name the bad parameter or file. */

@@ -173,6 +173,23 @@ treespec_status run(treespec_generation* gen, std::vector<int32_t> ids, treespec
   return TREESPEC_OK;
 }
 
+// Applies `edit` to a copy of gen's sampling parameters and keeps it if it validates.
+template <class F>
+treespec_status edit_sampling(treespec_generation* gen, const char* what, F&& edit) {
+  return guarded([&] {
+    require(gen != nullptr, fmt::format("{}: gen is NULL", what).c_str());
+    sampling::SamplingParams p = gen->sampling.params;
+    edit(p);
+    try {
+      p.validate();
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("{}: {}", what, e.what()));
+    }
+    gen->sampling.params = std::move(p);
+    return TREESPEC_OK;
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -319,6 +336,37 @@ treespec_status treespec_generation_create(treespec_model* model, const treespec
 }
 
 void treespec_generation_free(treespec_generation* gen) { delete gen; }
+
+
+treespec_status treespec_generation_set_penalties(treespec_generation* gen, float repeat_penalty, int32_t repeat_last_n,
+                                                  float frequency_penalty, float presence_penalty) {
+  return edit_sampling(gen, "treespec_generation_set_penalties", [&](sampling::SamplingParams& p) {
+    p.repeat_penalty = repeat_penalty;
+    p.repeat_last_n = repeat_last_n;
+    p.frequency_penalty = frequency_penalty;
+    p.presence_penalty = presence_penalty;
+  });
+}
+
+treespec_status treespec_generation_set_typical_p(treespec_generation* gen, float typical_p) {
+  return edit_sampling(gen, "treespec_generation_set_typical_p", [&](sampling::SamplingParams& p) { p.typical_p = typical_p; });
+}
+
+treespec_status treespec_generation_set_logit_bias(treespec_generation* gen, const int32_t* tokens, const float* biases,
+                                                   size_t n) {
+  return edit_sampling(gen, "treespec_generation_set_logit_bias", [&](sampling::SamplingParams& p) {
+    require(n == 0 || (tokens != nullptr && biases != nullptr), "treespec_generation_set_logit_bias: tokens or biases is NULL");
+    const int32_t n_vocab = gen->model->lm.model->hparams().n_vocab;
+    p.logit_bias.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+        throw InvalidArgument(fmt::format("treespec_generation_set_logit_bias: token {} at index {} is outside the vocabulary [0, {})",
+                                          tokens[i], i, n_vocab));
+      }
+      p.logit_bias.push_back({tokens[i], biases[i]});
+    }
+  });
+}
 
 treespec_status treespec_generate(treespec_generation* gen, const char* prompt, size_t prompt_len,
                                   treespec_token_callback callback, void* user_data) {

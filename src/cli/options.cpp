@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <fstream>
 
 #include "chat/builtin_formats.h"
@@ -50,6 +52,12 @@ void add_sampling_options(CLI::App& app, SamplingOptions& o) {
       ->capture_default_str();
   app.add_option("--frequency-penalty", o.params.frequency_penalty, "subtract per occurrence in that window (0 = off)")
       ->capture_default_str();
+  app.add_option("--typical", o.params.typical_p, "locally typical sampling, parameter p (1 = off; after top-k, before top-p)")
+      ->capture_default_str();
+  app.add_option("-l,--logit-bias", o.logit_bias,
+                 "TOKEN_ID(+|-)BIAS added to the token's logit, e.g. 15043+1 or 15043-inf (a ban); repeatable")
+      ->expected(1)
+      ->take_all();
   app.add_option("-s,--seed", o.seed, "RNG seed (-1 = random)")->capture_default_str();
   app.add_option("--verify", o.verify,
                  "tree verification at temp > 0: coupled (exact distribution, the same tokens as --spec none for a "
@@ -276,8 +284,39 @@ int32_t resolve_threads(int32_t n_threads) {
   return n_threads;
 }
 
+sampling::LogitBias parse_logit_bias_flag(std::string_view item) {
+  const size_t sign = item.find_first_of("+-");
+  const bool id_ok = sign != std::string_view::npos && sign > 0 &&
+                     std::all_of(item.begin(), item.begin() + static_cast<std::ptrdiff_t>(sign), [](char c) { return c >= '0' && c <= '9'; });
+  const std::string value(item.substr(id_ok ? sign : 0));
+  float bias = 0.0f;
+  size_t used = 0;
+  try {
+    bias = id_ok ? std::stof(value, &used) : 0.0f;
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (!id_ok || used != value.size() || std::isnan(bias) || value.size() < 2) {
+    throw InvalidArgument(fmt::format("-l/--logit-bias '{}': expected TOKEN_ID(+|-)BIAS, e.g. 15043+1 or 15043-inf", item));
+  }
+  int64_t id = 0;
+  try {
+    id = std::stoll(std::string(item.substr(0, sign)));
+  } catch (const std::exception&) {
+    id = -1;
+  }
+  if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
+    throw InvalidArgument(fmt::format("-l/--logit-bias '{}': token id {} is out of range", item, item.substr(0, sign)));
+  }
+  if (bias == std::numeric_limits<float>::infinity()) {
+    throw InvalidArgument(fmt::format("-l/--logit-bias '{}': +inf is not a bias (-inf bans a token)", item));
+  }
+  return {static_cast<int32_t>(id), bias};
+}
+
 sampling::SamplingParams resolve_sampling(const SamplingOptions& o) {
   sampling::SamplingParams p = o.params;
+  for (const std::string& item : o.logit_bias) p.logit_bias.push_back(parse_logit_bias_flag(item));
   if (o.seed < -1) throw InvalidArgument(fmt::format("--seed must be >= 0 or -1 (random), got {}", o.seed));
   // A drawn seed is reported (run --json, the summary line) and must be one -s accepts.
   p.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed)

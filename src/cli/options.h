@@ -38,7 +38,12 @@ struct SamplingOptions {
   int64_t seed = -1;       // -1 = random
   std::string verify = "coupled";  // coupled | lossless | typical | ptd-reference
   verify::TypicalParams typical;
+  std::vector<std::string> logit_bias;  // -l/--logit-bias items, TOKEN_ID(+|-)BIAS (resolve_sampling parses them)
 };
+
+// One -l/--logit-bias item as llama.cpp writes it: TOKEN_ID followed by +BIAS or -BIAS,
+// e.g. 15043+1, 15043-0.5, 15043-inf (a ban). InvalidArgument naming the flag.
+sampling::LogitBias parse_logit_bias_flag(std::string_view item);
 
 void add_model_options(CLI::App& app, ModelOptions& o);
 // --chat-template NAME (a built-in format) and --chat-template-file F (Jinja2), which

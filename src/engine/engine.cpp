@@ -12,6 +12,7 @@
 #include "drafters/medusa/medusa_drafter.h"
 #include "drafters/propd/prune_head.h"
 #include "engine/grammar_step.h"
+#include "engine/row_logits.h"
 #include "gguf/gguf.h"
 
 namespace treespec::engine {
@@ -125,6 +126,12 @@ Status Engine::add(Sequence& seq) {
   if ((seq.params_.grammar.mask == nullptr) != (seq.params_.grammar.grammar == nullptr)) {
     throw InvalidArgument("grammar: a constraint needs both its grammar and the vocabulary's token mask");
   }
+  for (const sampling::LogitBias& b : seq.params_.sampling.logit_bias) {
+    if (b.token >= hp.n_vocab) {
+      throw InvalidArgument(fmt::format("logit_bias token {} is outside the vocabulary (0..{})", b.token, hp.n_vocab - 1));
+    }
+  }
+  if (seq.params_.top_logprobs < 0) throw InvalidArgument(fmt::format("top_logprobs must be >= 0, got {}", seq.params_.top_logprobs));
   const bool resume = seq.preempted_;
   if (!resume) seq.stats_.n_prompt = static_cast<int64_t>(seq.prompt_.size());
   if (seq.params_.n_predict == 0) {
@@ -561,15 +568,12 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
       const int32_t fnode = batch_.node[static_cast<size_t>(r)];
       const auto node = static_cast<size_t>(cut[i] ? gsteps[i].drafted_of(fnode) : fnode);
       float* row = logits_.data() + static_cast<size_t>(r) * hp.n_vocab;
-      if (s.params_.sampling.penalized()) {
-        // The row's own history: the context (root included), then the tree tokens on
-        // the path from the root to this node, as plain decoding would have it.
-        path.clear();
-        for (auto k = static_cast<int32_t>(node); k > 0; k = t.parent(k)) path.push_back(t.token(k));
-        std::reverse(path.begin(), path.end());
-        sampling::apply_penalties(row, hp.n_vocab, s.context_, path, s.params_.sampling);
+      // Logit bias, then penalties with the row's own history (row_logits.h), then the
+      // grammar's mask (lazy for greedy rows unless their log-probabilities are asked for).
+      process_tree_row(row, hp.n_vocab, s.params_.sampling, s.context_, t, static_cast<int32_t>(node), path);
+      if (constrained) {
+        gsteps[i].mask_row(static_cast<int32_t>(node), row, s.params_.sampling.greedy() && !s.params_.wants_logprobs());
       }
-      if (constrained) gsteps[i].mask_row(static_cast<int32_t>(node), row, s.params_.sampling.greedy());
       node_logits[node] = row;
       node_hidden[node] = normed_.data() + static_cast<size_t>(r) * hp.n_embd;
       node_argmax[node] = sampling::argmax(node_logits[node], hp.n_vocab);
@@ -590,7 +594,10 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     out.reserve(res.path.size());
     for (size_t k = 1; k < res.path.size(); ++k) out.push_back(t.token(res.path[k]));
     out.push_back(res.bonus);
+    const bool logprobs = s.params_.wants_logprobs();
+    if (logprobs) append_logprobs(s.logprobs_, node_logits, res.path, out, hp.n_vocab, s.params_.top_logprobs);
     emit(s, out);
+    if (logprobs) s.logprobs_.resize(s.generated_.size());  // what emit did not take (EOG, -n)
     if (!s.finished()) {
       drafters::StepFeedback fb{t, res, node_argmax, node_logits, node_hidden, s.context_};
       s.drafter_->observe(fb);

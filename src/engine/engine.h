@@ -47,6 +47,14 @@ struct SequenceParams {
   // Constrained output (docs/grammar.md): every token, drafted or sampled, must keep the
   // grammar alive; the end of generation only where it can end. Empty = unconstrained.
   grammar::Constraint grammar;
+  // Record, for each emitted token, its log-probability (logprobs) and the top_logprobs
+  // most likely alternatives (Sequence::logprobs(); sampling::token_logprob: the
+  // log-softmax at temperature 1 of the row's logits after logit bias, penalties and the
+  // grammar's mask).
+  // Off (the default) costs nothing.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  bool wants_logprobs() const { return logprobs || top_logprobs > 0; }
 };
 
 class Engine;
@@ -73,6 +81,10 @@ class Sequence {
   int32_t slot() const { return slot_; }
   int64_t admitted() const { return admitted_; }  // admission order (1, 2, ...); preemption takes the newest
   const SpecStats& stats() const { return stats_; }
+  // One entry per generated() token when params().wants_logprobs(), else empty. The
+  // same with or without speculation: token k's entry comes from the logits row that
+  // chose it (accepted path node k, the bonus from the last one).
+  const std::vector<sampling::TokenLogprob>& logprobs() const { return logprobs_; }
 
   // Called with each batch of newly emitted tokens (in order).
   std::function<void(std::span<const int32_t>)> on_tokens;
@@ -82,6 +94,7 @@ class Sequence {
   std::vector<int32_t> prompt_;
   std::vector<int32_t> generated_;
   std::vector<int32_t> context_;
+  std::vector<sampling::TokenLogprob> logprobs_;  // per generated_ token (when asked)
   SequenceParams params_;
   std::unique_ptr<drafters::Drafter> drafter_;
   core::Rng rng_;

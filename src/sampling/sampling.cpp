@@ -27,6 +27,27 @@ void SamplingParams::validate() const {
   if (!(std::isfinite(presence_penalty) && presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
     throw InvalidArgument(fmt::format("presence_penalty must be in [-2, 2], got {}", presence_penalty));
   }
+  if (!(typical_p >= 0.0f && typical_p <= 1.0f)) {
+    throw InvalidArgument(fmt::format("typical_p must be in [0, 1] (1 = off), got {}", typical_p));
+  }
+  for (const LogitBias& b : logit_bias) {
+    if (b.token < 0) throw InvalidArgument(fmt::format("logit_bias: token id {} is negative", b.token));
+    if (std::isnan(b.bias) || b.bias == std::numeric_limits<float>::infinity()) {
+      throw InvalidArgument(fmt::format("logit_bias of token {} must be a number or -infinity (a ban), got {}", b.token, b.bias));
+    }
+  }
+}
+
+void apply_logit_bias(float* logits, int32_t n_vocab, const SamplingParams& params) {
+  for (const LogitBias& b : params.logit_bias) {
+    if (b.token >= 0 && b.token < n_vocab) logits[b.token] += b.bias;
+  }
+}
+
+void process_logits(float* logits, int32_t n_vocab, std::span<const int32_t> prefix, std::span<const int32_t> tail,
+                    const SamplingParams& params) {
+  apply_logit_bias(logits, n_vocab, params);
+  apply_penalties(logits, n_vocab, prefix, tail, params);
 }
 
 void apply_penalties(float* logits, int32_t n_vocab, std::span<const int32_t> prefix, std::span<const int32_t> tail,
@@ -96,6 +117,49 @@ int32_t argmax(const float* logits, int32_t n_vocab) {
   return best;
 }
 
+namespace {
+
+// Locally typical sampling over the first n of (idx, e) (sorted most likely first, e
+// proportional to the probabilities, summing to `sum`): keeps the typical set in place,
+// still most likely first, and returns its size.
+size_t typical_set(std::vector<int32_t>& idx, std::vector<double>& e, size_t n, double sum, double typical_p) {
+  double entropy = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double p = e[i] / sum;
+    if (p > 0.0) entropy -= p * std::log(p);
+  }
+  std::vector<size_t> order;
+  std::vector<double> shifted(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!(e[i] > 0.0)) continue;  // no mass: never typical
+    shifted[i] = std::fabs(-std::log(e[i] / sum) - entropy);
+    order.push_back(i);
+  }
+  // Ties keep the more likely token first (stable over the probability order).
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return shifted[a] < shifted[b]; });
+  size_t last = order.size();
+  double cum = 0.0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    cum += e[order[k]] / sum;
+    if (cum > typical_p) {  // llama.cpp: strictly above p, at least one token (min_keep 1)
+      last = k + 1;
+      break;
+    }
+  }
+  std::vector<uint8_t> keep(n, 0);
+  for (size_t k = 0; k < last; ++k) keep[order[k]] = 1;
+  size_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!keep[i]) continue;
+    idx[m] = idx[i];
+    e[m] = e[i];
+    ++m;
+  }
+  return m;
+}
+
+}  // namespace
+
 Distribution warp(const float* logits, int32_t n_vocab, const SamplingParams& params) {
   TREESPEC_ASSERT(!params.greedy(), "warp needs temp > 0");
   const float inv_t = 1.0f / params.temp;
@@ -119,6 +183,11 @@ Distribution warp(const float* logits, int32_t n_vocab, const SamplingParams& pa
   for (size_t i = 0; i < keep; ++i) {
     e[i] = std::exp(static_cast<double>((logits[idx[i]] - mx) * inv_t));
     sum += e[i];
+  }
+  if (params.typical_p < 1.0f) {
+    keep = typical_set(idx, e, keep, sum, params.typical_p);
+    sum = 0.0;
+    for (size_t i = 0; i < keep; ++i) sum += e[i];
   }
   // top-p: the smallest prefix whose mass reaches top_p.
   size_t n = keep;
@@ -146,6 +215,29 @@ Distribution warp(const float* logits, int32_t n_vocab, const SamplingParams& pa
   d.p.resize(n);
   for (size_t i = 0; i < n; ++i) d.p[i] = static_cast<float>(e[i] / s);
   return d;
+}
+
+TokenLogprob token_logprob(const float* logits, int32_t n_vocab, int32_t token, int32_t n_top) {
+  TREESPEC_ASSERT(token >= 0 && token < n_vocab, "token_logprob: token outside the vocabulary");
+  float mx = logits[0];
+  for (int32_t i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0.0;
+  for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double lse = static_cast<double>(mx) + std::log(sum);
+  auto lp = [&](int32_t i) { return static_cast<float>(static_cast<double>(logits[i]) - lse); };
+  TokenLogprob out;
+  out.token = token;
+  out.logprob = lp(token);
+  const auto k = static_cast<size_t>(std::clamp(n_top, 0, n_vocab));
+  if (k > 0) {
+    std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<ptrdiff_t>(k), idx.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    out.top.reserve(k);
+    for (size_t i = 0; i < k; ++i) out.top.push_back({idx[i], lp(idx[i])});
+  }
+  return out;
 }
 
 Distribution target_distribution(const float* logits, int32_t n_vocab, const SamplingParams& params) {

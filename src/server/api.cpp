@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "server/json_fields.h"
 #include "tokenizer/utf8.h"
 
 namespace treespec::server {
@@ -58,8 +59,6 @@ json parse_body(const std::string& body) {
   if (!j.is_object()) throw invalid_request(fmt::format("request body must be a JSON object, got {}", j.type_name()));
   return j;
 }
-
-namespace {
 
 const json* field(const json& body, const char* name) {
   auto it = body.find(name);
@@ -128,39 +127,15 @@ ApiError unsupported(const std::string& what, const char* name) {
   return invalid_request(fmt::format("{} is not supported by this server", what), name);
 }
 
-// Fields we do not implement: accepted only at their neutral value.
+namespace {
+
+// Fields we do not implement and refuse, because answering without them would change
+// what the client relies on (docs/server.md); the ones we can ignore are named by
+// ignored_fields() instead. n, best_of, logprobs and logit_bias: request_fields.cpp.
 void reject_unsupported(const json& body, Endpoint ep, bool jinja_chat) {
-  if (const json* v = field(body, "n"); v && !(is_integral(*v) && v->get<double>() == 1.0)) {
-    if (!is_integral(*v)) throw wrong_type("n", "an integer", *v);
-    throw unsupported(fmt::format("'n' = {} (only n = 1)", v->dump()), "n");
-  }
-  if (const json* v = field(body, "best_of"); v && !(is_integral(*v) && v->get<double>() == 1.0)) {
-    throw unsupported("'best_of' other than 1", "best_of");
-  }
-  if (get_bool(body, "echo", false)) throw unsupported("'echo'", "echo");
+  if (get_bool(body, "echo", false)) throw unsupported("'echo' (the prompt's log-probabilities are not computed)", "echo");
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
-    throw unsupported("'suffix'", "suffix");
-  }
-  if (const json* v = field(body, "logprobs"); v && !((v->is_boolean() && !v->get<bool>()) || (is_integral(*v) && v->get<double>() == 0.0))) {
-    throw unsupported("'logprobs'", "logprobs");
-  }
-  if (const json* v = field(body, "top_logprobs"); v && !(is_integral(*v) && v->get<double>() == 0.0)) {
-    throw unsupported("'top_logprobs'", "top_logprobs");
-  }
-  if (const json* v = field(body, "logit_bias"); v && !((v->is_object() || v->is_array()) && v->empty())) {
-    throw unsupported("'logit_bias'", "logit_bias");
-  }
-  // llama-server's sampling fields (on every endpoint, as llama-server takes them).
-  struct Neutral {
-    const char* name;
-    double value;
-  };
-  for (const Neutral& n : {Neutral{"typical_p", 1.0}, Neutral{"tfs_z", 1.0},
-                           Neutral{"mirostat", 0.0}, Neutral{"n_probs", 0.0}, Neutral{"dry_multiplier", 0.0},
-                           Neutral{"xtc_probability", 0.0}}) {
-    if (get_number(body, n.name, n.value) != n.value) {
-      throw unsupported(fmt::format("'{}' other than {}", n.name, n.value), n.name);
-    }
+    throw unsupported("'suffix' (insertion)", "suffix");
   }
   for (const char* name : {"grammar", "json_schema"}) {
     const json* v = field(body, name);
@@ -363,6 +338,7 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
     *value = get_float(body, name, *value);  // r.sampling started as the defaults
     if (!(*value >= -2.0f && *value <= 2.0f)) throw invalid_request(fmt::format("'{}' must be in [-2, 2], got {}", name, *value), name);
   }
+  parse_sampling_fields(body, ep, r);  // typical_p, logit_bias, logprobs, n (request_fields.cpp)
   const int64_t seed = get_integer(body, "seed", -1);
   if (seed < -1) throw invalid_request(fmt::format("'seed' must be >= 0 (or -1 = random), got {}", seed), "seed");
   r.seed_given = seed >= 0;

@@ -2,8 +2,9 @@
 //
 // parse_*() validate a JSON body field by field and throw ApiError (HTTP status,
 // OpenAI error type, a message naming the field) for anything wrong: wrong type,
-// out of range, missing, or a feature we do not implement (rather than silently
-// ignoring it). Unknown fields are ignored, as OpenAI-compatible servers do.
+// out of range, missing, or a feature we do not implement whose absence would change
+// what the client relies on (echo, suffix, constrained output). Fields that can be
+// ignored are ignored but named (ignored_fields), never silently.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -65,7 +66,27 @@ struct GenerationRequest {
   bool ignore_eos = false;                // extension (llama-server): generate past EOS
   std::string spec;                       // extension: the speculative method ("" = the server's --spec)
   bool cache_prompt = true;               // llama-server: reuse and offer cached prompt KV
+  // logit_bias entries keyed by text (llama-server): every token of the text gets the
+  // bias; the server tokenizes them (sampling.logit_bias has the entries keyed by id).
+  std::vector<std::pair<std::string, float>> logit_bias_text;
+  // Log-probabilities: completions `logprobs: N`, chat `logprobs: true` and
+  // `top_logprobs: N`, native `n_probs: N` (N alternatives per token).
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  int32_t n = 1;                          // choices (OpenAI routes), each its own sequence
 };
+
+// Limits of the request fields (400 beyond): OpenAI's 20 alternatives per token; the
+// native n_probs up to 100; at most 16 choices per request.
+constexpr int32_t kMaxTopLogprobs = 20;
+constexpr int32_t kMaxNProbs = 100;
+constexpr int32_t kMaxChoices = 16;
+
+// The request's fields this server accepts but does not implement (llama-server's
+// mirostat, tfs_z, dry_*, xtc_* ... when they would change llama-server's output, and
+// any other field it does not know), sorted: they are named in the log and in the
+// X-Treespec-Ignored-Fields header, never dropped silently.
+std::vector<std::string> ignored_fields(const nlohmann::json& body, Endpoint ep);
 
 // `defaults` are the server's sampling defaults (from the command line). `jinja_chat`:
 // chats are rendered with a Jinja template, which also takes `tools`, `tool_choice`

@@ -24,11 +24,33 @@ const char* openai_finish_reason(engine::FinishReason r) {
   return "none";
 }
 
-bool RequestState::take(std::string& out) {
+void Notifier::notify() {
+  std::lock_guard<std::mutex> lock(mu);
+  ++n;
+  cv.notify_all();
+}
+
+uint64_t Notifier::wait(uint64_t seen, double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return n != seen; });
+  return n;
+}
+
+bool RequestState::take(std::string& out, std::vector<sampling::TokenLogprob>* lp) {
   std::lock_guard<std::mutex> lock(mu);
   out.swap(pending);
   pending.clear();
+  if (lp != nullptr && n_logprobs_taken < n_logprobs_ready) {
+    lp->insert(lp->end(), logprobs.begin() + static_cast<std::ptrdiff_t>(n_logprobs_taken),
+               logprobs.begin() + static_cast<std::ptrdiff_t>(n_logprobs_ready));
+    n_logprobs_taken = n_logprobs_ready;
+  }
   return done;
+}
+
+void RequestState::notify() {
+  cv.notify_all();
+  if (notifier) notifier->notify();
 }
 
 void RequestState::wait(double timeout_s) {
@@ -55,7 +77,7 @@ void finish_without_engine(RequestState& r, const std::string& reason, const std
   r.finish_reason = reason;
   r.error = error;
   r.t_done = core::now_s();
-  r.cv.notify_all();
+  r.notify();
 }
 
 }  // namespace
@@ -92,15 +114,19 @@ Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok,
 
 Scheduler::~Scheduler() { shutdown(0.0); }
 
-Status Scheduler::submit(std::shared_ptr<RequestState> r) {
+Status Scheduler::submit(std::shared_ptr<RequestState> r) { return submit(std::vector<std::shared_ptr<RequestState>>{std::move(r)}); }
+
+Status Scheduler::submit(const std::vector<std::shared_ptr<RequestState>>& rs) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return {StatusCode::cancelled, "the server is shutting down"};
   const auto free_slots = std::max<int64_t>(0, static_cast<int64_t>(cfg_.engine.n_slots) - n_running_);
-  if (static_cast<int64_t>(waiting_.size()) >= free_slots + cfg_.max_queue) {
-    return {StatusCode::no_slot, fmt::format("all {} slots are busy and {} requests are queued (--max-queue {})",
-                                             cfg_.engine.n_slots, waiting_.size(), cfg_.max_queue)};
+  const auto n = static_cast<int64_t>(rs.size());
+  if (static_cast<int64_t>(waiting_.size()) + n > free_slots + cfg_.max_queue) {
+    return {StatusCode::no_slot, fmt::format("all {} slots are busy and {} requests are queued (--max-queue {}){}",
+                                             cfg_.engine.n_slots, waiting_.size(), cfg_.max_queue,
+                                             n > 1 ? fmt::format("; this request needs room for its {} choices", n) : "")};
   }
-  waiting_.push_back(std::move(r));
+  waiting_.insert(waiting_.end(), rs.begin(), rs.end());
   metrics_.set_waiting(static_cast<int32_t>(waiting_.size()));
   cv_.notify_all();
   return {};
@@ -148,9 +174,20 @@ bool Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::u
     Active* ap = a.get();
     a->seq->on_tokens = [ap](std::span<const int32_t> toks) {
       std::string delta;
-      for (int32_t t : toks) {
+      // Log-probabilities of the tokens the text took; those up to the last one that
+      // released text are ready to go out with it.
+      const auto& lps = ap->seq->logprobs();
+      const size_t first = ap->seq->generated().size() - toks.size();
+      std::vector<sampling::TokenLogprob> lp;
+      size_t ready = 0;
+      for (size_t k = 0; k < toks.size(); ++k) {
         if (ap->text->stopped()) break;
-        delta += ap->text->push(t);
+        const int32_t before = ap->text->n_tokens();
+        const std::string piece = ap->text->push(toks[k]);
+        delta += piece;
+        if (lps.empty() || ap->text->n_tokens() == before) continue;
+        lp.push_back(lps[first + k]);
+        if (!piece.empty()) ready = lp.size();
       }
       RequestState& s = *ap->state;
       std::lock_guard<std::mutex> lock(s.mu);
@@ -158,7 +195,9 @@ bool Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::u
       s.pending += delta;
       s.text += delta;
       s.n_completion_tokens = ap->text->n_tokens();
-      s.cv.notify_all();
+      if (ready > 0) s.n_logprobs_ready = s.logprobs.size() + ready;
+      s.logprobs.insert(s.logprobs.end(), lp.begin(), lp.end());
+      s.notify();
     };
     {
       std::lock_guard<std::mutex> lock(r->mu);
@@ -225,18 +264,20 @@ void Scheduler::finalize(Active& a) {
     s.finish_reason = reason;
     if (a.text->stopped()) s.stop_word = a.text->stop_word();
     s.n_completion_tokens = n_tokens;
+    s.n_logprobs_ready = s.logprobs.size();  // one per token of the answer
     s.stats = seq.stats();
     s.t_done = t_done;
     s.done = true;
-    s.cv.notify_all();
+    s.notify();
   }
   const auto& st = seq.stats();
   TS_LOG_INFO(
       "request {}: {} | prompt {} tok, completion {} tok | queue {:.1f} ms, ttft {:.1f} ms, total {:.1f} ms, {:.1f} tok/s | "
-      "spec {}: {} drafts, {} draft tokens, {} accepted, mean accepted length {:.2f}",
+      "spec {}: {} drafts, {} draft tokens, {} accepted, mean accepted length {:.2f}{}",
       s.id, reason, s.prompt.size(), n_tokens, 1e3 * times.queue_s, 1e3 * times.ttft_s, 1e3 * times.e2e_s, st.tokens_per_s(),
       s.spec.empty() ? cfg_.spec.method : s.spec,
-      st.n_drafts, st.n_draft_tokens, st.n_accepted, st.mean_accepted_length());
+      st.n_drafts, st.n_draft_tokens, st.n_accepted, st.mean_accepted_length(),
+      s.ignored_fields.empty() ? std::string() : " | ignored fields: " + s.ignored_fields);
 }
 
 std::vector<SlotInfo> Scheduler::snapshot_slots(const std::vector<std::unique_ptr<Active>>& active) const {

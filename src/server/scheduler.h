@@ -33,7 +33,18 @@
 
 namespace treespec::server {
 
-// One generation request shared between its HTTP thread and the scheduler.
+// Wakes one reader of several RequestStates (the n choices of one streamed request).
+struct Notifier {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t n = 0;  // notifications so far
+  void notify();
+  // Waits until a notification after `seen` (at most timeout_s); returns the count.
+  uint64_t wait(uint64_t seen, double timeout_s);
+};
+
+// One generation request (one choice of it) shared between its HTTP thread and the
+// scheduler.
 struct RequestState {
   // Set before submit(), then read-only.
   std::string id;
@@ -42,6 +53,8 @@ struct RequestState {
   std::vector<std::string> stops;
   std::string spec;        // the drafter (one of Scheduler::request_methods()); "" = the server's --spec
   double t_arrival = 0.0;  // core::now_s() when the HTTP request arrived
+  std::string ignored_fields;         // named in the request's log line ("" = none)
+  std::shared_ptr<Notifier> notifier;  // also woken on every change (null = none)
 
   // Shared; guarded by mu.
   std::mutex mu;
@@ -53,6 +66,12 @@ struct RequestState {
   std::string stop_word;      // the stop string that ended it ("" = none did)
   std::string error;          // non-empty: the request failed (message)
   int32_t n_completion_tokens = 0;
+  // When params.wants_logprobs(): one entry per token of the answer (the first
+  // n_completion_tokens generated ones); the first n_logprobs_ready have their text in
+  // `text` (streams send them with it), n_logprobs_taken went out with take().
+  std::vector<sampling::TokenLogprob> logprobs;
+  size_t n_logprobs_ready = 0;
+  size_t n_logprobs_taken = 0;
   engine::SpecStats stats;
   int32_t slot = -1;           // the engine slot it decodes in (-1 = not started)
   double t_start = 0.0;        // slot assigned (prefill begins)
@@ -62,8 +81,11 @@ struct RequestState {
   std::atomic<bool> cancel_requested{false};
   void cancel() { cancel_requested.store(true); }
 
-  // Takes the pending text; returns whether the request is done (under mu).
-  bool take(std::string& out);
+  // Takes the pending text (and, with lp, the ready log-probability entries not taken
+  // yet, appended); returns whether the request is done (under mu).
+  bool take(std::string& out, std::vector<sampling::TokenLogprob>* lp = nullptr);
+  // Wakes the readers (cv and the notifier); call under mu.
+  void notify();
   // Waits until new text or completion, at most timeout_s (streaming readers).
   void wait(double timeout_s);
   // Waits until completion, at most timeout_s; returns done (plain-response readers,
@@ -99,6 +121,8 @@ class Scheduler {
   // Queues a request. Status no_slot when more than max_queue requests would wait;
   // cancelled when shutting down.
   Status submit(std::shared_ptr<RequestState> r);
+  // The choices of one request: all queued, or none (the same Status as submit()).
+  Status submit(const std::vector<std::shared_ptr<RequestState>>& rs);
 
   // Stops accepting requests, lets queued and running ones finish for up to grace_s
   // seconds, cancels the rest, joins the thread. Idempotent.

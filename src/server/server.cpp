@@ -281,6 +281,7 @@ void Server::Impl::setup_routes() {
                     {"top_k", cfg.sampling.top_k},
                     {"top_p", cfg.sampling.top_p},
                     {"min_p", cfg.sampling.min_p},
+                    {"typical_p", cfg.sampling.typical_p},
                     {"seed", cfg.default_seed}}}};
       send_json(res, 200,
                 json{{"default_generation_settings", gen},
@@ -364,6 +365,11 @@ void Server::Impl::load() {
     if (t->n_vocab() != hp.n_vocab) {
       throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", cfg.model_path,
                                     t->n_vocab(), hp.n_vocab));
+    }
+    for (const sampling::LogitBias& b : cfg.sampling.logit_bias) {
+      if (b.token >= hp.n_vocab) {
+        throw InvalidArgument(fmt::format("-l/--logit-bias: token id {} is outside the vocabulary (0..{})", b.token, hp.n_vocab - 1));
+      }
     }
     // -c is the pool; a request may use all of it unless --max-model-len says less (a
     // per-request size beyond the training context logs resolve_context_size's warning).

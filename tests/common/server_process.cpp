@@ -138,6 +138,7 @@ HttpReply post_json(httplib::Client& c, const std::string& path, const std::stri
   if (auto r = c.Post(path.c_str(), h, body, "application/json")) {
     out.status = r->status;
     out.body = r->body;
+    out.headers = r->headers;
   }
   return out;
 }
@@ -149,6 +150,7 @@ HttpReply get(httplib::Client& c, const std::string& path, const std::string& ke
   if (auto r = c.Get(path.c_str(), h)) {
     out.status = r->status;
     out.body = r->body;
+    out.headers = r->headers;
   }
   return out;
 }

@@ -42,7 +42,13 @@ class ServerProcess {
 struct HttpReply {
   int status = -1;  // -1: no response
   std::string body;
+  httplib::Headers headers;
   nlohmann::json json() const;
+  // A response header's value ("" when absent).
+  std::string header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? std::string() : it->second;
+  }
 };
 HttpReply post_json(httplib::Client& c, const std::string& path, const std::string& body, const std::string& key = {});
 HttpReply get(httplib::Client& c, const std::string& path, const std::string& key = {});

@@ -39,6 +39,7 @@ int serve(ServeArgs& a) {
   c.type_v = kv::parse_cache_type(a.model.cache_type_v, "-ctv/--cache-type-v");
   c.spec = a.spec;
   c.sampling = a.sampling.params;
+  for (const std::string& item : a.sampling.logit_bias) c.sampling.logit_bias.push_back(cli::parse_logit_bias_flag(item));
   if (a.sampling.seed < -1) throw InvalidArgument(fmt::format("--seed must be >= 0 or -1 (random), got {}", a.sampling.seed));
   c.default_seed = a.sampling.seed;
   c.verify = cli::resolve_verify(a.sampling);

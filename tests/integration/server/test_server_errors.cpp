@@ -73,7 +73,7 @@ TEST(ServerErrors, BadRequestsGetOpenAiErrors) {
   expect_error(post_json(c, ct, R"({"prompt": 42})"), 400, "invalid_request_error", "prompt");
   expect_error(post_json(c, ct, R"({"prompt": "x", "max_tokens": "ten"})"), 400, "invalid_request_error", "max_tokens");
   expect_error(post_json(c, ct, R"({"prompt": "x", "temperature": -1})"), 400, "invalid_request_error", "temperature");
-  expect_error(post_json(c, ct, R"({"prompt": "x", "n": 2})"), 400, "invalid_request_error", "n");
+  expect_error(post_json(c, ct, R"({"prompt": "x", "n": 17})"), 400, "invalid_request_error", "n");
   expect_error(post_json(c, ct, R"({"prompt": "x", "stream": "yes"})"), 400, "invalid_request_error", "stream");
   expect_error(post_json(c, ct, R"({"prompt": [1, 99999]})"), 400, "invalid_request_error", "vocabulary");
   expect_error(post_json(c, ct, "{\"prompt\": \"caf\xc3\x28\"}"), 400, "invalid_request_error", "UTF-8");

@@ -1,6 +1,6 @@
 // llama-server's native API on `treespec serve`: POST /completion (n_predict, its answer
-// and stream shapes, stop_type), GET /slots, per-request cache_prompt, and llama-server
-// sampling fields we do not implement being refused by name rather than ignored.
+// and stream shapes, stop_type), GET /slots, per-request cache_prompt, constrained output
+// refused by name, and llama-server samplers we do not implement named in a header.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -78,19 +78,15 @@ TEST(ServerNative, CompletionAnswersAsLlamaServerWithPlainGreedysText) {
   }
 }
 
-TEST(ServerNative, LlamaServerSamplingFieldsWeDoNotImplementAreRefusedByName) {
+TEST(ServerNative, ConstrainedOutputIsRefusedByNameAndOtherUnimplementedFieldsAreNamed) {
   ServerProcess srv(kModel, {"-t", "1"});
   auto c = srv.client();
   struct Case {
     json field;
     std::string name;
   };
-  for (const Case& k : std::vector<Case>{{{{"typical_p", 0.9}}, "typical_p"},
-                                         {{{"mirostat", 2}}, "mirostat"},
-                                         {{{"n_probs", 5}}, "n_probs"},
-                                         {{{"grammar", "root ::= \"a\""}}, "grammar"},
-                                         {{{"json_schema", {{"type", "object"}}}}, "json_schema"},
-                                         {{{"tfs_z", 0.5}}, "tfs_z"}}) {
+  for (const Case& k : std::vector<Case>{{{{"grammar", "root ::= \"a\""}}, "grammar"},
+                                         {{{"json_schema", {{"type", "object"}}}}, "json_schema"}}) {
     for (const std::string route : {"/completion", "/v1/completions"}) {
       json body = {{"prompt", "x"}, {"max_tokens", 2}};
       body.update(k.field);
@@ -98,11 +94,19 @@ TEST(ServerNative, LlamaServerSamplingFieldsWeDoNotImplementAreRefusedByName) {
       EXPECT_EQ(r.status, 400) << route << " " << body.dump();
       EXPECT_EQ(r.json()["error"]["param"], k.name) << r.body;
     }
-    // At their neutral values they are accepted.
   }
-  const HttpReply ok = post_json(c, "/completion", json{{"prompt", "x"}, {"n_predict", 2}, {"typical_p", 1.0},
+  // llama-server's samplers we do not implement are accepted and named in the
+  // X-Treespec-Ignored-Fields header; at their neutral values they are not named.
+  for (const std::string route : {"/completion", "/v1/completions"}) {
+    const HttpReply r = post_json(c, route, json{{"prompt", "x"}, {"max_tokens", 2}, {"mirostat", 2}, {"tfs_z", 0.5},
+                                                 {"dry_multiplier", 0.8}, {"xtc_probability", 0.5}}.dump());
+    EXPECT_EQ(r.status, 200) << route << " " << r.body;
+    EXPECT_EQ(r.header("X-Treespec-Ignored-Fields"), "dry_multiplier, mirostat, tfs_z, xtc_probability") << route;
+  }
+  const HttpReply ok = post_json(c, "/completion", json{{"prompt", "x"}, {"n_predict", 2}, {"typical_p", 1.0}, {"tfs_z", 1},
                                                         {"mirostat", 0}, {"n_probs", 0}, {"grammar", ""}}.dump());
   EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.header("X-Treespec-Ignored-Fields"), "");
 }
 
 TEST(ServerNative, CachePromptFalseNeitherReusesNorOffersThePrefix) {

@@ -47,12 +47,25 @@ TEST(ServerOpenAiNode, OfficialClientGetsWhatRawHttpGets) {
   const json comp = post_json(c, "/v1/completions", json{{"prompt", "And it came to pass"}, {"max_tokens", 12}, {"temperature", 0}}.dump(), "sk-local").json();
   const json emb = post_json(c, "/v1/embeddings", json{{"input", {"And it came to pass", "In the beginning"}}}.dump(), "sk-local").json();
 
+  // The raw HTTP answers of the sampling fields the script sends too.
+  const json lp_comp = post_json(c, "/v1/completions", json{{"prompt", "And it came to pass"}, {"max_tokens", 8}, {"temperature", 0},
+                                                            {"logprobs", 2}}.dump(), "sk-local").json();
+  const json lp_chat = post_json(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 8}, {"temperature", 0},
+                                                                 {"logprobs", true}, {"top_logprobs", 2}}.dump(), "sk-local").json();
+  // Ban the first token of the greedy chat answer: its first token id from /tokenize.
+  const std::string first_word = chat["choices"][0]["message"]["content"].get<std::string>().substr(0, 3);
+  const int32_t ban = post_json(c, "/tokenize", json{{"content", first_word}}.dump(), "sk-local").json()["tokens"][0];
+  const json biased = post_json(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 24}, {"temperature", 0},
+                                                                {"logit_bias", {{std::to_string(ban), -100}}}}.dump(), "sk-local").json();
+  const json many = post_json(c, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 12}, {"temperature", 1},
+                                                              {"seed", 3}, {"n", 3}}.dump(), "sk-local").json();
+
   // The script is copied next to node_modules so that `import 'openai'` resolves there.
   const std::string script = dir + "/openai_node_client.mjs";
   std::filesystem::copy_file(std::string(TREESPEC_SOURCE_DIR) + "/tests/integration/server/openai_node_client.mjs", script,
                              std::filesystem::copy_options::overwrite_existing);
   std::string out;
-  const int rc = run_command("node '" + script + "' http://127.0.0.1:" + std::to_string(srv.port()) + "/v1 kjv-5m sk-local 2>&1", &out);
+  const int rc = run_command("node '" + script + "' http://127.0.0.1:" + std::to_string(srv.port()) + "/v1 kjv-5m sk-local " + std::to_string(ban) + " 2>&1", &out);
   ASSERT_EQ(rc, 0) << out << srv.log();
   const json r = json::parse(out.substr(out.find('{')));
   EXPECT_EQ(r["chat"], chat["choices"][0]["message"]["content"]);
@@ -67,7 +80,21 @@ TEST(ServerOpenAiNode, OfficialClientGetsWhatRawHttpGets) {
   }
   EXPECT_EQ(r["embedding_tokens"], emb["usage"]["prompt_tokens"]);
   EXPECT_EQ(r["models"], json::array({"kjv-5m"}));
-  // A field we do not implement reaches the client as a 400 naming it.
+  // Log-probabilities, logit_bias and n reach the client as raw HTTP has them.
+  EXPECT_EQ(r["completion_logprobs"], lp_comp["choices"][0]["logprobs"]);
+  EXPECT_EQ(r["completion_logprobs"]["tokens"].size(), 8u);
+  EXPECT_EQ(r["chat_logprobs"], lp_chat["choices"][0]["logprobs"]["content"]);
+  EXPECT_EQ(r["chat_logprobs"].size(), 8u);
+  EXPECT_EQ(r["chat_stream_logprobs"], r["chat_logprobs"]);
+  EXPECT_EQ(r["biased"], biased["choices"][0]["message"]["content"]);
+  EXPECT_NE(r["biased"], r["chat"]);
+  ASSERT_EQ(r["n_choices"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(r["n_choices"][i][0], i);
+    EXPECT_EQ(r["n_choices"][i][1], many["choices"][i]["message"]["content"]) << i;
+  }
+  EXPECT_EQ(r["n_usage"]["completion_tokens"], many["usage"]["completion_tokens"]);
+  // A field we refuse reaches the client as a 400 naming it.
   EXPECT_EQ(r["refused"]["status"], 400) << out;
-  EXPECT_EQ(r["refused"]["param"], "logit_bias") << out;
+  EXPECT_EQ(r["refused"]["param"], "echo") << out;
 }

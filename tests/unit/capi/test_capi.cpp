@@ -3,6 +3,10 @@
 // cancellation and statistics, on the project's own model (models/kjv-5m.gguf).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -264,5 +268,102 @@ TEST(CApi, BadPromptsGiveAStatusNotACrash) {
   EXPECT_STRNE(treespec_last_error(), "");
   // Still usable afterwards.
   EXPECT_EQ(treespec_generate(g, kPrompt.data(), kPrompt.size(), nullptr, nullptr), TREESPEC_OK) << treespec_last_error();
+  treespec_generation_free(g);
+}
+
+namespace {
+// Runs a generation with `setup` applied after create; returns the text and the ids.
+struct CapiRun {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+template <class F>
+CapiRun run_with(treespec_model* m, const treespec_generation_params& p, F&& setup) {
+  CapiRun out;
+  treespec_generation* g = nullptr;
+  EXPECT_EQ(treespec_generation_create(m, &p, &g), TREESPEC_OK) << treespec_last_error();
+  if (g == nullptr) return out;
+  setup(g);
+  EXPECT_EQ(treespec_generate(g, kPrompt.data(), kPrompt.size(), nullptr, nullptr), TREESPEC_OK) << treespec_last_error();
+  out.text = treespec_generation_text(g, nullptr);
+  size_t n = 0;
+  const int32_t* ids = treespec_generation_tokens(g, &n);
+  out.tokens.assign(ids, ids + n);
+  treespec_generation_free(g);
+  return out;
+}
+std::string run_cli_text(const std::string& flags) {
+  const treespec::test::CliResult r = treespec::test::run_treespec("run -m " + kModel + " -t 1 -c 256 -p '" + kPrompt + "' " + flags + " --json");
+  EXPECT_EQ(r.status, 0) << r.err;
+  return r.status == 0 ? nlohmann::json::parse(r.out)["text"].get<std::string>() : std::string();
+}
+}  // namespace
+
+TEST(CApi, PenaltiesTypicalPAndLogitBiasMatchRunAndEveryMethod) {
+  ModelHandle mh;
+  ASSERT_NE(mh.m, nullptr);
+  auto none = [](treespec_generation*) {};
+  const CapiRun plain = run_with(mh.m, greedy(32), none);
+  ASSERT_GE(plain.tokens.size(), 2u);
+  // Penalties and a bias (ban the first greedy token, favour the second).
+  const int32_t ids[2] = {plain.tokens[0], plain.tokens[1]};
+  const float biases[2] = {-INFINITY, 2.0f};
+  auto shaped = [&](treespec_generation* g) {
+    EXPECT_EQ(treespec_generation_set_penalties(g, 1.3f, 32, 0.1f, 0.4f), TREESPEC_OK) << treespec_last_error();
+    EXPECT_EQ(treespec_generation_set_logit_bias(g, ids, biases, 2), TREESPEC_OK) << treespec_last_error();
+  };
+  const CapiRun want = run_with(mh.m, greedy(32), shaped);
+  EXPECT_NE(want.text, plain.text);
+  EXPECT_EQ(std::count(want.tokens.begin(), want.tokens.end(), plain.tokens[0]), 0);
+  for (const char* spec : {"lookup", "ptd", "lookahead"}) EXPECT_EQ(run_with(mh.m, greedy(32, spec), shaped).text, want.text) << spec;
+  const std::string cli = run_cli_text("-n 32 --temp 0 --ignore-eos --repeat-penalty 1.3 --repeat-last-n 32 --frequency-penalty 0.1 "
+                                       "--presence-penalty 0.4 -l " + std::to_string(ids[0]) + "-inf -l " + std::to_string(ids[1]) + "+2");
+  EXPECT_EQ(cli, want.text);
+  // Typical-p, sampled: the same tokens with every method, and as run prints them.
+  treespec_generation_params s = greedy(32);
+  s.temperature = 1.0f;
+  s.seed = 9;
+  auto typical = [](treespec_generation* g) { EXPECT_EQ(treespec_generation_set_typical_p(g, 0.5f), TREESPEC_OK); };
+  const CapiRun t = run_with(mh.m, s, typical);
+  EXPECT_NE(run_with(mh.m, s, none).text, t.text);
+  s.spec = "lookup";
+  EXPECT_EQ(run_with(mh.m, s, typical).text, t.text);
+  EXPECT_EQ(run_cli_text("-n 32 --temp 1 -s 9 --ignore-eos --typical 0.5"), t.text);
+}
+
+TEST(CApi, BadSamplingSettersAreRefusedAndLeaveTheGenerationAsItWas) {
+  ModelHandle mh;
+  ASSERT_NE(mh.m, nullptr);
+  const std::string want = generated(mh.m, greedy(16));
+  treespec_generation_params p = greedy(16);
+  treespec_generation* g = nullptr;
+  ASSERT_EQ(treespec_generation_create(mh.m, &p, &g), TREESPEC_OK) << treespec_last_error();
+  struct Case {
+    treespec_status st;
+    const char* needle;
+  };
+  const int32_t out_of_vocab = treespec_model_n_vocab(mh.m);
+  const int32_t ok_id = 5;
+  const float nan_bias = NAN, inf_bias = INFINITY, one = 1.0f;
+  const std::vector<Case> cases = {
+      {treespec_generation_set_penalties(g, 0.0f, 64, 0.0f, 0.0f), "repeat_penalty"},
+      {treespec_generation_set_penalties(g, 1.1f, -2, 0.0f, 0.0f), "repeat_last_n"},
+      {treespec_generation_set_penalties(g, 1.1f, 64, 3.0f, 0.0f), "frequency_penalty"},
+      {treespec_generation_set_typical_p(g, 1.5f), "typical_p"},
+      {treespec_generation_set_logit_bias(g, &out_of_vocab, &one, 1), "vocabulary"},
+      {treespec_generation_set_logit_bias(g, &ok_id, &nan_bias, 1), "logit_bias"},
+      {treespec_generation_set_logit_bias(g, &ok_id, &inf_bias, 1), "logit_bias"},
+      {treespec_generation_set_logit_bias(g, nullptr, nullptr, 1), "NULL"},
+      {treespec_generation_set_typical_p(nullptr, 0.5f), "NULL"}};
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(cases[i].st, TREESPEC_ERR_INVALID_ARGUMENT) << i;
+  // (The message of the last call is the one still readable.)
+  EXPECT_NE(std::string(treespec_last_error()).find("NULL"), std::string::npos) << treespec_last_error();
+  EXPECT_EQ(treespec_generation_set_typical_p(g, 1.5f), TREESPEC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(treespec_last_error()).find("typical_p"), std::string::npos) << treespec_last_error();
+  EXPECT_EQ(treespec_generation_set_logit_bias(g, &out_of_vocab, &one, 1), TREESPEC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(treespec_last_error()).find(std::to_string(out_of_vocab)), std::string::npos) << treespec_last_error();
+  ASSERT_EQ(treespec_generate(g, kPrompt.data(), kPrompt.size(), nullptr, nullptr), TREESPEC_OK) << treespec_last_error();
+  EXPECT_EQ(std::string(treespec_generation_text(g, nullptr)), want);
+  EXPECT_EQ(treespec_generation_set_logit_bias(g, nullptr, nullptr, 0), TREESPEC_OK);  // clears
   treespec_generation_free(g);
 }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "common/test_util.h"
@@ -65,4 +66,23 @@ TEST(RunCli, LookaheadFlagsAreValidated) {
   ASSERT_EQ(test::run_command(run_cmd("-p 't5t6' -n 20 --temp 0 --ignore-eos --spec lookahead"), &out), 0) << out;
   EXPECT_NE(out.find("spec lookahead"), std::string::npos) << out;
   EXPECT_NE(out.find("tok/step"), std::string::npos) << out;
+}
+
+TEST(RunCli, LogitBiasAndTypicalFlagsReachTheSampler) {
+  // llama.cpp's spelling: TOKEN_ID(+|-)BIAS, repeatable; -inf bans.
+  const std::string base = "-p 't5t6' -n 12 --temp 0 --ignore-eos --json";
+  std::string out;
+  ASSERT_EQ(test::run_command(run_cmd(base) + " 2>/dev/null", &out), 0) << out;
+  const auto plain = nlohmann::json::parse(out).at("tokens").get<std::vector<int32_t>>();
+  const std::string ban = " -l " + std::to_string(plain.at(0)) + "-inf --logit-bias " + std::to_string(plain.at(0)) + "+1";
+  for (const char* spec : {"none", "lookup"}) {
+    ASSERT_EQ(test::run_command(run_cmd(base + ban + " --spec " + spec) + " 2>/dev/null", &out), 0) << out;
+    const auto banned = nlohmann::json::parse(out).at("tokens").get<std::vector<int32_t>>();
+    EXPECT_EQ(std::count(banned.begin(), banned.end(), plain[0]), 0) << spec;
+  }
+  for (const char* bad : {"-l 5", "-l x+1", "-l 5+abc", "-l 5+inf", "-l 99999999+1", "--typical 1.5"}) {
+    EXPECT_NE(test::run_command(run_cmd(std::string("-p 't5' -n 2 ") + bad), &out), 0) << bad;
+    EXPECT_NE(out.find(std::string(bad).substr(0, 2) == "-l" ? "logit" : "typical_p"), std::string::npos) << bad << ": " << out;
+  }
+  EXPECT_EQ(test::run_command(run_cmd("-p 't5' -n 4 --temp 1 --typical 0.5"), &out), 0) << out;
 }

@@ -2,6 +2,8 @@
 // text stream, the shared step budget, request validation, metrics text.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -263,15 +265,17 @@ TEST(Api, RejectsBadFields) {
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"top_k", -2}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"min_p", 1.5}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"seed", -5}}), 400);
-  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"n", 2}}), 400);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"n", 17}}), 400);  // at most 16 choices
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"n", 0}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"stop", 3}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"stop", {""}}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"stream", "yes"}}), 400);
-  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logprobs", 3}}), 400);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logprobs", 21}}), 400);  // OpenAI's 20
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logprobs", true}}), 400);  // completions: an integer
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"echo", true}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"frequency_penalty", 2.5}}), 400);  // out of [-2, 2]
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"frequency_penalty", 0.5}}), 200);
-  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logit_bias", {{"5", 1}}}}), 400);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logit_bias", {{"5", 101}}}}), 400);  // outside [-100, 100]
   EXPECT_EQ(status_of(json{{"prompt", json::array()}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", {"a", "b"}}}), 400);                      // batch of prompts
   EXPECT_EQ(status_of(json{{"prompt", {1, -3}}}), 400);
@@ -283,6 +287,78 @@ TEST(Api, RejectsBadFields) {
   EXPECT_EQ(status_of(json{{"messages", {{{"role", "tool"}, {"content", "x"}}}}}, Endpoint::chat), 400);
   EXPECT_EQ(status_of(json{{"messages", {{{"role", "user"}, {"content", 5}}}}}, Endpoint::chat), 400);
   EXPECT_EQ(status_of(json{{"messages", "hi"}}, Endpoint::chat), 400);
+}
+
+TEST(Api, ParsesTheSamplingFields) {
+  const float ban = -std::numeric_limits<float>::infinity();
+  // OpenAI's object, llama-server's pairs and false; text keys are the server's to tokenize.
+  auto r = parse_generation_request(json::parse(R"({"prompt":"x","logit_bias":{"5":-100,"7":false,"Hello":2},"typical_p":0.5})"),
+                                    Endpoint::completions, {});
+  ASSERT_EQ(r.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.sampling.logit_bias[0].token, 5);
+  EXPECT_EQ(r.sampling.logit_bias[0].bias, -100.0f);
+  EXPECT_EQ(r.sampling.logit_bias[1].bias, ban);
+  ASSERT_EQ(r.logit_bias_text.size(), 1u);
+  EXPECT_EQ(r.logit_bias_text[0], (std::pair<std::string, float>{"Hello", 2.0f}));
+  EXPECT_FLOAT_EQ(r.sampling.typical_p, 0.5f);
+  r = parse_generation_request(json::parse(R"({"prompt":"x","logit_bias":[[3,1.5],[4,false],["ab",-1]]})"), Endpoint::native, {});
+  ASSERT_EQ(r.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.sampling.logit_bias[1].token, 4);
+  EXPECT_EQ(r.sampling.logit_bias[1].bias, ban);
+  EXPECT_EQ(r.logit_bias_text.size(), 1u);
+  // A request's logit_bias replaces the server's (-l) defaults.
+  sampling::SamplingParams defaults;
+  defaults.logit_bias = {{9, 1.0f}};
+  EXPECT_EQ(parse_generation_request(json{{"prompt", "x"}}, Endpoint::completions, defaults).sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(parse_generation_request(json{{"prompt", "x"}, {"logit_bias", {{"3", 1}}}}, Endpoint::completions, defaults)
+                .sampling.logit_bias[0].token, 3);
+  for (const json& bad : {json{{"logit_bias", {{"-1", 1}}}}, json{{"logit_bias", {{"5", true}}}}, json{{"logit_bias", {{"5", "x"}}}},
+                          json{{"logit_bias", json::array({json::array({1})})}}, json{{"logit_bias", 3}},
+                          json{{"logit_bias", json::array({json::array({1.5, 1})})}}, json{{"logit_bias", {{"99999999999999999999", 1}}}}}) {
+    json b = {{"prompt", "x"}};
+    b.update(bad);
+    try {
+      parse_generation_request(b, Endpoint::completions, {});
+      ADD_FAILURE() << bad.dump();
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param(), "logit_bias") << bad.dump();
+    }
+  }
+  // Log-probabilities: completions logprobs N, chat logprobs + top_logprobs, native n_probs.
+  r = parse_generation_request(json{{"prompt", "x"}, {"logprobs", 3}}, Endpoint::completions, {});
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+  r = parse_generation_request(json{{"prompt", "x"}, {"logprobs", 0}}, Endpoint::completions, {});
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_FALSE(parse_generation_request(json{{"prompt", "x"}, {"logprobs", false}}, Endpoint::completions, {}).logprobs);
+  const json msgs = json::array({{{"role", "user"}, {"content", "x"}}});
+  r = parse_generation_request(json{{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 20}, {"n", 3}}, Endpoint::chat, {});
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 20);
+  EXPECT_EQ(r.n, 3);
+  r = parse_generation_request(json{{"prompt", "x"}, {"n_probs", 100}}, Endpoint::native, {});
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 100);
+  EXPECT_EQ(status_of(json{{"messages", msgs}, {"top_logprobs", 2}}, Endpoint::chat), 400);  // needs logprobs: true
+  EXPECT_EQ(status_of(json{{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 21}}, Endpoint::chat), 400);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"n_probs", 101}}, Endpoint::native), 400);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"post_sampling_probs", true}}, Endpoint::native), 400);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"typical_p", 1.5}}), 400);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"n", 2}, {"best_of", 2}}), 200);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"n", 2}, {"best_of", 3}}), 400);
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"suffix", "y"}}), 400);
+}
+
+TEST(Api, IgnoredFieldsAreNamedUnlessNeutralOrImplemented) {
+  const json body = {{"prompt", "x"},     {"temperature", 0}, {"mirostat", 2},   {"mirostat_tau", 5}, {"tfs_z", 1.0},
+                     {"dry_multiplier", 0}, {"dry_base", 1.75}, {"xtc_probability", 0.5}, {"xtc_threshold", 0.1},
+                     {"typical_p", 0.9}, {"n_probs", 0},      {"user", "me"},    {"samplers", "kt"}, {"logprobs", nullptr}};
+  EXPECT_EQ(ignored_fields(body, Endpoint::native),
+            (std::vector<std::string>{"mirostat", "mirostat_tau", "samplers", "user", "xtc_probability", "xtc_threshold"}));
+  // Another endpoint's field: named when it is not at its default.
+  EXPECT_EQ(ignored_fields(json{{"prompt", "x"}, {"n_probs", 3}, {"n", 1}}, Endpoint::completions), (std::vector<std::string>{"n_probs"}));
+  EXPECT_EQ(ignored_fields(json{{"prompt", "x"}, {"n", 2}, {"logprobs", 2}}, Endpoint::native), (std::vector<std::string>{"logprobs", "n"}));
+  EXPECT_TRUE(ignored_fields(json{{"prompt", "x"}, {"n", 2}, {"logprobs", 2}, {"logit_bias", json::object()}}, Endpoint::completions).empty());
 }
 
 TEST(Api, ParseBodyRejectsNonJsonAndBadUtf8) {
