@@ -10,7 +10,11 @@
 #include <limits>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "chat/builtin_formats.h"
+#include "core/files.h"
+#include "grammar/json_schema.h"
 #include "core/thread_pool.h"
 #include "treespec/status.h"
 
@@ -66,6 +70,43 @@ void add_sampling_options(CLI::App& app, SamplingOptions& o) {
       ->capture_default_str();
   app.add_option("--typical-threshold", o.typical.threshold, "typical acceptance epsilon (lossy mode)")->capture_default_str();
   app.add_option("--typical-alpha", o.typical.alpha, "typical acceptance delta (lossy mode)")->capture_default_str();
+}
+
+void add_grammar_options(CLI::App& app, GrammarOptions& o) {
+  app.add_option("--grammar", o.grammar, "GBNF grammar (llama.cpp's syntax) every generated token must follow; speculation stays lossless");
+  app.add_option("--grammar-file", o.grammar_file, "file with a GBNF grammar");
+  app.add_option("-j,--json-schema", o.json_schema, "JSON Schema the output must follow (converted to a grammar)");
+  app.add_option("--json-schema-file", o.json_schema_file, "file with a JSON Schema (-jf works too)");
+}
+
+std::shared_ptr<const grammar::Grammar> resolve_grammar(const GrammarOptions& o) {
+  const std::pair<const char*, const std::string*> given[] = {{"--grammar", &o.grammar},
+                                                              {"--grammar-file", &o.grammar_file},
+                                                              {"-j/--json-schema", &o.json_schema},
+                                                              {"-jf/--json-schema-file", &o.json_schema_file}};
+  const char* flag = nullptr;
+  for (const auto& [name, value] : given) {
+    if (value->empty()) continue;
+    if (flag) throw InvalidArgument(fmt::format("give one of {} and {}, not both", flag, name));
+    flag = name;
+  }
+  if (!flag) return nullptr;
+  try {
+    if (!o.grammar.empty()) return grammar::Grammar::parse(o.grammar);
+    if (!o.grammar_file.empty()) return grammar::Grammar::parse(core::read_text_file(o.grammar_file, "--grammar-file"));
+    const std::string text = !o.json_schema.empty() ? o.json_schema : core::read_text_file(o.json_schema_file, "-jf/--json-schema-file");
+    nlohmann::ordered_json schema;  // properties keep the order they were written in
+    try {
+      schema = nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw InvalidArgument(fmt::format("not valid JSON: {}", e.what()));
+    }
+    return grammar::Grammar::parse(grammar::json_schema_to_gbnf(schema));
+  } catch (const IoError&) {
+    throw;
+  } catch (const Error& e) {
+    throw InvalidArgument(fmt::format("{}: {}", flag, e.what()));
+  }
 }
 
 void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {

@@ -10,6 +10,7 @@
 #include "bench/method_spec.h"
 #include "drafters/factory.h"
 #include "engine/engine.h"
+#include "grammar/grammar.h"
 #include "sampling/sampling.h"
 #include "verify/verify.h"
 
@@ -44,6 +45,20 @@ struct SamplingOptions {
 // One -l/--logit-bias item as llama.cpp writes it: TOKEN_ID followed by +BIAS or -BIAS,
 // e.g. 15043+1, 15043-0.5, 15043-inf (a ban). InvalidArgument naming the flag.
 sampling::LogitBias parse_logit_bias_flag(std::string_view item);
+
+// Constrained output (docs/grammar.md): llama.cpp's --grammar, --grammar-file,
+// -j/--json-schema and -jf/--json-schema-file; at most one of them.
+struct GrammarOptions {
+  std::string grammar;           // GBNF text
+  std::string grammar_file;      // GBNF file
+  std::string json_schema;       // JSON Schema text
+  std::string json_schema_file;  // JSON Schema file
+};
+void add_grammar_options(CLI::App& app, GrammarOptions& o);
+// The grammar they give (null when none), parsed before any model is loaded:
+// InvalidArgument naming the flag for a bad grammar or schema or two of them at once,
+// IoError naming the flag and path for an unreadable file.
+std::shared_ptr<const grammar::Grammar> resolve_grammar(const GrammarOptions& o);
 
 void add_model_options(CLI::App& app, ModelOptions& o);
 // --chat-template NAME (a built-in format) and --chat-template-file F (Jinja2), which

@@ -137,12 +137,6 @@ void reject_unsupported(const json& body, Endpoint ep, bool jinja_chat) {
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
     throw unsupported("'suffix' (insertion)", "suffix");
   }
-  for (const char* name : {"grammar", "json_schema"}) {
-    const json* v = field(body, name);
-    if (v && !v->is_null() && !(v->is_string() && v->get<std::string>().empty()) && !(v->is_object() && v->empty())) {
-      throw unsupported(fmt::format("'{}' (constrained output)", name), name);
-    }
-  }
   const bool tools_ok = jinja_chat && ep == Endpoint::chat;
   for (const char* name : {"tools", "functions"}) {
     const json* v = field(body, name);
@@ -158,10 +152,6 @@ void reject_unsupported(const json& body, Endpoint ep, bool jinja_chat) {
   if (const json* v = field(body, "tool_choice");
       v && !(v->is_string() && (v->get<std::string>() == "none" || (tools_ok && v->get<std::string>() == "auto")))) {
     throw unsupported("'tool_choice' other than \"none\" or \"auto\"", "tool_choice");
-  }
-  if (const json* v = field(body, "response_format")) {
-    if (!v->is_object()) throw wrong_type("response_format", "an object", *v);
-    if (get_string(*v, "type", "text") != "text") throw unsupported("'response_format' other than text", "response_format");
   }
   (void)ep;
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "sampling/sampling.h"
 #include "chat/builtin_formats.h"
 
@@ -94,6 +95,11 @@ std::vector<std::string> ignored_fields(const nlohmann::json& body, Endpoint ep)
 // take none of them: 400 / 501 as before).
 GenerationRequest parse_generation_request(const nlohmann::json& body, Endpoint ep,
                                            const sampling::SamplingParams& defaults, bool jinja_chat = false);
+
+// The grammar a request's output must follow (null when none): `grammar` (GBNF),
+// `json_schema` or `response_format` json_object / json_schema, at most one; 400 naming
+// the field for a bad grammar or schema. `body` as sent (a schema's key order matters).
+std::shared_ptr<const grammar::Grammar> parse_request_grammar(const nlohmann::ordered_json& body);
 
 // POST /v1/embeddings: `input` is a string, an array of strings, an array of token ids,
 // or an array of such arrays (OpenAI); `encoding_format` "float" (default) or "base64"

@@ -297,6 +297,8 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   GenerationRequest g = parse_generation_request(body, ep, cfg.sampling, formatter->jinja());
   require_model(g.model);
   resolve_logit_bias(g, *tok);
+  // The body as sent: a schema's properties keep their order (parse_body checked the JSON).
+  const std::shared_ptr<const grammar::Grammar> constraint = parse_request_grammar(nlohmann::ordered_json::parse(req.body));
   std::vector<std::string> stops = g.stops;
   std::vector<int32_t> prompt = request_prompt(req, g, *formatter, *tok, stops);
   if (prompt.empty()) throw invalid_request("the prompt is empty (and the model adds no BOS token)", "prompt");
@@ -332,6 +334,7 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
     state->params.cache_prompt = g.cache_prompt;
     state->params.logprobs = g.logprobs;
     state->params.top_logprobs = g.top_logprobs;
+    if (constraint) state->params.grammar = {constraint, token_mask};
     state->stops = stops;
     state->t_arrival = t_arrival;
     state->spec = g.spec;

@@ -16,6 +16,7 @@
 #include "core/memory.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "engine/grammar_step.h"
 #include "gguf/gguf.h"
 #include "server/connection.h"
 #include "server/server_impl.h"
@@ -398,6 +399,7 @@ void Server::Impl::load() {
     sc.step_budget = cfg.step_budget;
     model = std::move(m);
     tok = std::move(t);
+    token_mask = engine::make_token_mask(*tok);
     scheduler = std::make_unique<Scheduler>(*model, *tok, sc, metrics);
     const kv::KvShape kvs = engine::engine_kv_shape(*model, sc.engine);
     TS_LOG_INFO("{}: {} reserved", kv::KvCache::describe(kvs), core::format_bytes(kv::KvCache::required_bytes(kvs)));

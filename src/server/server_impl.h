@@ -20,6 +20,7 @@
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/server.h"
+#include "grammar/token_mask.h"
 #include "tokenizer/tokenizer.h"
 
 namespace treespec::server {
@@ -45,6 +46,7 @@ struct Server::Impl {
   // Set by the load thread before state becomes ready; read-only afterwards.
   std::unique_ptr<model::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::shared_ptr<const grammar::TokenMask> token_mask;  // tok's vocabulary, for requests with a grammar
   std::unique_ptr<Scheduler> scheduler;
   // Renders /v1/chat/completions prompts (the template choice: chat/formatter.h).
   std::unique_ptr<chat::Formatter> formatter;

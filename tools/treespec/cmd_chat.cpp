@@ -17,6 +17,7 @@
 #include "command.h"
 #include "core/log.h"
 #include "gguf/gguf.h"
+#include "engine/grammar_step.h"
 #include "treespec/status.h"
 
 namespace {
@@ -26,6 +27,7 @@ using namespace treespec;
 struct ChatArgs {
   cli::ModelOptions model;
   cli::SamplingOptions sampling;
+  cli::GrammarOptions grammar;
   drafters::SpecConfig spec;
   std::string system_prompt;
   std::string first_message;
@@ -147,6 +149,7 @@ void chat_answer(cli::Conversation& conv, const std::string& msg) {
 
 int run_chat(const ChatArgs& a) {
   if (a.verbose) core::set_log_level(core::LogLevel::info);
+  const auto constraint = cli::resolve_grammar(a.grammar);  // every answer follows it
   const cli::LoadedModel lm = cli::load_model(a.model.model);
   chat::FormatterConfig fc;
   fc.template_file = a.chat_template_file;
@@ -155,6 +158,7 @@ int run_chat(const ChatArgs& a) {
   engine::Engine eng(*lm.model, cli::make_chat_engine_params(a.model, lm.model->hparams()));
   cli::ConversationConfig cc;
   cc.sequence = cli::resolve_sequence_params(a.sampling, a.n_predict, a.ignore_eos);
+  if (constraint) cc.sequence.grammar = {constraint, engine::make_token_mask(*lm.tok)};
   cc.spec = a.spec;
   cc.system_prompt = a.system_prompt;
   cli::Conversation conv(lm, eng, fmt, cc);
@@ -186,6 +190,7 @@ std::function<int()> setup_chat(CLI::App& sub) {
   sub.add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-generation tokens (then -n ends each answer)");
   cli::add_chat_template_options(sub, a->chat_template, a->chat_template_file);
   cli::add_sampling_options(sub, a->sampling);
+  cli::add_grammar_options(sub, a->grammar);
   cli::add_spec_options(sub, a->spec);
   sub.add_flag("-v,--verbose", a->verbose, "log more");
   return [a, &sub] {

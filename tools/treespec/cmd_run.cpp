@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "engine/budget_controller.h"
 #include "engine/engine.h"
+#include "engine/grammar_step.h"
 #include "tokenizer/tokenizer.h"
 #include "treespec/status.h"
 
@@ -23,6 +24,7 @@ using namespace treespec;
 struct RunArgs {
   cli::ModelOptions model;
   cli::SamplingOptions sampling;
+  cli::GrammarOptions grammar;
   drafters::SpecConfig spec;
   std::string prompt;
   std::string prompt_file;
@@ -39,6 +41,7 @@ int run(const RunArgs& a) {
   if (!a.prompt_file.empty() && !a.prompt.empty()) throw InvalidArgument("give either -p/--prompt or -f/--file, not both");
   const std::string prompt = a.prompt_file.empty() ? a.prompt : core::read_text_file(a.prompt_file, "prompt file");
 
+  const auto constraint = cli::resolve_grammar(a.grammar);  // before the model: a bad grammar fails fast
   // Model, engine and sequence as the C API builds them (cli/session.h).
   const cli::LoadedModel lm = cli::load_model(a.model.model);
   const auto& tok = lm.tok;
@@ -46,7 +49,8 @@ int run(const RunArgs& a) {
   const double t_load = lm.load_s;
   const engine::EngineParams ep = cli::resolve_engine_params(a.model, hp);
   engine::Engine eng(*lm.model, ep);
-  const engine::SequenceParams sp = cli::resolve_sequence_params(a.sampling, a.n_predict, a.ignore_eos);
+  engine::SequenceParams sp = cli::resolve_sequence_params(a.sampling, a.n_predict, a.ignore_eos);
+  if (constraint) sp.grammar = {constraint, engine::make_token_mask(*tok)};
   std::vector<int32_t> ids = tok->encode(prompt, true, !a.no_parse_special);
   cli::PreparedSequence prepared = cli::prepare_sequence(eng, lm, ids, sp, a.spec);
   engine::Sequence& seq = *prepared.seq;
@@ -126,6 +130,7 @@ std::function<int()> setup_run(CLI::App& sub) {
   sub.add_option("-n,--n-predict", a->n_predict, "tokens to generate (-1 = until end of generation or context)")
       ->capture_default_str();
   cli::add_sampling_options(sub, a->sampling);
+  cli::add_grammar_options(sub, a->grammar);
   cli::add_spec_options(sub, a->spec);
   sub.add_flag("--json", a->json, "print one JSON object (prompt_tokens, tokens, text, stats) instead of streaming");
   sub.add_flag("--ignore-eos", a->ignore_eos, "do not stop at end-of-generation tokens");

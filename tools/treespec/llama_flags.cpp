@@ -32,6 +32,7 @@ const LlamaFlag kFlags[] = {
     {{"-ctk"}, Kind::alias, Value::none, "--cache-type-k"},
     {{"-ctv"}, Kind::alias, Value::none, "--cache-type-v"},
     {{"-sys"}, Kind::alias, Value::none, "--system-prompt"},
+    {{"-jf"}, Kind::alias, Value::none, "--json-schema-file"},
     {{"-ngl", "--gpu-layers", "--n-gpu-layers"}, Kind::ignored, Value::required, kGpu},
     {{"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, Kind::ignored, Value::required, kGpu},
     {{"-fa", "--flash-attn"}, Kind::ignored, Value::optional_on_off, "flash attention is a GPU kernel; this CPU engine has its own"},
