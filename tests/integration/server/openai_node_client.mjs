@@ -41,6 +41,13 @@ out.biased = biased.choices[0].message.content;
 const many = await client.chat.completions.create({ model, messages, max_tokens: 12, temperature: 1, seed: 3, n: 3 });
 out.n_choices = many.choices.map((c) => [c.index, c.message.content]);
 out.n_usage = many.usage;
+// Structured output: response_format json_schema (properties in the order written).
+const schema = { type: 'object', properties: { king: { type: 'string', maxLength: 12 }, years: { type: 'integer', minimum: 1, maximum: 99 } },
+                 required: ['king', 'years'], additionalProperties: false };
+const structured = await client.chat.completions.create({ model, messages, max_tokens: 64, temperature: 0,
+  response_format: { type: 'json_schema', json_schema: { name: 'reign', strict: true, schema } } });
+out.structured = structured.choices[0].message.content;
+out.structured_finish = structured.choices[0].finish_reason;
 try {
   await client.completions.create({ model, prompt: 'x', max_tokens: 4, temperature: 0, echo: true });
   out.refused = null;

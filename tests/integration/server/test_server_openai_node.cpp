@@ -95,6 +95,17 @@ TEST(ServerOpenAiNode, OfficialClientGetsWhatRawHttpGets) {
   }
   EXPECT_EQ(r["n_usage"]["completion_tokens"], many["usage"]["completion_tokens"]);
   // A field we refuse reaches the client as a 400 naming it.
+  // Structured output through the client: the raw answer's text, valid JSON in the schema's order.
+  const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(
+      R"({"type":"object","properties":{"king":{"type":"string","maxLength":12},"years":{"type":"integer","minimum":1,"maximum":99}},)"
+      R"("required":["king","years"],"additionalProperties":false})");
+  const json structured = post_json(c, "/v1/chat/completions", nlohmann::ordered_json{{"messages", messages}, {"max_tokens", 64}, {"temperature", 0},
+      {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "reign"}, {"strict", true}, {"schema", schema}}}}}}.dump(), "sk-local").json();
+  EXPECT_EQ(r["structured"], structured["choices"][0]["message"]["content"]);
+  EXPECT_EQ(r["structured_finish"], "stop") << r["structured"];
+  const nlohmann::ordered_json reign = nlohmann::ordered_json::parse(r["structured"].get<std::string>());
+  EXPECT_EQ(reign.begin().key(), "king") << reign.dump();
+  EXPECT_TRUE(reign["years"].is_number_integer() && reign["years"] >= 1 && reign["years"] <= 99) << reign.dump();
   EXPECT_EQ(r["refused"]["status"], 400) << out;
   EXPECT_EQ(r["refused"]["param"], "echo") << out;
 }
