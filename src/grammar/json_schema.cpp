@@ -58,7 +58,9 @@ std::string js_child(const std::string& parent, std::string_view seg) {
     }
   }
   while (!s.empty() && s.back() == '-') s.pop_back();
-  if (s.find_first_not_of("0123456789") == std::string::npos) s = "p" + s;
+  // The last '-' part must not be all digits: "x-1" -> "x-p1", "7" -> "p7", "" -> "p".
+  const size_t last = s.find_last_of('-') == std::string::npos ? 0 : s.find_last_of('-') + 1;
+  if (s.find_first_not_of("0123456789", last) == std::string::npos) s.insert(last, "p");
   std::string out = parent.empty() || parent == "root" ? s : parent + "-" + s;
   if (out.size() > 64) out = "x" + out.substr(out.size() - 63);
   return out;
@@ -173,6 +175,95 @@ std::string js_const(const Json& v) {
     return items.empty() ? R"("[" space "]")" : R"("[" space )" + js_join(items, R"( "," space )") + R"( "]")";
   }
   return js_literal(v.dump());
+}
+
+// Numbers between integer bounds. A number is written sign, integer part I, fraction;
+// for a magnitude m = I.f between bounds the fractions allowed after I are all, only
+// zero, only non-zero, or none, and that changes only at the bounds, so the integer
+// parts split into a few ranges (js_int_range) each with one kind of fraction.
+enum class JsFrac { none, zero, nonzero, all };
+struct JsBound {
+  std::optional<int64_t> v;
+  bool excl = false;
+};
+
+JsFrac js_frac_at(int64_t i, const JsBound& lo, const JsBound& hi) {
+  bool zero = true, nonzero = true;
+  if (lo.v && (i < *lo.v)) return JsFrac::none;
+  if (lo.v && i == *lo.v && lo.excl) zero = false;
+  if (hi.v && i > *hi.v) return JsFrac::none;
+  if (hi.v && i == *hi.v) {
+    nonzero = false;
+    zero = zero && !hi.excl;
+  }
+  return zero && nonzero ? JsFrac::all : zero ? JsFrac::zero : nonzero ? JsFrac::nonzero : JsFrac::none;
+}
+
+// Magnitudes (no sign) within lo..hi: "" when there is none.
+std::string js_magnitudes(const JsBound& lo, const JsBound& hi) {
+  std::vector<int64_t> cuts = {0, kJsIntDefault + 1};
+  for (const JsBound* b : {&lo, &hi}) {
+    for (int64_t d : {0, 1}) {
+      if (b->v && *b->v + d > 0 && *b->v + d <= kJsIntDefault) cuts.push_back(*b->v + d);
+    }
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  std::vector<std::pair<std::pair<int64_t, int64_t>, JsFrac>> segs;
+  for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+    const JsFrac f = js_frac_at(cuts[k], lo, hi);
+    if (!segs.empty() && segs.back().second == f) {
+      segs.back().first.second = cuts[k + 1] - 1;
+    } else {
+      segs.push_back({{cuts[k], cuts[k + 1] - 1}, f});
+    }
+  }
+  std::vector<std::string> alts;
+  for (const auto& [range, f] : segs) {
+    if (f == JsFrac::none) continue;
+    const char* frac = f == JsFrac::all    ? R"(( "." [0-9]{1,16} )?)"
+                       : f == JsFrac::zero ? R"(( "." "0"{1,16} )?)"
+                                           : R"("." [0-9]{0,15} [1-9])";
+    alts.push_back("( " + js_int_range(range.first, range.second) + " ) " + frac);
+  }
+  return js_join(alts, " | ");
+}
+
+// The bound of `key` (integer-valued; others refused) tightened into b.
+void js_number_bound(const Json& n, const char* key, bool excl, bool lower, JsBound& b, const std::string& path) {
+  if (!n.contains(key)) return;
+  const Json& v = n[key];
+  if (!js_type_matches(v, "integer")) {
+    js_fail(path, fmt::format("'{}' {} on type number is not supported (only integer-valued bounds are)", key, v.dump()));
+  }
+  const int64_t x = js_int_bound(v, lower);
+  if (!b.v || (lower ? x > *b.v : x < *b.v) || (x == *b.v && excl)) b = {x, excl};
+}
+
+// "" without bounds (the plain number rule), else the body of the bounded number rule.
+std::string js_number_range(const Json& n, const std::string& path) {
+  JsBound lo, hi;
+  js_number_bound(n, "minimum", false, true, lo, path);
+  js_number_bound(n, "exclusiveMinimum", true, true, lo, path);
+  js_number_bound(n, "maximum", false, false, hi, path);
+  js_number_bound(n, "exclusiveMaximum", true, false, hi, path);
+  if (!lo.v && !hi.v) return "";
+  std::vector<std::string> alts;
+  // Non-negative numbers: m >= lo when lo >= 0 (a negative lower bound holds anyway).
+  if (!hi.v || *hi.v >= 0) {
+    const std::string pos = js_magnitudes(lo.v && *lo.v >= 0 ? lo : JsBound{}, hi);
+    if (!pos.empty()) alts.push_back(pos);
+  }
+  // Negative numbers "-m": x <= hi is m >= -hi, x >= lo is m <= -lo. Skipped when
+  // lo >= 0 (only -0 would be left, and "0" spells it).
+  if (!lo.v || *lo.v < 0) {
+    const JsBound mlo = hi.v && *hi.v <= 0 ? JsBound{-*hi.v, hi.excl} : JsBound{};
+    const JsBound mhi = lo.v ? JsBound{-*lo.v, lo.excl} : JsBound{};
+    const std::string neg = js_magnitudes(mlo, mhi);
+    if (!neg.empty()) alts.push_back(R"("-" ( )" + neg + " )");
+  }
+  if (alts.empty()) js_fail(path, "no number is within 'minimum'/'exclusiveMinimum' and 'maximum'/'exclusiveMaximum'");
+  return "( " + js_join(alts, " | ") + " ) space";
 }
 
 struct JsTrie {
@@ -415,10 +506,8 @@ std::string JsConverter::typed_body(const Json& n, const std::string& type, cons
   if (type == "string") return string_body(n, path);
   if (type == "integer") return integer_body(n, path);
   if (type == "number") {
-    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
-      if (n.contains(k)) js_fail(path, fmt::format("'{}' is supported on type integer only, not on number", k));
-    }
-    return prim("number");
+    const std::string b = js_number_range(n, path);
+    return b.empty() ? prim("number") : (prim("space"), b);
   }
   if (type == "object") return object_body(n, name, path);
   return array_body(n, name, path);
@@ -500,11 +589,19 @@ std::string JsConverter::object_body(const Json& n, const std::string& name, con
   const std::string props_path = js_path(path, "properties");
   for (const std::string& r : required) {
     keys.push_back(r);
-    req.push_back(member(r, props.contains(r) ? props[r] : Json(true), js_path(props_path, r)));
+    if (props.contains(r)) {
+      if (props[r] == false) js_fail(js_path(props_path, r), fmt::format("property '{}' is required but its schema is false", r));
+      req.push_back(member(r, props[r], js_path(props_path, r)));
+    } else {
+      // Not declared: the value is an extra member's (additionalProperties).
+      if (!allow_extra) js_fail(path, fmt::format("required property '{}' is not in 'properties' and additionalProperties is false", r));
+      req.push_back(member(r, extra ? *extra : Json(true), js_path(path, "additionalProperties")));
+    }
   }
   for (const auto& [k, v] : props.items()) {
     if (std::find(required.begin(), required.end(), k) != required.end()) continue;
-    keys.push_back(k);
+    keys.push_back(k);                 // never an extra key either
+    if (v == false) continue;          // schema false: the property must be absent
     opt.push_back(member(k, v, js_path(props_path, k)));
   }
   std::string extra_kv;
@@ -596,11 +693,11 @@ std::string JsConverter::array_body(const Json& n, const std::string& name, cons
   const uint64_t k = prefix.size();
   if (!rest_allowed && min > k) js_fail(path, fmt::format("'minItems' {} needs more items than 'prefixItems' has and 'items' is false", min));
   const std::string comma = R"("," space )";
-  std::string item;
-  if (rest_allowed) item = visit(n.contains("items") ? n["items"] : Json(true), js_child(name, "item"), js_path(path, "items"));
   // Items after the prefix: how many more, at least and at most (-1: no limit).
   const uint64_t lo_rest = min > k ? min - k : 0;
   const int64_t hi_rest = !rest_allowed ? 0 : max ? static_cast<int64_t>(std::min(*max - std::min(*max, k), kJsMaxRepeat)) : -1;
+  std::string item;
+  if (hi_rest != 0) item = visit(n.contains("items") ? n["items"] : Json(true), js_child(name, "item"), js_path(path, "items"));
   std::string content;
   if (k == 0) {
     if (hi_rest != 0) {

@@ -261,7 +261,11 @@ void js_same_length_range(std::string lo, std::string hi, std::string prefix, st
 void js_uint_range(uint64_t lo, uint64_t hi, std::vector<std::string>& out) {
   const std::string a = std::to_string(lo), b = std::to_string(hi);
   for (size_t len = a.size(); len <= b.size(); ++len) {
-    const std::string from = len == a.size() ? a : "1" + std::string(len - 1, '0');
+    std::string from = a;
+    if (len != a.size()) {  // 10^(len-1)
+      from.assign(len, '0');
+      from[0] = '1';
+    }
     const std::string to = len == b.size() ? b : std::string(len, '9');
     js_same_length_range(from, to, "", out);
   }
