@@ -84,12 +84,13 @@ soak: build
 # paths), the policy's longest simulation, and the penalties' chi-square and
 # every-drafter decodes (90 s each under ASan; ServerNative.PenaltiesMatchRunAndEveryMethod
 # runs the engine's penalty code there), and likewise the logit-bias / typical-p /
-# logprobs every-drafter and chi-square decodes (ServerSampling.* runs that code). ctest
+# logprobs every-drafter and chi-square decodes (ServerSampling.* runs that code), and the
+# grammar's (ServerGrammar.* and GrammarEngine.CutKeeps... run its engine code). ctest
 # names of parametrised tests end in "  # GetParam() = ...", hence the "( .*)?".
 # Timings and the CI budget (.ci/run under 30 minutes on 2 cores): docs/reliability.md,
 # "CI time". `make test-sanitize SANITIZE_EXCLUDE=` runs all.
 SANITIZE_TESTS ?= .
-SANITIZE_EXCLUDE ?= ^(Verify(Lossless|Coupled)\..*Distribution|MedusaLossless\.EmittedTokens.*|DraftSampling\..*|MedusaTrain\.Stories.*|MedusaDecode\..*|MedusaDrafterParts\.LiveTable.*|LosslessE2E\..*|LosslessContractIsa\..*|AllWeightTypes/LosslessContract\..*/(f32|f16|bf16|q4_0|q4_k|q6_k|q5_k|iq4_xs)( .*)?|ExpandHeads\.Cli.*|PropdGolden\.(LogitLens|Factory|PtdUnder|PrunedDynamic).*|PruneHead\.Training.*|MedusaAuto\.(PolicyChoice|CoupledSampling|ShadowGrades).*|AutoPolicy\.ExplorationCost.*|Penalties\.(SampledTokens|EveryDrafter).*|SamplingFields\.(EveryDrafter|CoupledSpeculation|SampledTokens).*)$$
+SANITIZE_EXCLUDE ?= ^(Verify(Lossless|Coupled)\..*Distribution|MedusaLossless\.EmittedTokens.*|DraftSampling\..*|MedusaTrain\.Stories.*|MedusaDecode\..*|MedusaDrafterParts\.LiveTable.*|LosslessE2E\..*|LosslessContractIsa\..*|AllWeightTypes/LosslessContract\..*/(f32|f16|bf16|q4_0|q4_k|q6_k|q5_k|iq4_xs)( .*)?|ExpandHeads\.Cli.*|PropdGolden\.(LogitLens|Factory|PtdUnder|PrunedDynamic).*|PruneHead\.Training.*|MedusaAuto\.(PolicyChoice|CoupledSampling|ShadowGrades).*|AutoPolicy\.ExplorationCost.*|Penalties\.(SampledTokens|EveryDrafter).*|SamplingFields\.(EveryDrafter|CoupledSpeculation|SampledTokens).*|GrammarEngine\.(EveryDrafter|SampledTokens).*)$$
 # allocator_may_return_null: a failed allocation returns NULL as in a normal build (the
 # code turns that into an "out of memory" error, which tests check) instead of aborting.
 # TREESPEC_LOAD_*: the server load test (docs/reliability.md, "Load") with smaller counts.

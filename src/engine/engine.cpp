@@ -474,6 +474,31 @@ double Engine::forward_trees(std::span<Sequence* const> seqs, std::span<const tr
   return row_layers / std::max(1, L);
 }
 
+void Engine::read_rows(Sequence& s, const model::BatchSegment& seg, const tree::TokenTree& t, const GrammarStep* cut,
+                       const GrammarStep& grammar, NodeRows& rows) {
+  const auto& hp = model_.hparams();
+  const auto n = static_cast<size_t>(t.size());
+  rows.logits.assign(n, nullptr);
+  rows.hidden.assign(n, nullptr);
+  rows.argmax.assign(n, -1);
+  const bool constrained = s.params_.grammar.mask != nullptr;
+  // Greedy rows are masked only when their argmax is refused, unless logprobs need the whole row.
+  const bool lazy = s.params_.sampling.greedy() && !s.params_.wants_logprobs();
+  std::vector<int32_t> path;
+  for (int32_t r = seg.row_begin; r < seg.row_begin + seg.n_rows; ++r) {
+    const int32_t fnode = batch_.node[static_cast<size_t>(r)];
+    const int32_t node = cut ? cut->drafted_of(fnode) : fnode;
+    float* row = logits_.data() + static_cast<size_t>(r) * hp.n_vocab;
+    // Logit bias, then penalties with the row's own history (row_logits.h), then the grammar.
+    process_tree_row(row, hp.n_vocab, s.params_.sampling, s.context_, t, node, path);
+    if (constrained) grammar.mask_row(node, row, lazy);
+    const auto k = static_cast<size_t>(node);
+    rows.logits[k] = row;
+    rows.hidden[k] = normed_.data() + static_cast<size_t>(r) * hp.n_embd;
+    rows.argmax[k] = sampling::argmax(row, hp.n_vocab);
+  }
+}
+
 void Engine::step(std::span<Sequence* const> seqs_in) {
   const double t_step0 = core::now_s();
   const auto& hp = model_.hparams();
@@ -557,38 +582,18 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     // forwarded tree's.
     const tree::TokenTree& t = cut[i] ? gsteps[i].drafted() : trees[i];
     const int32_t n_fwd = trees[i].size();
-    const bool constrained = s.params_.grammar.mask != nullptr;
     const auto& seg = batch_.segs[i];
     const double t0 = core::now_s();
-    std::vector<const float*> node_logits(static_cast<size_t>(t.size()), nullptr);
-    std::vector<const float*> node_hidden(static_cast<size_t>(t.size()), nullptr);
-    std::vector<int32_t> node_argmax(static_cast<size_t>(t.size()), -1);
-    std::vector<int32_t> path;
-    for (int32_t r = seg.row_begin; r < seg.row_begin + seg.n_rows; ++r) {
-      const int32_t fnode = batch_.node[static_cast<size_t>(r)];
-      const auto node = static_cast<size_t>(cut[i] ? gsteps[i].drafted_of(fnode) : fnode);
-      float* row = logits_.data() + static_cast<size_t>(r) * hp.n_vocab;
-      // Logit bias, then penalties with the row's own history (row_logits.h), then the
-      // grammar's mask (lazy for greedy rows unless their log-probabilities are asked for).
-      process_tree_row(row, hp.n_vocab, s.params_.sampling, s.context_, t, static_cast<int32_t>(node), path);
-      if (constrained) {
-        gsteps[i].mask_row(static_cast<int32_t>(node), row, s.params_.sampling.greedy() && !s.params_.wants_logprobs());
-      }
-      node_logits[node] = row;
-      node_hidden[node] = normed_.data() + static_cast<size_t>(r) * hp.n_embd;
-      node_argmax[node] = sampling::argmax(node_logits[node], hp.n_vocab);
-    }
+    NodeRows rows;
+    read_rows(s, seg, t, cut[i] ? &gsteps[i] : nullptr, gsteps[i], rows);
+    const auto& node_logits = rows.logits;
+    const auto& node_hidden = rows.hidden;
+    const auto& node_argmax = rows.argmax;
     const verify::VerifyResult res = verify::verify(s.params_.mode, t, node_logits, hp.n_vocab, s.params_.sampling,
                                                     s.params_.typical, s.rng_, s.drafter_->draft_distributions(),
                                                     static_cast<int64_t>(s.context_.size()));
     const double t1 = core::now_s();
-    if (cut[i]) {
-      std::vector<int32_t> fpath(res.path.size());
-      for (size_t k = 0; k < fpath.size(); ++k) fpath[k] = gsteps[i].forwarded_of(res.path[k]);
-      st = kv_.commit(s.slot_, fpath);
-    } else {
-      st = kv_.commit(s.slot_, res.path);
-    }
+    st = kv_.commit(s.slot_, cut[i] ? gsteps[i].forwarded_path(res.path) : res.path);
     TREESPEC_ASSERT(st.ok(), "commit of verified rows must fit");
     std::vector<int32_t> out;
     out.reserve(res.path.size());

@@ -58,6 +58,7 @@ struct SequenceParams {
 };
 
 class Engine;
+class GrammarStep;  // engine/grammar_step.h
 
 // One generation request. Owns its drafter and its statistics; the Engine assigns a
 // KV slot while the sequence is active.
@@ -226,6 +227,16 @@ class Engine {
   // sequences when the pool is out of blocks; drops preempted ones from `seqs`.
   void reserve_roots(std::vector<Sequence*>& seqs);
   void preempt(Sequence& seq);
+  // One sequence's rows of the step's forward pass, per node of its drafted tree t (null /
+  // -1 for nodes without a row), after logit bias, penalties and the grammar's mask.
+  // `cut`: how t maps to the forwarded rows (null when nothing was cut).
+  struct NodeRows {
+    std::vector<const float*> logits;
+    std::vector<const float*> hidden;
+    std::vector<int32_t> argmax;
+  };
+  void read_rows(Sequence& s, const model::BatchSegment& seg, const tree::TokenTree& t, const GrammarStep* cut,
+                 const GrammarStep& grammar, NodeRows& rows);
   // Prefix cache: the longest run of committed cells that a live sequence or a cached
   // prefix shares with `tokens` (at most n_max cells) and the pool blocks holding them.
   struct PrefixMatch {

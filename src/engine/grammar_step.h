@@ -30,6 +30,12 @@ class GrammarStep {
   // Drafted index of forwarded node k; forwarded index of drafted node k (-1 when cut).
   int32_t drafted_of(int32_t k) const { return kept_[static_cast<size_t>(k)]; }
   int32_t forwarded_of(int32_t k) const { return fwd_of_[static_cast<size_t>(k)]; }
+  // An accepted path (drafted indices) as forwarded rows, for the KV commit.
+  std::vector<int32_t> forwarded_path(const std::vector<int32_t>& path) const {
+    std::vector<int32_t> out(path.size());
+    for (size_t k = 0; k < path.size(); ++k) out[k] = forwarded_of(path[k]);
+    return out;
+  }
   // Masks the logits row of drafted node `node` with the state after its path. Aux rows
   // (never a token's source) are left alone. With greedy, a row whose argmax the grammar
   // allows is left as it is: its argmax is already the constrained one.
