@@ -37,49 +37,40 @@ struct StateOps {
     }
   }
 
+  // Calls f(lo, hi) for every range of the (non-'.') class at p (one character is
+  // [c, c]); returns the element after the class.
+  template <class F>
+  static uint32_t class_ranges(const std::vector<Element>& el, uint32_t p, F&& f) {
+    uint32_t i = p;
+    do {
+      const bool range = el[i + 1].op == Op::chr_upper;
+      f(el[i].value, range ? el[i + 1].value : el[i].value);
+      i += range ? 2 : 1;
+    } while (el[i].op == Op::chr_alt);
+    return i;
+  }
+
   // Whether the class at p contains cp; *after = the element after the class.
   static bool match_char(const std::vector<Element>& el, uint32_t p, uint32_t cp, uint32_t* after) {
     if (el[p].op == Op::any) {
       *after = p + 1;
       return true;
     }
-    const bool negate = el[p].op == Op::chr_not;
     bool found = false;
-    uint32_t i = p;
-    do {
-      const uint32_t lo = el[i].value;
-      uint32_t hi = lo;
-      if (el[i + 1].op == Op::chr_upper) {
-        hi = el[i + 1].value;
-        i += 2;
-      } else {
-        i += 1;
-      }
-      found = found || (lo <= cp && cp <= hi);
-    } while (el[i].op == Op::chr_alt);
-    *after = i;
-    return found != negate;
+    *after = class_ranges(el, p, [&](uint32_t lo, uint32_t hi) { found = found || (lo <= cp && cp <= hi); });
+    return found != (el[p].op == Op::chr_not);
   }
 
   // Whether some code point in [lo, hi] (the characters an incomplete UTF-8 sequence can
   // still become) is in the class at p.
   static bool match_range(const std::vector<Element>& el, uint32_t p, uint32_t lo, uint32_t hi) {
     if (el[p].op == Op::any) return true;
-    const bool negate = el[p].op == Op::chr_not;
-    uint32_t i = p;
-    do {
-      const uint32_t a = el[i].value;
-      uint32_t b = a;
-      if (el[i + 1].op == Op::chr_upper) {
-        b = el[i + 1].value;
-        i += 2;
-      } else {
-        i += 1;
-      }
-      if (!negate && a <= hi && lo <= b) return true;
-      if (negate && a <= lo && hi <= b) return false;  // the whole range is excluded
-    } while (el[i].op == Op::chr_alt);
-    return negate;
+    bool meets = false, covers = false;  // some range overlaps [lo, hi]; one holds all of it
+    class_ranges(el, p, [&](uint32_t a, uint32_t b) {
+      meets = meets || (a <= hi && lo <= b);
+      covers = covers || (a <= lo && hi <= b);
+    });
+    return el[p].op == Op::chr_not ? !covers : meets;
   }
 
   // The smallest code point an n-byte UTF-8 sequence may encode (shorter ones are overlong).
