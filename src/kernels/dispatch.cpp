@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -43,10 +44,18 @@ float* thread_scratch(int slot, size_t n) {
   return b.data();
 }
 
+// A level's table is built the first time that level is asked for, and only when the
+// CPU has it: the x86/ register functions are compiled with their level's flags, so
+// even filling the table may use its instructions (GCC fills it with EVEX broadcasts),
+// and calling register_avx512 on an AVX2-only CPU dies with SIGILL. A level the CPU
+// lacks gets the table of the best level below it that it has (as set_active_isa does).
 const KernelTable& table_for(Isa isa) {
-  static const KernelTable tables[] = {build_table(Isa::scalar), build_table(Isa::avx2), build_table(Isa::avx512),
-                                       build_table(Isa::avx512_vnni)};
-  return tables[static_cast<int>(isa)];
+  int level = static_cast<int>(isa);
+  while (level > 0 && !isa_supported(static_cast<Isa>(level))) --level;
+  static std::once_flag once[4];
+  static KernelTable tables[4];
+  std::call_once(once[level], [level] { tables[level] = build_table(static_cast<Isa>(level)); });
+  return tables[level];
 }
 }  // namespace impl
 
