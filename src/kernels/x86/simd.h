@@ -265,9 +265,30 @@ void dequant_row(const void* src, float* dst, int64_t n) {
 
 // ---- float matmul: RT weight rows x MB activation rows per register block ----------
 
-// out[m] receives the RT sums of activation row m (RT consecutive floats).
-template <class T, int MBk>
-inline void micro_f32(const float* const* wr, const float* x, int64_t n, float* const* out) {
+// Weight vectors of a float tile: f32 rows (or dequantised scratch), or f16 / bf16 rows
+// converted in the load (exact conversions, so the same values as dequant_row's).
+template <class T, tensor::DType DW>
+inline typename T::V load_w(const void* row, int64_t i) {
+  if constexpr (DW == tensor::DType::f16) return T::from_f16(static_cast<const uint16_t*>(row) + i);
+  else if constexpr (DW == tensor::DType::bf16) return T::from_bf16(static_cast<const uint16_t*>(row) + i);
+  else return T::load(static_cast<const float*>(row) + i);
+}
+template <class T, tensor::DType DW>
+inline typename T::V load_w_n(const void* row, int64_t i, int rem) {
+  if constexpr (DW == tensor::DType::f16 || DW == tensor::DType::bf16) {
+    alignas(64) float tmp[T::W];
+    const auto* h = static_cast<const uint16_t*>(row) + i;
+    for (int j = 0; j < rem; ++j) tmp[j] = DW == tensor::DType::f16 ? h2f(h[j]) : bf2f(h[j]);
+    return T::load_n(tmp, rem);
+  } else {
+    return T::load_n(static_cast<const float*>(row) + i, rem);
+  }
+}
+
+// out[m] receives the RT sums of activation row m (RT consecutive floats). DW: how the
+// weight rows wr are stored (f32, f16 or bf16).
+template <class T, int MBk, tensor::DType DW>
+inline void micro_f32(const void* const* wr, const float* x, int64_t n, float* const* out) {
   using V = typename T::V;
   constexpr int RT = T::RT, W = T::W;
   V acc[MBk][RT];
@@ -278,7 +299,7 @@ inline void micro_f32(const float* const* wr, const float* x, int64_t n, float* 
     V xv[MBk];
     for (int m = 0; m < MBk; ++m) xv[m] = T::load(x + m * n + i);
     for (int r = 0; r < RT; ++r) {
-      const V wv = T::load(wr[r] + i);
+      const V wv = load_w<T, DW>(wr[r], i);
       for (int m = 0; m < MBk; ++m) acc[m][r] = T::fma(wv, xv[m], acc[m][r]);
     }
   }
@@ -287,29 +308,34 @@ inline void micro_f32(const float* const* wr, const float* x, int64_t n, float* 
     V xv[MBk];
     for (int m = 0; m < MBk; ++m) xv[m] = T::load_n(x + m * n + i, rem);
     for (int r = 0; r < RT; ++r) {
-      const V wv = T::load_n(wr[r] + i, rem);
+      const V wv = load_w_n<T, DW>(wr[r], i, rem);
       for (int m = 0; m < MBk; ++m) acc[m][r] = T::fma(wv, xv[m], acc[m][r]);
     }
   }
   for (int m = 0; m < MBk; ++m) T::hsum_rows(acc[m], out[m]);
 }
 
+// f32, f16 and bf16 rows are read in place (f16 / bf16 converted in the load: at M = 1
+// dequantising into scratch first cost half the bandwidth); other types are dequantised
+// into a scratch tile of RT rows. Same operations either way, so the same results.
 template <class T, tensor::DType D>
 void matmul_rows_float(const WeightView& w, const float* x, const impl::ActQ8*, int64_t M, float* y, int64_t ldy,
                        int64_t r0, int64_t r1) {
   constexpr int RT = T::RT, MB = T::MB;
+  constexpr bool kInPlace = D == tensor::DType::f32 || D == tensor::DType::f16 || D == tensor::DType::bf16;
+  constexpr tensor::DType DW = kInPlace ? D : tensor::DType::f32;
   const int64_t n = w.n_in;
   const int64_t rb = w.row_bytes();
   const auto* base = static_cast<const uint8_t*>(w.data);
   float* scratch = nullptr;  // [RT, n] dequantised tile
-  if constexpr (D != tensor::DType::f32) scratch = impl::thread_scratch(0, static_cast<size_t>(RT * n));
+  if constexpr (!kInPlace) scratch = impl::thread_scratch(0, static_cast<size_t>(RT * n));
   for (int64_t t0 = r0; t0 < r1; t0 += RT) {
     const int rt = static_cast<int>(imin<int64_t>(RT, r1 - t0));
-    const float* wr[RT];
+    const void* wr[RT];
     for (int r = 0; r < RT; ++r) {
       const int rr = imin(r, rt - 1);  // missing rows repeat the last one; results dropped
-      if constexpr (D == tensor::DType::f32) {
-        wr[r] = reinterpret_cast<const float*>(base + (t0 + rr) * rb);
+      if constexpr (kInPlace) {
+        wr[r] = base + (t0 + rr) * rb;
       } else {
         if (r < rt) dequant_row<T, D>(base + (t0 + r) * rb, scratch + r * n, n);
         wr[r] = scratch + rr * n;
@@ -321,7 +347,7 @@ void matmul_rows_float(const WeightView& w, const float* x, const impl::ActQ8*, 
     int64_t m = 0;
     for (; m + MB <= M; m += MB) {
       for (int mm = 0; mm < MB; ++mm) out[mm] = rt == RT ? y + (m + mm) * ldy + t0 : tmp[mm];
-      micro_f32<T, MB>(wr, x + m * n, n, out);
+      micro_f32<T, MB, DW>(wr, x + m * n, n, out);
       if (rt < RT) {
         for (int mm = 0; mm < MB; ++mm)
           for (int r = 0; r < rt; ++r) y[(m + mm) * ldy + t0 + r] = tmp[mm][r];
@@ -329,7 +355,7 @@ void matmul_rows_float(const WeightView& w, const float* x, const impl::ActQ8*, 
     }
     for (; m < M; ++m) {
       out[0] = rt == RT ? y + m * ldy + t0 : tmp[0];
-      micro_f32<T, 1>(wr, x + m * n, n, out);
+      micro_f32<T, 1, DW>(wr, x + m * n, n, out);
       if (rt < RT) {
         for (int r = 0; r < rt; ++r) y[m * ldy + t0 + r] = tmp[0][r];
       }

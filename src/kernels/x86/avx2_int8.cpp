@@ -1,0 +1,429 @@
+// AVX2 int8 kernels: Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS weights times the q8 activations
+// (impl::ActQ8), for CPUs without AVX-512 VNNI (AMD Zen 2/3, Intel cores without
+// AVX-512). Compiled with -mavx2 -mfma -mf16c -mbmi2 only; the AVX-512 level inherits
+// them (register_avx512 calls register_avx2_int8 after its float path).
+//
+// Integer part: VPMADDUBSW (unsigned x signed bytes -> pairs summed into int16, with
+// saturation) then VPMADDWD by 1 (or by the Q6_K scales) -> 8 int32 lanes, each the
+// exact sum of 4 products. The pairs never saturate: the unsigned operand is at most 128
+// (|w| of Q8_0, via the sign trick), 15 (Q4), 31 (Q5_K) or 63 (Q6_K), and activations are
+// at most 127 in magnitude (ref_quantize_act), so a pair is at most 2 * 128 * 127 = 32512.
+//
+// Float part, per (activation row m, weight row r): 8-lane accumulators, two of them
+// alternating by block, acc = fma(float(lanes), scale of (r, block) * dx of (m, block),
+// acc), summed to one float in a fixed order at the end of the row. Every (m, r) runs the
+// same operations whatever M is, where m sits in its group of kMB rows, and which thread
+// takes the row: batch invariant (impl.h). The results are not the VNNI kernels' bit for
+// bit (those accumulate one float per block and row; CPUs differ anyway, see
+// docs/kernels.md), only within the tests' q8 tolerance of the scalar reference.
+//
+// Loop order: rows in tiles of kRowTile; per tile, activation rows in groups of kMB;
+// per group, every row of the tile. A group's activations (kMB * n bytes) stay in L1
+// while the tile's rows stream through, and each weight block is unpacked once per group.
+#include "kernels/x86/simd.h"
+
+namespace treespec::kernels {
+namespace {
+
+constexpr int kMB = 4;            // activation rows per group (accumulators in registers)
+constexpr int64_t kRowTile = 16;  // weight rows per tile
+// Software prefetch distance in a weight row's stream (rows are contiguous, so it runs
+// into the next rows): 2 KiB measured best on the 1 B expansions (1 and 4 KiB slower;
+// without it decode ran at 14 / 23 tok/s instead of 18 / 30 on Q8_0 / Q4_K_M, since the
+// hardware prefetchers alone leave the loop waiting on DRAM; docs/kernels.md).
+constexpr int64_t kPrefetch = 2048;
+inline void prefetch_ahead(const void* p, int64_t bytes) {
+  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(static_cast<const char*>(p) + kPrefetch + l, _MM_HINT_T0);
+}
+
+// Lane i: sum over k < 4 of u[4i + k] * s[4i + k] (u unsigned, s signed), exact.
+inline __m256i dot4(__m256i u, __m256i s) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)); }
+
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// The activation block of row m, block b.
+inline __m256i xblock(const impl::ActQ8* xq, int64_t m, int64_t n, int64_t b) { return load256(xq->q + m * n + b * 32); }
+
+// Per call: dx * sum(x_q) per (row, block) for the K-quant mins (scratch slot 1), and
+// the sums of the two halves (16 values) of every activation block as int16 for Q6_K's
+// -32 offset (slot 2, at [2 * (m * nb + b) + half]).
+inline const float* act_dxs(const impl::ActQ8* xq, int64_t M, int64_t nb) {
+  float* dxs = impl::thread_scratch(1, static_cast<size_t>(M * nb));
+  for (int64_t i = 0; i < M * nb; ++i) dxs[i] = xq->d[i] * static_cast<float>(xq->s[i]);
+  return dxs;
+}
+inline const int16_t* act_half_sums(const impl::ActQ8* xq, int64_t M, int64_t n) {
+  const int64_t nb = n / 32;
+  auto* hs = reinterpret_cast<int16_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb)));
+  for (int64_t i = 0; i < M * nb; ++i) {
+    const int8_t* q = xq->q + i * 32;
+    int32_t s0 = 0, s1 = 0;
+    for (int j = 0; j < 16; ++j) {
+      s0 += q[j];
+      s1 += q[16 + j];
+    }
+    hs[2 * i] = static_cast<int16_t>(s0);
+    hs[2 * i + 1] = static_cast<int16_t>(s1);
+  }
+  return hs;
+}
+
+struct Ctx {
+  const impl::ActQ8* xq;
+  int64_t n, nb;
+  const float* dxs;     // Q4_K / Q5_K
+  const int16_t* hs;    // Q6_K
+};
+
+// ---- one weight row against kM activation rows (m0 .. m0 + kM - 1) -----------------
+// Each writes out[k] = the dot of the row with activation row m0 + k.
+
+// Blocks b and b + 1 go to accumulators 0 and 1 (two chains; static indices keep them in
+// registers), a last odd block to accumulator 0.
+template <class Block>
+inline void for_block_pairs(int64_t nb, Block&& block) {
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    block.template operator()<0>(b);
+    block.template operator()<1>(b + 1);
+  }
+  if (b < nb) block.template operator()<0>(b);
+}
+
+// Signed weights w (Q8_0's bytes, IQ4_NL's grid values): |w| is the unsigned operand
+// and the sign moves onto x, so w * x = |w| * (x * sign(w)).
+inline __m256 signed_dot(__m256i w, __m256i x) {
+  return _mm256_cvtepi32_ps(dot4(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)));  // |-128| = 128 as unsigned
+}
+
+// IQ4_NL's 16 grid values in both 128-bit lanes, and 16 bytes of nibble pairs -> the 32
+// signed values of an IQ4_NL block (low nibbles first, as Q4_0).
+inline __m256i iq4nl_grid() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tensor::kIq4nlValues)));
+}
+inline __m256i iq4nl_values(__m256i grid, const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+  return _mm256_shuffle_epi8(grid, nib);
+}
+
+// Q8_0 (kNl false) and IQ4_NL: blocks of 32 signed values with an f16 scale.
+template <bool kNl, int kM>
+inline void row_q80(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+  using Blk = std::conditional_t<kNl, tensor::BlockIQ4_NL, tensor::BlockQ8_0>;
+  const auto* wb = reinterpret_cast<const Blk*>(row);
+  [[maybe_unused]] const __m256i grid = kNl ? iq4nl_grid() : _mm256_setzero_si256();
+  __m256 acc[kM][2];
+  for (int k = 0; k < kM; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
+  for_block_pairs(c.nb, [&]<int kA>(int64_t b) {
+    if constexpr (kA == 0) prefetch_ahead(wb + b, 1);  // a line per 68 (Q8_0) or 36 bytes
+    __m256i w;
+    if constexpr (kNl) {
+      w = iq4nl_values(grid, wb[b].qs);
+    } else {
+      w = load256(wb[b].qs);
+    }
+    const float dw = h2f(wb[b].d);
+    for (int k = 0; k < kM; ++k) {
+      const int64_t m = m0 + k;
+      const __m256 d = _mm256_set1_ps(dw * c.xq->d[m * c.nb + b]);
+      acc[k][kA] = _mm256_fmadd_ps(signed_dot(w, xblock(c.xq, m, c.n, b)), d, acc[k][kA]);
+    }
+  });
+  for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
+}
+
+template <int kM>
+inline void row_q40(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+  const auto* wb = reinterpret_cast<const tensor::BlockQ4_0*>(row);
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[kM][2];
+  for (int k = 0; k < kM; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
+  for_block_pairs(c.nb, [&]<int kA>(int64_t b) {
+    if (kA == 0 && (b & 3) == 0) prefetch_ahead(wb + b, 1);  // one line per 72 bytes
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[b].qs));
+    const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);  // values + 8
+    const float dw = h2f(wb[b].d);
+    for (int k = 0; k < kM; ++k) {
+      const int64_t m = m0 + k, ib = m * c.nb + b;
+      // -8 * sum(x_q), spread as -sum(x_q) over the 8 lanes (exact integers).
+      const __m256i p = _mm256_sub_epi32(dot4(u, xblock(c.xq, m, c.n, b)), _mm256_set1_epi32(c.xq->s[ib]));
+      acc[k][kA] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * c.xq->d[ib]), acc[k][kA]);
+    }
+  });
+  for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
+}
+
+// Moves bit kBit of every byte of v to bit kTo (16-bit shifts; callers mask the result).
+template <int kBit, int kTo>
+inline __m256i move_bit(__m256i v) {
+  if constexpr (kBit < kTo) return _mm256_slli_epi16(v, kTo - kBit);
+  if constexpr (kBit > kTo) return _mm256_srli_epi16(v, kBit - kTo);
+  return v;
+}
+
+// Lane kJ of v in every lane.
+template <int kJ>
+inline __m256 lane(__m256 v) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(kJ)); }
+
+// The 8 scales and mins of a Q4_K / Q5_K super-block (6 bits each, packed in 12 bytes as
+// tensor::q4_k_scale_min reads them) times d and dmin, with 32-bit word operations:
+// bytes 0-3 hold sc0-3 (low 6 bits) and the top bits of sc4-7, bytes 4-7 the same for
+// the mins, bytes 8-11 the low nibbles of sc4-7 and (high nibbles) m4-7.
+inline void q4k_scales(const uint8_t* q, float d, float dmin, __m256& vsc, __m256& vmn) {
+  uint32_t u[3];
+  __builtin_memcpy(u, q, 12);
+  const uint32_t sc03 = u[0] & 0x3F3F3F3Fu, mn03 = u[1] & 0x3F3F3F3Fu;
+  const uint32_t sc47 = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t mn47 = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+  const __m128i sc = _mm_setr_epi32(static_cast<int>(sc03), static_cast<int>(sc47), 0, 0);
+  const __m128i mn = _mm_setr_epi32(static_cast<int>(mn03), static_cast<int>(mn47), 0, 0);
+  vsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
+  vmn = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)));
+}
+
+// Q4_K and Q5_K (kQ5): 8 sub-blocks of 32 per super-block, x = d*sc*q - dmin*m. The
+// mins term of a super-block is one vector op per activation row: lane j of
+// dmin * m_j times lane j of dx * sum(x_q) (act_dxs), subtracted from the accumulator.
+template <bool kQ5, int kM>
+inline void row_q4k(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+  using Blk = std::conditional_t<kQ5, tensor::BlockQ5_K, tensor::BlockQ4_K>;
+  const auto* wb = reinterpret_cast<const Blk*>(row);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+  __m256 acc[kM][2];
+  for (int k = 0; k < kM; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
+  const int64_t nsb = c.n / 256;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const Blk& B = wb[sb];
+    prefetch_ahead(&B, sizeof(Blk));
+    __m256 vsc, vmn;
+    q4k_scales(B.scales, h2f(B.d), h2f(B.dmin), vsc, vmn);
+    // Lane j of S[k]: d * sc_j * dx of (row m0 + k, sub-block j).
+    __m256 S[kM];
+    for (int k = 0; k < kM; ++k) S[k] = _mm256_mul_ps(vsc, _mm256_loadu_ps(c.xq->d + (m0 + k) * c.nb + sb * 8));
+    [[maybe_unused]] __m256i qh;
+    if constexpr (kQ5) qh = load256(B.qh);
+    auto pair = [&]<int kP>() {  // sub-blocks 2kP (low nibbles) and 2kP + 1 (high)
+      const __m256i v = load256(B.qs + 32 * kP);
+      __m256i u0 = _mm256_and_si256(v, m4), u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      if constexpr (kQ5) {
+        u0 = _mm256_or_si256(u0, _mm256_and_si256(move_bit<2 * kP, 4>(qh), bit4));
+        u1 = _mm256_or_si256(u1, _mm256_and_si256(move_bit<2 * kP + 1, 4>(qh), bit4));
+      }
+      for (int k = 0; k < kM; ++k) {
+        const int64_t m = m0 + k;
+        const __m256 p0 = _mm256_cvtepi32_ps(dot4(u0, xblock(c.xq, m, c.n, sb * 8 + 2 * kP)));
+        const __m256 p1 = _mm256_cvtepi32_ps(dot4(u1, xblock(c.xq, m, c.n, sb * 8 + 2 * kP + 1)));
+        acc[k][0] = _mm256_fmadd_ps(p0, lane<2 * kP>(S[k]), acc[k][0]);
+        acc[k][1] = _mm256_fmadd_ps(p1, lane<2 * kP + 1>(S[k]), acc[k][1]);
+      }
+    };
+    pair.template operator()<0>();
+    pair.template operator()<1>();
+    pair.template operator()<2>();
+    pair.template operator()<3>();
+    for (int k = 0; k < kM; ++k) {
+      const __m256 dxs = _mm256_loadu_ps(c.dxs + (m0 + k) * c.nb + sb * 8);
+      acc[k][0] = _mm256_fnmadd_ps(vmn, dxs, acc[k][0]);
+    }
+  }
+  for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
+}
+
+// IQ4_XS: 8 sub-blocks of 32, each an IQ4_NL block of nibbles with a 6-bit scale
+// ls_j (x = d * (ls_j - 32) * grid[nibble]).
+template <int kM>
+inline void row_iq4xs(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+  const auto* wb = reinterpret_cast<const tensor::BlockIQ4_XS*>(row);
+  const __m256i grid = iq4nl_grid();
+  __m256 acc[kM][2];
+  for (int k = 0; k < kM; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
+  const int64_t nsb = c.n / 256;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const tensor::BlockIQ4_XS& B = wb[sb];
+    prefetch_ahead(&B, sizeof(B));
+    // ls_j: nibble j % 2 of scales_l[j / 2] | bits 2j, 2j + 1 of scales_h << 4, built in
+    // registers (8 dword stores then a vector load would stall store forwarding).
+    uint32_t sl;
+    __builtin_memcpy(&sl, B.scales_l, 4);
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(sl)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)), _mm256_set1_epi32(0xF));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(B.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    const __m256 vsc = _mm256_mul_ps(_mm256_set1_ps(h2f(B.d)), _mm256_cvtepi32_ps(ls));
+    __m256 S[kM];  // lane j: d * (ls_j - 32) * dx of (row m0 + k, sub-block j)
+    for (int k = 0; k < kM; ++k) S[k] = _mm256_mul_ps(vsc, _mm256_loadu_ps(c.xq->d + (m0 + k) * c.nb + sb * 8));
+    auto sub = [&]<int kJ>() {
+      const __m256i w = iq4nl_values(grid, B.qs + 16 * kJ);
+      for (int k = 0; k < kM; ++k) {
+        const __m256 p = signed_dot(w, xblock(c.xq, m0 + k, c.n, sb * 8 + kJ));
+        acc[k][kJ & 1] = _mm256_fmadd_ps(p, lane<kJ>(S[k]), acc[k][kJ & 1]);
+      }
+    };
+    [&]<int... J>(std::integer_sequence<int, J...>) { (sub.template operator()<J>(), ...); }(std::make_integer_sequence<int, 8>{});
+  }
+  for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
+}
+
+// Q6_K: 16 sub-blocks of 16 with int8 scales, x = d * sc * (q - 32). An activation block
+// j covers sub-blocks 2j and 2j + 1: VPMADDWD multiplies the int16 pair sums by their
+// sub-block's scale (exact: at most 2 * 16002 * 128). The -32 offset of a super-block is
+// one VPMADDWD per activation row: lane j = sc_2j * hs_2j + sc_2j+1 * hs_2j+1.
+template <int kM>
+inline void row_q6k(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+  const auto* wb = reinterpret_cast<const tensor::BlockQ6_K*>(row);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+  __m256 acc[kM][2];
+  for (int k = 0; k < kM; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
+  const int64_t nsb = c.n / 256;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const tensor::BlockQ6_K& B = wb[sb];
+    prefetch_ahead(&B, sizeof(B));
+    const float d = h2f(B.d);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(B.scales)));
+    __m256 D[kM];  // lane j: d * dx of (row m0 + k, activation block j of the super-block)
+    for (int k = 0; k < kM; ++k) {
+      const int64_t ib = (m0 + k) * c.nb + sb * 8;
+      D[k] = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(c.xq->d + ib));
+      const __m256i corr = _mm256_madd_epi16(sc16, load256(c.hs + 2 * ib));
+      acc[k][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_mul_ps(D[k], _mm256_set1_ps(-32.0f)), acc[k][1]);
+    }
+    auto block = [&]<int kJ>() {  // activation block kJ: half h, quarter q of the super-block
+      constexpr int h = kJ / 4, q = kJ % 4;
+      __m256i lo = load256(B.ql + 64 * h + 32 * (q & 1));
+      if constexpr ((q >> 1) != 0) lo = _mm256_srli_epi16(lo, 4);
+      const __m256i hi = move_bit<2 * q, 4>(load256(B.qh + 32 * h));
+      const __m256i u = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hi, bits45));
+      const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(B.scales[2 * kJ + 1]), _mm_set1_epi16(B.scales[2 * kJ]));
+      for (int k = 0; k < kM; ++k) {
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xblock(c.xq, m0 + k, c.n, sb * 8 + kJ)), scv);
+        acc[k][kJ & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), lane<kJ>(D[k]), acc[k][kJ & 1]);
+      }
+    };
+    [&]<int... J>(std::integer_sequence<int, J...>) { (block.template operator()<J>(), ...); }(std::make_integer_sequence<int, 8>{});
+  }
+  for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
+}
+
+// ---- the row-range driver ------------------------------------------------------------
+
+template <template <int> class Row>
+void matmul_rows_int8(const WeightView& w, const Ctx& c, int64_t M, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t rb = w.row_bytes();
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t t0 = r0; t0 < r1; t0 += kRowTile) {
+    const int64_t t1 = imin(r1, t0 + kRowTile);
+    for (int64_t m0 = 0; m0 < M; m0 += kMB) {
+      const int64_t mb = imin<int64_t>(kMB, M - m0);
+      for (int64_t r = t0; r < t1; ++r) {
+        const uint8_t* row = base + r * rb;
+        float out[kMB];
+        switch (mb) {
+          case 4: Row<4>::run(row, c, m0, out); break;
+          case 3: Row<3>::run(row, c, m0, out); break;
+          case 2: Row<2>::run(row, c, m0, out); break;
+          default: Row<1>::run(row, c, m0, out); break;
+        }
+        for (int64_t k = 0; k < mb; ++k) y[(m0 + k) * ldy + r] = out[k];
+      }
+    }
+  }
+}
+
+template <int kM>
+struct RowQ80 {
+  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q80<false, kM>(row, c, m0, out); }
+};
+template <int kM>
+struct RowIQ4NL {
+  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q80<true, kM>(row, c, m0, out); }
+};
+template <int kM>
+struct RowIQ4XS {
+  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_iq4xs<kM>(row, c, m0, out); }
+};
+template <int kM>
+struct RowQ40 {
+  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q40<kM>(row, c, m0, out); }
+};
+template <int kM>
+struct RowQ4K {
+  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q4k<false, kM>(row, c, m0, out); }
+};
+template <int kM>
+struct RowQ5K {
+  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q4k<true, kM>(row, c, m0, out); }
+};
+template <int kM>
+struct RowQ6K {
+  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q6k<kM>(row, c, m0, out); }
+};
+
+template <template <int> class Row, bool kMins, bool kHalves>
+void matmul_rows_avx2_q8(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
+                         int64_t r0, int64_t r1) {
+  const int64_t n = w.n_in, nb = n / 32;
+  Ctx c{xq, n, nb, nullptr, nullptr};
+  if constexpr (kMins) c.dxs = act_dxs(xq, M, nb);
+  if constexpr (kHalves) c.hs = act_half_sums(xq, M, n);
+  matmul_rows_int8<Row>(w, c, M, y, ldy, r0, r1);
+}
+
+// Same numbers as impl::ref_quantize_act, bit for bit: the same float expressions, the
+// maximum is exact in any order, and VCVTPS2DQ rounds to nearest even as nearbyint does.
+void quantize_act_avx2(const float* x, int64_t n, int8_t* q, float* d, int32_t* s) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + b * 32 + 8 * i);
+    __m256 a = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                             _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float amax = _mm_cvtss_f32(m);
+    const float db = amax / 127.0f;
+    const float id = db != 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i qi[4];
+    for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
+    // packs interleave the 128-bit lanes; the permute restores element order.
+    const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * 32), _mm256_permutevar8x32_epi32(p16, order));
+    const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+    d[b] = db;
+    s[b] = _mm_cvtsi128_si32(t);
+  }
+}
+
+}  // namespace
+
+void impl::register_avx2_int8(KernelTable& t) {
+  using tensor::DType;
+  t.quantize_act = quantize_act_avx2;
+  auto set = [&](DType d, MatmulRowsFn fn) {
+    const int id = static_cast<int>(d);
+    t.matmul_rows[id] = fn;
+    t.act[id] = ActFormat::q8;
+    t.row_grain[id] = static_cast<int32_t>(kRowTile);
+  };
+  set(DType::q8_0, matmul_rows_avx2_q8<RowQ80, false, false>);
+  set(DType::q4_0, matmul_rows_avx2_q8<RowQ40, false, false>);
+  set(DType::q4_k, matmul_rows_avx2_q8<RowQ4K, true, false>);
+  set(DType::q5_k, matmul_rows_avx2_q8<RowQ5K, true, false>);
+  set(DType::q6_k, matmul_rows_avx2_q8<RowQ6K, false, true>);
+  set(DType::iq4_nl, matmul_rows_avx2_q8<RowIQ4NL, false, false>);
+  set(DType::iq4_xs, matmul_rows_avx2_q8<RowIQ4XS, false, false>);
+}
+
+}  // namespace treespec::kernels
