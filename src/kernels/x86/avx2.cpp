@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C kernels: the float path of simd.h with 8-wide vectors, then the
-// int8 kernels of avx2_int8.cpp for Q8_0, Q4_0, Q4_K, Q5_K and Q6_K (the other quantised
-// types are dequantised per tile and multiplied in f32).
+// int8 kernels of avx2_int8.cpp for every quantised type but Q4_1 / Q5_0 / Q5_1 (those
+// are dequantised per tile and multiplied in f32).
 #include "kernels/x86/simd.h"
 
 namespace treespec::kernels::impl {

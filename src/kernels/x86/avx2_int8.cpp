@@ -1,12 +1,13 @@
-// AVX2 int8 kernels: Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS weights times the q8 activations
+// AVX2 int8 kernels: Q8_0, Q4_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights times the q8 activations
 // (impl::ActQ8), for CPUs without AVX-512 VNNI (AMD Zen 2/3, Intel cores without
 // AVX-512). Compiled with -mavx2 -mfma -mf16c -mbmi2 only; the AVX-512 level inherits
 // them (register_avx512 calls register_avx2_int8 after its float path).
 //
 // Integer part: VPMADDUBSW (unsigned x signed bytes -> pairs summed into int16, with
-// saturation) then VPMADDWD by 1 (or by the Q6_K scales) -> 8 int32 lanes, each the
-// exact sum of 4 products. The pairs never saturate: the unsigned operand is at most 128
-// (|w| of Q8_0, via the sign trick), 15 (Q4), 31 (Q5_K) or 63 (Q6_K), and activations are
+// saturation) then VPMADDWD by 1 (or by the sub-block scales of Q2_K / Q3_K / Q6_K) -> 8
+// int32 lanes, each the exact sum of 4 products. The pairs never saturate: the unsigned
+// operand is at most 128 (|w| of Q8_0 / IQ4_NL / IQ4_XS, via the sign trick), 3, 7, 15,
+// 31 or 63 (Q2_K, Q3_K, Q4_0 / Q4_K, Q5_K, Q6_K), and activations are
 // at most 127 in magnitude (ref_quantize_act), so a pair is at most 2 * 128 * 127 = 32512.
 //
 // Float part, per (activation row m, weight row r): 8-lane accumulators, two of them
@@ -271,36 +272,97 @@ inline void row_iq4xs(const uint8_t* row, const Ctx& c, int64_t m0, float* out) 
   for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
 }
 
-// Q6_K: 16 sub-blocks of 16 with int8 scales, x = d * sc * (q - 32). An activation block
-// j covers sub-blocks 2j and 2j + 1: VPMADDWD multiplies the int16 pair sums by their
-// sub-block's scale (exact: at most 2 * 16002 * 128). The -32 offset of a super-block is
-// one VPMADDWD per activation row: lane j = sc_2j * hs_2j + sc_2j+1 * hs_2j+1.
-template <int kM>
-inline void row_q6k(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
-  const auto* wb = reinterpret_cast<const tensor::BlockQ6_K*>(row);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+// Sub-blocks of 16 (Q6_K, Q3_K, Q2_K): x = d * sc_s * q - off_s with an integer scale
+// per sub-block. An activation block j covers sub-blocks 2j and 2j + 1: VPMADDWD
+// multiplies the int16 pair sums by their sub-block's scale (exact: at most
+// 2 * 16002 * 128 for Q6_K). The offset of a super-block is one VPMADDWD per activation
+// row, of 16 int16 offset weights with the 16 half-block sums of x_q (lane j =
+// o_2j * hs_2j + o_2j+1 * hs_2j+1), times `offset_scale * dx_j`. Each Kind gives:
+//   Blk; d(B); scales(B) and offsets(B): 16 int16; offset_scale(B);
+//   values<J>(B): the 32 unsigned values of activation block J.
+struct KQ6 {  // x = d * sc * (q - 32), q 0..63
+  using Blk = tensor::BlockQ6_K;
+  static float d(const Blk& B) { return h2f(B.d); }
+  static __m256i scales(const Blk& B) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(B.scales))); }
+  static __m256i offsets(const Blk& B) { return scales(B); }
+  static float offset_scale(const Blk& B) { return -32.0f * d(B); }
+  template <int kJ>
+  static __m256i values(const Blk& B) {  // activation block kJ: half h, quarter q
+    constexpr int h = kJ / 4, q = kJ % 4;
+    __m256i lo = load256(B.ql + 64 * h + 32 * (q & 1));
+    if constexpr ((q >> 1) != 0) lo = _mm256_srli_epi16(lo, 4);
+    const __m256i hi = move_bit<2 * q, 4>(load256(B.qh + 32 * h));
+    return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi8(0x0F)), _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
+  }
+};
+struct KQ3 {  // x = d * (sc - 32) * (q - 4), q 0..7: 2 bits from qs, the third from hmask
+  using Blk = tensor::BlockQ3_K;
+  static float d(const Blk& B) { return h2f(B.d); }
+  // tensor::q3_k_scale for s = 0..15 at once: low nibbles from bytes 0-7 (s < 8: low
+  // nibble of byte s, else high nibble of byte s - 8), 2 high bits from bytes 8-11
+  // (bits 2 (s / 4) of byte 8 + s % 4): dword k of [h, h >> 2, h >> 4, h >> 6] & 0x03.
+  static __m256i scales(const Blk& B) {
+    const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(B.scales));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(a, m4), _mm_and_si128(_mm_srli_epi16(a, 4), m4));
+    uint32_t h;
+    __builtin_memcpy(&h, B.scales + 8, 4);
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(h)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    const __m128i sc = _mm_or_si128(lo, _mm_slli_epi16(hi, 4));
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(sc), _mm256_set1_epi16(32));
+  }
+  static __m256i offsets(const Blk& B) { return scales(B); }
+  static float offset_scale(const Blk& B) { return -4.0f * d(B); }
+  template <int kJ>
+  static __m256i values(const Blk& B) {  // element 128h + 32j + l
+    constexpr int h = kJ / 4, j = kJ % 4;
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(load256(B.qs + 32 * h), 2 * j), _mm256_set1_epi8(3));
+    const __m256i hi = _mm256_and_si256(move_bit<4 * h + j, 2>(load256(B.hmask)), _mm256_set1_epi8(4));
+    return _mm256_or_si256(lo, hi);
+  }
+};
+struct KQ2 {  // x = d * (sc & 15) * q - dmin * (sc >> 4), q 0..3
+  using Blk = tensor::BlockQ2_K;
+  static float d(const Blk& B) { return h2f(B.d); }
+  static __m128i raw(const Blk& B) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(B.scales)); }
+  static __m256i scales(const Blk& B) { return _mm256_cvtepu8_epi16(_mm_and_si128(raw(B), _mm_set1_epi8(0x0F))); }
+  static __m256i offsets(const Blk& B) {
+    return _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw(B), 4), _mm_set1_epi8(0x0F)));
+  }
+  static float offset_scale(const Blk& B) { return -h2f(B.dmin); }
+  template <int kJ>
+  static __m256i values(const Blk& B) {
+    constexpr int h = kJ / 4, j = kJ % 4;
+    return _mm256_and_si256(_mm256_srli_epi16(load256(B.qs + 32 * h), 2 * j), _mm256_set1_epi8(3));
+  }
+};
+
+template <class Kind, int kM>
+inline void row_k16(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+  using Blk = typename Kind::Blk;
+  const auto* wb = reinterpret_cast<const Blk*>(row);
   __m256 acc[kM][2];
   for (int k = 0; k < kM; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
   const int64_t nsb = c.n / 256;
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const tensor::BlockQ6_K& B = wb[sb];
+    const Blk& B = wb[sb];
     prefetch_ahead(&B, sizeof(B));
-    const float d = h2f(B.d);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(B.scales)));
+    const float d = Kind::d(B);
+    alignas(32) int16_t sc[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc), Kind::scales(B));
+    const __m256i off16 = Kind::offsets(B);
+    const __m256 off = _mm256_set1_ps(Kind::offset_scale(B));
     __m256 D[kM];  // lane j: d * dx of (row m0 + k, activation block j of the super-block)
     for (int k = 0; k < kM; ++k) {
       const int64_t ib = (m0 + k) * c.nb + sb * 8;
-      D[k] = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(c.xq->d + ib));
-      const __m256i corr = _mm256_madd_epi16(sc16, load256(c.hs + 2 * ib));
-      acc[k][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_mul_ps(D[k], _mm256_set1_ps(-32.0f)), acc[k][1]);
+      const __m256 dx = _mm256_loadu_ps(c.xq->d + ib);
+      D[k] = _mm256_mul_ps(_mm256_set1_ps(d), dx);
+      const __m256i corr = _mm256_madd_epi16(off16, load256(c.hs + 2 * ib));
+      acc[k][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(corr), _mm256_mul_ps(off, dx), acc[k][1]);
     }
-    auto block = [&]<int kJ>() {  // activation block kJ: half h, quarter q of the super-block
-      constexpr int h = kJ / 4, q = kJ % 4;
-      __m256i lo = load256(B.ql + 64 * h + 32 * (q & 1));
-      if constexpr ((q >> 1) != 0) lo = _mm256_srli_epi16(lo, 4);
-      const __m256i hi = move_bit<2 * q, 4>(load256(B.qh + 32 * h));
-      const __m256i u = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hi, bits45));
-      const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(B.scales[2 * kJ + 1]), _mm_set1_epi16(B.scales[2 * kJ]));
+    auto block = [&]<int kJ>() {
+      const __m256i u = Kind::template values<kJ>(B);
+      const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * kJ + 1]), _mm_set1_epi16(sc[2 * kJ]));
       for (int k = 0; k < kM; ++k) {
         const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xblock(c.xq, m0 + k, c.n, sb * 8 + kJ)), scv);
         acc[k][kJ & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), lane<kJ>(D[k]), acc[k][kJ & 1]);
@@ -362,7 +424,15 @@ struct RowQ5K {
 };
 template <int kM>
 struct RowQ6K {
-  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q6k<kM>(row, c, m0, out); }
+  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_k16<KQ6, kM>(row, c, m0, out); }
+};
+template <int kM>
+struct RowQ3K {
+  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_k16<KQ3, kM>(row, c, m0, out); }
+};
+template <int kM>
+struct RowQ2K {
+  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_k16<KQ2, kM>(row, c, m0, out); }
 };
 
 template <template <int> class Row, bool kMins, bool kHalves>
@@ -423,6 +493,8 @@ void impl::register_avx2_int8(KernelTable& t) {
   set(DType::q5_k, matmul_rows_avx2_q8<RowQ5K, true, false>);
   set(DType::q6_k, matmul_rows_avx2_q8<RowQ6K, false, true>);
   set(DType::iq4_nl, matmul_rows_avx2_q8<RowIQ4NL, false, false>);
+  set(DType::q3_k, matmul_rows_avx2_q8<RowQ3K, false, true>);
+  set(DType::q2_k, matmul_rows_avx2_q8<RowQ2K, false, true>);
   set(DType::iq4_xs, matmul_rows_avx2_q8<RowIQ4XS, false, false>);
 }
 
