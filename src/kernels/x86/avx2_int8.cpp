@@ -115,9 +115,14 @@ inline __m256i iq4nl_values(__m256i grid, const uint8_t* qs) {
   return _mm256_shuffle_epi8(grid, nib);
 }
 
+// The row kernels below are overloads of run_row<kM>(Tag, row, ctx, m0, out), one tag
+// per weight type; the driver is written once over the tag.
+
 // Q8_0 (kNl false) and IQ4_NL: blocks of 32 signed values with an f16 scale.
-template <bool kNl, int kM>
-inline void row_q80(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+template <bool kNl>
+struct Signed32 {};
+template <int kM, bool kNl>
+inline void run_row(Signed32<kNl>, const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
   using Blk = std::conditional_t<kNl, tensor::BlockIQ4_NL, tensor::BlockQ8_0>;
   const auto* wb = reinterpret_cast<const Blk*>(row);
   [[maybe_unused]] const __m256i grid = kNl ? iq4nl_grid() : _mm256_setzero_si256();
@@ -141,8 +146,9 @@ inline void row_q80(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
   for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
 }
 
+struct Q40 {};
 template <int kM>
-inline void row_q40(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+inline void run_row(Q40, const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
   const auto* wb = reinterpret_cast<const tensor::BlockQ4_0*>(row);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[kM][2];
@@ -193,8 +199,10 @@ inline void q4k_scales(const uint8_t* q, float d, float dmin, __m256& vsc, __m25
 // Q4_K and Q5_K (kQ5): 8 sub-blocks of 32 per super-block, x = d*sc*q - dmin*m. The
 // mins term of a super-block is one vector op per activation row: lane j of
 // dmin * m_j times lane j of dx * sum(x_q) (act_dxs), subtracted from the accumulator.
-template <bool kQ5, int kM>
-inline void row_q4k(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+template <bool kQ5>
+struct Q4K {};
+template <int kM, bool kQ5>
+inline void run_row(Q4K<kQ5>, const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
   using Blk = std::conditional_t<kQ5, tensor::BlockQ5_K, tensor::BlockQ4_K>;
   const auto* wb = reinterpret_cast<const Blk*>(row);
   const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
@@ -240,8 +248,9 @@ inline void row_q4k(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
 
 // IQ4_XS: 8 sub-blocks of 32, each an IQ4_NL block of nibbles with a 6-bit scale
 // ls_j (x = d * (ls_j - 32) * grid[nibble]).
+struct IQ4XS {};
 template <int kM>
-inline void row_iq4xs(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+inline void run_row(IQ4XS, const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
   const auto* wb = reinterpret_cast<const tensor::BlockIQ4_XS*>(row);
   const __m256i grid = iq4nl_grid();
   __m256 acc[kM][2];
@@ -337,8 +346,10 @@ struct KQ2 {  // x = d * (sc & 15) * q - dmin * (sc >> 4), q 0..3
   }
 };
 
-template <class Kind, int kM>
-inline void row_k16(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
+template <class Kind>
+struct Sub16 {};
+template <int kM, class Kind>
+inline void run_row(Sub16<Kind>, const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
   using Blk = typename Kind::Blk;
   const auto* wb = reinterpret_cast<const Blk*>(row);
   __m256 acc[kM][2];
@@ -375,7 +386,7 @@ inline void row_k16(const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
 
 // ---- the row-range driver ------------------------------------------------------------
 
-template <template <int> class Row>
+template <class Tag>
 void matmul_rows_int8(const WeightView& w, const Ctx& c, int64_t M, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const int64_t rb = w.row_bytes();
   const auto* base = static_cast<const uint8_t*>(w.data);
@@ -387,10 +398,10 @@ void matmul_rows_int8(const WeightView& w, const Ctx& c, int64_t M, float* y, in
         const uint8_t* row = base + r * rb;
         float out[kMB];
         switch (mb) {
-          case 4: Row<4>::run(row, c, m0, out); break;
-          case 3: Row<3>::run(row, c, m0, out); break;
-          case 2: Row<2>::run(row, c, m0, out); break;
-          default: Row<1>::run(row, c, m0, out); break;
+          case 4: run_row<4>(Tag{}, row, c, m0, out); break;
+          case 3: run_row<3>(Tag{}, row, c, m0, out); break;
+          case 2: run_row<2>(Tag{}, row, c, m0, out); break;
+          default: run_row<1>(Tag{}, row, c, m0, out); break;
         }
         for (int64_t k = 0; k < mb; ++k) y[(m0 + k) * ldy + r] = out[k];
       }
@@ -398,51 +409,14 @@ void matmul_rows_int8(const WeightView& w, const Ctx& c, int64_t M, float* y, in
   }
 }
 
-template <int kM>
-struct RowQ80 {
-  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q80<false, kM>(row, c, m0, out); }
-};
-template <int kM>
-struct RowIQ4NL {
-  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q80<true, kM>(row, c, m0, out); }
-};
-template <int kM>
-struct RowIQ4XS {
-  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_iq4xs<kM>(row, c, m0, out); }
-};
-template <int kM>
-struct RowQ40 {
-  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q40<kM>(row, c, m0, out); }
-};
-template <int kM>
-struct RowQ4K {
-  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q4k<false, kM>(row, c, m0, out); }
-};
-template <int kM>
-struct RowQ5K {
-  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_q4k<true, kM>(row, c, m0, out); }
-};
-template <int kM>
-struct RowQ6K {
-  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_k16<KQ6, kM>(row, c, m0, out); }
-};
-template <int kM>
-struct RowQ3K {
-  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_k16<KQ3, kM>(row, c, m0, out); }
-};
-template <int kM>
-struct RowQ2K {
-  static void run(const uint8_t* row, const Ctx& c, int64_t m0, float* out) { row_k16<KQ2, kM>(row, c, m0, out); }
-};
-
-template <template <int> class Row, bool kMins, bool kHalves>
+template <class Tag, bool kMins, bool kHalves>
 void matmul_rows_avx2_q8(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
                          int64_t r0, int64_t r1) {
   const int64_t n = w.n_in, nb = n / 32;
   Ctx c{xq, n, nb, nullptr, nullptr};
   if constexpr (kMins) c.dxs = act_dxs(xq, M, nb);
   if constexpr (kHalves) c.hs = act_half_sums(xq, M, n);
-  matmul_rows_int8<Row>(w, c, M, y, ldy, r0, r1);
+  matmul_rows_int8<Tag>(w, c, M, y, ldy, r0, r1);
 }
 
 // Same numbers as impl::ref_quantize_act, bit for bit: the same float expressions, the
@@ -487,15 +461,15 @@ void impl::register_avx2_int8(KernelTable& t) {
     t.act[id] = ActFormat::q8;
     t.row_grain[id] = static_cast<int32_t>(kRowTile);
   };
-  set(DType::q8_0, matmul_rows_avx2_q8<RowQ80, false, false>);
-  set(DType::q4_0, matmul_rows_avx2_q8<RowQ40, false, false>);
-  set(DType::q4_k, matmul_rows_avx2_q8<RowQ4K, true, false>);
-  set(DType::q5_k, matmul_rows_avx2_q8<RowQ5K, true, false>);
-  set(DType::q6_k, matmul_rows_avx2_q8<RowQ6K, false, true>);
-  set(DType::iq4_nl, matmul_rows_avx2_q8<RowIQ4NL, false, false>);
-  set(DType::q3_k, matmul_rows_avx2_q8<RowQ3K, false, true>);
-  set(DType::q2_k, matmul_rows_avx2_q8<RowQ2K, false, true>);
-  set(DType::iq4_xs, matmul_rows_avx2_q8<RowIQ4XS, false, false>);
+  set(DType::q8_0, matmul_rows_avx2_q8<Signed32<false>, false, false>);
+  set(DType::q4_0, matmul_rows_avx2_q8<Q40, false, false>);
+  set(DType::q4_k, matmul_rows_avx2_q8<Q4K<false>, true, false>);
+  set(DType::q5_k, matmul_rows_avx2_q8<Q4K<true>, true, false>);
+  set(DType::q6_k, matmul_rows_avx2_q8<Sub16<KQ6>, false, true>);
+  set(DType::iq4_nl, matmul_rows_avx2_q8<Signed32<true>, false, false>);
+  set(DType::q3_k, matmul_rows_avx2_q8<Sub16<KQ3>, false, true>);
+  set(DType::q2_k, matmul_rows_avx2_q8<Sub16<KQ2>, false, true>);
+  set(DType::iq4_xs, matmul_rows_avx2_q8<IQ4XS, false, false>);
 }
 
 }  // namespace treespec::kernels
