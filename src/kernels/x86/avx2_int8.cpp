@@ -1,5 +1,5 @@
-// AVX2 int8 kernels: Q8_0, Q4_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights times the q8 activations
-// (impl::ActQ8), for CPUs without AVX-512 VNNI (AMD Zen 2/3, Intel cores without
+// AVX2 int8 kernels: Q8_0, Q4_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights
+// times the q8 activations (impl::ActQ8), for CPUs without AVX-512 VNNI (AMD Zen 2/3, Intel cores without
 // AVX-512). Compiled with -mavx2 -mfma -mf16c -mbmi2 only; the AVX-512 level inherits
 // them (register_avx512 calls register_avx2_int8 after its float path).
 //
@@ -53,8 +53,8 @@ inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<co
 inline __m256i xblock(const impl::ActQ8* xq, int64_t m, int64_t n, int64_t b) { return load256(xq->q + m * n + b * 32); }
 
 // Per call: dx * sum(x_q) per (row, block) for the K-quant mins (scratch slot 1), and
-// the sums of the two halves (16 values) of every activation block as int16 for Q6_K's
-// -32 offset (slot 2, at [2 * (m * nb + b) + half]).
+// the sums of the two halves (16 values) of every activation block as int16 for the
+// offsets of the sub-block-of-16 types (slot 2, at [2 * (m * nb + b) + half]).
 inline const float* act_dxs(const impl::ActQ8* xq, int64_t M, int64_t nb) {
   float* dxs = impl::thread_scratch(1, static_cast<size_t>(M * nb));
   for (int64_t i = 0; i < M * nb; ++i) dxs[i] = xq->d[i] * static_cast<float>(xq->s[i]);
@@ -80,7 +80,7 @@ struct Ctx {
   const impl::ActQ8* xq;
   int64_t n, nb;
   const float* dxs;     // Q4_K / Q5_K
-  const int16_t* hs;    // Q6_K
+  const int16_t* hs;    // Q2_K / Q3_K / Q6_K
 };
 
 // ---- one weight row against kM activation rows (m0 .. m0 + kM - 1) -----------------
