@@ -2,10 +2,10 @@
 #include <cpuid.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -44,18 +44,26 @@ float* thread_scratch(int slot, size_t n) {
   return b.data();
 }
 
-// A level's table is built the first time that level is asked for, and only when the
-// CPU has it: the x86/ register functions are compiled with their level's flags, so
-// even filling the table may use its instructions (GCC fills it with EVEX broadcasts),
-// and calling register_avx512 on an AVX2-only CPU dies with SIGILL. A level the CPU
-// lacks gets the table of the best level below it that it has (as set_active_isa does).
+// Only the levels the CPU has are built: the x86/ register functions are compiled with
+// their level's flags, so even filling a table may use its instructions (GCC fills the
+// AVX-512 one with EVEX broadcasts), and calling register_avx512 on an AVX2-only CPU
+// dies with SIGILL. A level the CPU lacks gets the table of the best level below it (as
+// set_active_isa clamps). Built once; every kernel call then only indexes the array.
 const KernelTable& table_for(Isa isa) {
-  int level = static_cast<int>(isa);
-  while (level > 0 && !isa_supported(static_cast<Isa>(level))) --level;
-  static std::once_flag once[4];
-  static KernelTable tables[4];
-  std::call_once(once[level], [level] { tables[level] = build_table(static_cast<Isa>(level)); });
-  return tables[level];
+  static std::array<KernelTable, 4> built;
+  static const std::array<const KernelTable*, 4> tables = [] {
+    std::array<const KernelTable*, 4> t{};
+    for (int level = 0; level < 4; ++level) {
+      if (level > 0 && !isa_supported(static_cast<Isa>(level))) {
+        t[level] = t[level - 1];
+      } else {
+        built[level] = build_table(static_cast<Isa>(level));
+        t[level] = &built[level];
+      }
+    }
+    return t;
+  }();
+  return *tables[static_cast<size_t>(isa)];
 }
 }  // namespace impl
 

@@ -326,13 +326,6 @@ inline void for_each_pass(int64_t r0, int64_t r1, Pass&& pass) {
   if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
 }
 
-// Calls block.template operator()<j>() for j = 0..7: the activation blocks of a K-quant
-// super-block unrolled, so a loader's shifts by j become immediates and its branches on
-// j go (Q6_K decoded 1.5x faster than with a runtime loop: docs/kernels.md).
-template <class Block>
-inline void for_each_block8(Block&& block) {
-  [&]<int... J>(std::integer_sequence<int, J...>) { (block.template operator()<J>(), ...); }(std::make_integer_sequence<int, 8>{});
-}
 
 // The GGUF rows of kT tiles from `tile` (row stride rb, nr valid rows; rows past the end
 // repeat the last one, their results are dropped), and the software prefetch of their
