@@ -136,8 +136,8 @@ void js_check_keywords(const Json& n, const std::string& path) {
     if (js_is_annotation(k)) continue;
     const char g = js_keyword_group(k);
     if (g == 0) js_fail(path, fmt::format("unsupported keyword '{}'", k));
-    auto need = [&](bool ok, const char* what) {
-      if (!ok) js_fail(path, fmt::format("'{}' must be {}", k, what));
+    auto need = [&, &key = k](bool ok, const char* what) {  // clang 14 cannot capture a structured binding
+      if (!ok) js_fail(path, fmt::format("'{}' must be {}", key, what));
     };
     if (k == "enum" || k == "anyOf" || k == "oneOf" || k == "allOf" || k == "prefixItems") {
       need(v.is_array() && !v.empty(), k == "enum" ? "a non-empty array" : "a non-empty array of schemas");

@@ -134,6 +134,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_error(e);
   }
 
+  // The constrained-output fields (grammar, json_schema, response_format) as the server
+  // reads them: from the body as sent, keys in the client's order.
+  try {
+    (void)server::parse_request_grammar(nlohmann::ordered_json::parse(text));
+  } catch (const server::ApiError& e) {
+    check_error(e);
+  }
+
   sampling::SamplingParams defaults;
   for (const auto ep : {server::Endpoint::completions, server::Endpoint::chat}) {
     server::GenerationRequest r;

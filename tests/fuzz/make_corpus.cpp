@@ -10,7 +10,8 @@
 //   server: request bodies (completions, chat, tokenize, detokenize; valid and invalid);
 //   jinja: chat templates (every statement kind, filters, errors, whitespace control,
 //          optional NUL + JSON variables) and our test templates (tests/unit/chat/templates);
-//   grammar: GBNF grammars (every construct, errors) with NUL + an output text.
+//   grammar: GBNF grammars (every construct, errors) with NUL + an output text;
+//   json_schema: JSON Schemas (every keyword, refs, errors) with NUL + walk choices.
 // Inputs that found bugs (regress_*) are added by hand and kept by `make fuzz-corpus`.
 // Deterministic: the same binary writes the same bytes. Usage: make_fuzz_corpus DIR
 #include <cmath>
@@ -280,6 +281,11 @@ int main(int argc, char** argv) {
     body("bad_types", 0, R"({"prompt": ["a", "b"], "max_tokens": 1.5, "stop": [1], "temperature": "hot"})");
     body("bad_utf8", 0, "{\"prompt\": \"\xff\xfe\"}");
     body("not_object", 1, "[1, 2]");
+    body("json_schema", 0,
+         R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema":)"
+         R"( {"type": "object", "properties": {"b": {"type": "boolean"}, "a": {"type": "integer"}}}}}})");
+    body("grammar", 1, R"({"prompt": "x", "grammar": "root ::= [a-z]+ \"!\""})");
+    body("json_object", 0, R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})");
   }
   {  // grammar: GBNF source, NUL, output text
     auto gram = [&](const std::string& name, const std::string& g, const std::string& text) {
@@ -301,6 +307,39 @@ int main(int argc, char** argv) {
     gram("left_rec", "root ::= root \"a\" | \"b\"\n", "ba");
     gram("bad_escape", "root ::= \"\\q\"\n", "q");
     gram("undefined", "root ::= nope\n", "");
+  }
+  {  // json_schema: schema, NUL, the random walk's choices (a byte < 32 ends where it may)
+    std::string choices;
+    uint32_t x = 12345;
+    for (int i = 0; i < 400; ++i) {
+      x = x * 1103515245u + 12345u;
+      choices += static_cast<char>(i % 24 == 23 ? 1 : 32 + (x >> 16) % 224);
+    }
+    auto schema = [&](const std::string& name, const std::string& sch) {
+      std::string all = sch;
+      all += '\0';
+      all += choices;
+      write(dir / "json_schema" / name, std::vector<uint8_t>(all.begin(), all.end()));
+    };
+    schema("object", R"({"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 8},)"
+                     R"( "age": {"type": "integer", "minimum": 0, "maximum": 150}, "tags": {"type": "array",)"
+                     R"( "items": {"enum": ["a", "b", 3, null]}, "minItems": 1, "maxItems": 3}}, "required": ["name"]})");
+    schema("refs", R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "number"},)"
+                   R"( "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}, "required": ["v"]}},)"
+                   R"( "$ref": "#/$defs/node"})");
+    schema("strings", R"({"type": "string", "pattern": "^[a-c]{2,3}(x|y)?\d+$"})");
+    schema("formats", R"({"oneOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "uuid"},)"
+                      R"( {"type": "string", "format": "date-time"}, {"const": {"k": [1, true]}}]})");
+    schema("numbers", R"({"type": ["number", "boolean"], "exclusiveMinimum": -2.5, "maximum": 1e3})");
+    schema("arrays", R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "boolean"}],)"
+                     R"( "items": {"type": "string", "maxLength": 2}, "maxItems": 4})");
+    schema("allof", R"({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},)"
+                    R"( {"required": ["a"], "additionalProperties": {"type": "boolean"}}]})");
+    schema("any", "{}");
+    schema("true", "true");
+    schema("bad_keyword", R"({"type": "string", "contentEncoding": "base64"})");
+    schema("bad_ref", R"({"$ref": "#/nowhere"})");
+    schema("left_rec", R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})");
   }
   std::printf("wrote seed corpora under %s\n", dir.c_str());
   {  // jinja: template source, optionally NUL + JSON variables
