@@ -3,6 +3,8 @@
 # after another, starting from a copy of the committed seed corpus (the committed corpus
 # is never modified; new inputs accumulate in BUILD/fuzz-work/<target>/).
 # Optional further arguments name the targets to run (gguf llama2c ...); default: all.
+# FUZZ_RUNS=N in the environment also stops each target after N executions (campaigns:
+# FUZZ_RUNS=10000000 with a generous SECONDS).
 # Crashes, leaks and timeouts are saved under BUILD/fuzz-artifacts/<target>/. Prints a
 # summary line per target (executions, seconds, coverage, corpus size) and exits non-zero
 # if any target found something.
@@ -29,7 +31,9 @@ for bin in "${bins[@]}"; do
   [ -d "$ROOT/tests/fuzz/corpus/$target" ] && cp -n "$ROOT/tests/fuzz/corpus/$target"/* "$work"/ 2>/dev/null || true
   log="$BUILD/fuzz-$target.log"
   t0=$(date +%s)
-  if "$bin" "$work" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  runs=()
+  [ -n "${FUZZ_RUNS:-}" ] && runs=(-runs="$FUZZ_RUNS")
+  if "$bin" "$work" "${runs[@]}" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
       -artifact_prefix="$art/" -print_final_stats=1 >"$log" 2>&1; then
     result=ok
   else
