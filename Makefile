@@ -94,8 +94,11 @@ SANITIZE_EXCLUDE ?= ^(Verify(Lossless|Coupled)\..*Distribution|MedusaLossless\.E
 # allocator_may_return_null: a failed allocation returns NULL as in a normal build (the
 # code turns that into an "out of memory" error, which tests check) instead of aborting.
 # TREESPEC_LOAD_*: the server load test (docs/reliability.md, "Load") with smaller counts.
+# TREESPEC_TEST_GOLDENS=4: tests that decode every stories260K golden through a drafter
+# decode the first 4 (still batched; tests/common/golden.h): the same code on fewer
+# prompts. The Release suite decodes all 10.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:allocator_may_return_null=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TREESPEC_LOAD_CLIENTS=20 TREESPEC_LOAD_ROUNDS=2
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TREESPEC_LOAD_CLIENTS=20 TREESPEC_LOAD_ROUNDS=2 TREESPEC_TEST_GOLDENS=4
 # The sanitizer runtimes come with gcc (build-essential); named here so that a machine
 # where they were removed gets them back. Installed only when missing (scripts/setup.sh).
 SAN_PACKAGES = libasan8 libubsan1

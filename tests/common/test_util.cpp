@@ -41,6 +41,17 @@ std::string temp_dir() {
   return dir.string();
 }
 
+std::string shared_cache_path(const std::string& name) {
+  struct stat st{};
+  const long long stamp = ::stat("/proc/self/exe", &st) == 0 ? static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec : 0;
+  const fs::path exe = fs::read_symlink("/proc/self/exe");
+  const fs::path dir = fs::path(TREESPEC_BINARY_DIR) / "test_cache";
+  fs::create_directories(dir);
+  return (dir / (exe.filename().string() + "." + std::to_string(stamp) + "." + name)).string();
+}
+
+void publish_cache_file(const std::string& tmp, const std::string& path) { fs::rename(tmp, path); }
+
 std::string treespec_binary() { return (fs::path(TREESPEC_BINARY_DIR) / "tools" / "treespec" / "treespec").string(); }
 
 int run_command(const std::string& cmd, std::string* out) {

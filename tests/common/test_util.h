@@ -16,6 +16,14 @@ bool have_shared();
 std::string temp_dir();
 // Path of the built treespec executable.
 std::string treespec_binary();
+// A path under the build tree for an expensive artefact (e.g. trained heads) that the
+// processes of one build of this test binary share: ctest runs every test in its own
+// process, so a once-per-process cache repeats the work per test. The name carries the
+// binary's modification time, so a rebuilt binary never reads what an older build wrote.
+// Write with publish_cache_file (atomic: readers see the old state or the whole file).
+std::string shared_cache_path(const std::string& name);
+// Renames `tmp` (a complete file written by this process) to `path`.
+void publish_cache_file(const std::string& tmp, const std::string& path);
 // Runs a shell command, returns exit code; stdout captured into *out if given.
 int run_command(const std::string& cmd, std::string* out = nullptr);
 std::string read_file(const std::string& path);

@@ -119,7 +119,9 @@ TEST(ServerGrammar, JsonSchemaThroughEachFieldGivesValidJsonInItsKeyOrder) {
   ASSERT_EQ(ro.status, 200) << ro.body;
   const std::string obj = ro.json()["choices"][0]["text"];
   EXPECT_EQ(obj.substr(0, 1), "{") << obj;
-  if (ro.json()["choices"][0]["finish_reason"] == "stop") EXPECT_TRUE(json::parse(obj).is_object()) << obj;
+  if (ro.json()["choices"][0]["finish_reason"] == "stop") {
+    EXPECT_TRUE(json::parse(obj).is_object()) << obj;
+  }
 }
 
 TEST(ServerGrammar, BadGrammarsAndSchemasAreA400NamingTheField) {

@@ -131,7 +131,9 @@ TEST(ServerSampling, LogprobsInEveryShapePlainAndStreamedAndWithEveryMethod) {
     EXPECT_EQ(best, chosen) << "greedy: the chosen token is the most likely";
     EXPECT_EQ(top[lp["tokens"][i].get<std::string>()], chosen);
     const size_t at = lp["text_offset"][i], end = i + 1 < 20 ? lp["text_offset"][i + 1].get<size_t>() : text.size();
-    if (i > 0) EXPECT_EQ(text.substr(at, end - at), lp["tokens"][i].get<std::string>()) << i;  // ASCII text
+    if (i > 0) {
+      EXPECT_EQ(text.substr(at, end - at), lp["tokens"][i].get<std::string>()) << i;  // ASCII text
+    }
   }
   EXPECT_EQ(lp["text_offset"][0], 0);
   // Streamed: the chunks' entries add up to the plain answer's.

@@ -138,7 +138,7 @@ TEST(Expand, Q8_0MatchesQ8_0Source) {
     const auto a = prefill_logits(*src.model, kToks), b = prefill_logits(*big.model, kToks);
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "logit " << i;
   }
-  for (const auto& g : test::load_goldens()) {
+  for (const auto& g : test::decode_goldens()) {
     EXPECT_EQ(greedy(big, g.prompt, g.n_predict()), greedy(src, g.prompt, g.n_predict())) << g.prompt;
   }
   // Expanding the F32 source straight to Q8_0 also gives a model that loads and runs.

@@ -2,12 +2,16 @@
 // test binary (a few seconds) for the decoding tests.
 #pragma once
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "common/golden.h"
+#include "common/test_util.h"
 #include "core/rng.h"
 #include "drafters/medusa/medusa_heads.h"
 #include "drafters/medusa/medusa_train.h"
@@ -70,16 +74,46 @@ inline drafters::MedusaTrainParams short_stories_training() {
   return p;
 }
 
+inline TrainedStories train_stories() {
+  TrainedStories ts;
+  ts.m = load_stories();
+  ts.params = short_stories_training();
+  ts.params.eog_ids = ts.m.tok->eog_ids();
+  ts.params.bos_id = ts.m.tok->bos_id();
+  ts.heads = drafters::train_medusa_heads(*ts.m.model, ts.params, &ts.report);
+  return ts;
+}
+
+// stories260K with heads trained on short_stories_training(), once per build of the test
+// binary: the first process trains and publishes the heads file (shared_cache_path), the
+// others load it (ctest runs each test in its own process; under the sanitizers the
+// training took ~50 s per test). `report` is empty when the heads came from the file;
+// tests that read it use trained_stories_with_report().
 inline const TrainedStories& trained_stories() {
   static std::once_flag once;
   static TrainedStories ts;
   std::call_once(once, [] {
-    ts.m = load_stories();
-    ts.params = short_stories_training();
-    ts.params.eog_ids = ts.m.tok->eog_ids();
-    ts.params.bos_id = ts.m.tok->bos_id();
-    ts.heads = drafters::train_medusa_heads(*ts.m.model, ts.params, &ts.report);
+    const std::string path = shared_cache_path("medusa_stories.heads.gguf");
+    if (std::filesystem::exists(path)) {
+      ts.m = load_stories();
+      ts.params = short_stories_training();
+      ts.params.eog_ids = ts.m.tok->eog_ids();
+      ts.params.bos_id = ts.m.tok->bos_id();
+      ts.heads = drafters::MedusaHeads::load(path);
+      return;
+    }
+    ts = train_stories();
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    ts.heads->write(tmp);
+    publish_cache_file(tmp, path);
   });
+  return ts;
+}
+
+inline const TrainedStories& trained_stories_with_report() {
+  static std::once_flag once;
+  static TrainedStories ts;
+  std::call_once(once, [] { ts = train_stories(); });
   return ts;
 }
 

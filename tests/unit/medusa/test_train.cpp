@@ -134,7 +134,7 @@ TEST(MedusaTrain, RejectsBadParameters) {
 
 TEST(MedusaTrain, StoriesTrainingLowersHeldOutLossAndBeatsChance) {
   TREESPEC_REQUIRE_SHARED();
-  const auto& ts = test::trained_stories();
+  const auto& ts = test::trained_stories_with_report();
   const auto& r = ts.report;
   const int32_t K = ts.params.n_heads;
   const double chance = 1.0 / ts.m.model->hparams().n_vocab;

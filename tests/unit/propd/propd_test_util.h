@@ -1,13 +1,18 @@
 // Shared by the ProPD tests: stories260K with Medusa heads and prune heads trained once per
-// test binary on a short schedule (a few seconds), and a controller that believes rows
+// build of the test binary on a short schedule (a few seconds; ~50 s under ASan), and a controller that believes rows
 // are free (so dynamic trees grow to Nmax and pruning has work to do).
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 #include <mutex>
 
 #include "common/golden.h"
 #include "drafters/medusa/medusa_train.h"
+#include "drafters/propd/heads_file.h"
+#include "drafters/propd/prune_spec.h"
 #include "drafters/propd/prune_train.h"
 #include "engine/budget_controller.h"
 #include "model/model.h"
@@ -23,22 +28,48 @@ struct PropdStories {
   drafters::PruneTrainReport prune_report;
 };
 
+inline PropdStories train_propd_stories() {
+  PropdStories ps;
+  ps.m = load_stories();
+  drafters::MedusaTrainParams p = short_stories_training();  // the Medusa tests' schedule
+  p.eog_ids = ps.m.tok->eog_ids();
+  p.bos_id = ps.m.tok->bos_id();
+  p.tap_layers = {2, 3, 4};
+  ps.heads = drafters::train_medusa_heads(*ps.m.model, p, &ps.report);
+  drafters::PruneTrainParams pp;
+  pp.steps = 150;
+  pp.batch = 128;
+  core::ThreadPool pool(2);
+  ps.prune = drafters::train_prune_heads(*ps.m.model, ps.report.taps, pp, pool, &ps.prune_report);
+  return ps;
+}
+
+// Trained once per build of the test binary, as trained_stories(): later processes load
+// the published heads file (Medusa and prune heads); the reports are empty then, and
+// tests that read them use propd_stories_with_report().
 inline const PropdStories& propd_stories() {
   static std::once_flag once;
   static PropdStories ps;
   std::call_once(once, [] {
-    ps.m = load_stories();
-    drafters::MedusaTrainParams p = short_stories_training();  // the Medusa tests' schedule
-    p.eog_ids = ps.m.tok->eog_ids();
-    p.bos_id = ps.m.tok->bos_id();
-    p.tap_layers = {2, 3, 4};
-    ps.heads = drafters::train_medusa_heads(*ps.m.model, p, &ps.report);
-    drafters::PruneTrainParams pp;
-    pp.steps = 150;
-    pp.batch = 128;
-    core::ThreadPool pool(2);
-    ps.prune = drafters::train_prune_heads(*ps.m.model, ps.report.taps, pp, pool, &ps.prune_report);
+    const std::string path = shared_cache_path("propd_stories.heads.gguf");
+    if (std::filesystem::exists(path)) {
+      ps.m = load_stories();
+      ps.heads = drafters::MedusaHeads::load(path);
+      ps.prune = std::make_shared<drafters::PruneHeadSet>(*drafters::load_prune_heads(path, *ps.m.model));
+      return;
+    }
+    ps = train_propd_stories();
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    drafters::write_heads_file(tmp, *ps.heads, ps.prune.get());
+    publish_cache_file(tmp, path);
   });
+  return ps;
+}
+
+inline const PropdStories& propd_stories_with_report() {
+  static std::once_flag once;
+  static PropdStories ps;
+  std::call_once(once, [] { ps = train_propd_stories(); });
   return ps;
 }
 

@@ -139,7 +139,7 @@ TEST(PropdGolden, CommandLine) {
   const std::string heads = test::temp_dir() + "/propd_cli.gguf";
   drafters::write_heads_file(heads, *ps.heads, ps.prune.get());
   const std::string model = test::stories_gguf();
-  const auto goldens = test::load_goldens();
+  const auto goldens = test::decode_goldens();
   for (size_t i = 0; i < goldens.size(); i += 3) {
     const auto& g = goldens[i];
     std::string prompt = g.prompt;

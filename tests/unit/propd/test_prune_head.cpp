@@ -45,7 +45,7 @@ TEST(PruneHead, UntrainedHeadIsTheLogitLens) {
 
 TEST(PruneHead, TrainingRaisesRecallAndTheFileRoundTrips) {
   TREESPEC_REQUIRE_SHARED();
-  const auto& ps = test::propd_stories();
+  const auto& ps = test::propd_stories_with_report();
   const auto& c = ps.prune->calib;
   const auto& rep = ps.prune_report;
   ASSERT_EQ(rep.layers, (std::vector<int32_t>{2, 3, 4}));

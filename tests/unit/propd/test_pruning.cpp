@@ -80,7 +80,7 @@ tree::TokenTree random_tree(core::Rng& rng, int32_t root, const std::vector<int3
 TEST(Pruning, AcceptedTokensArePrefixOfTheUnprunedStep) {
   TREESPEC_REQUIRE_SHARED();
   const auto m = test::load_stories();
-  const auto goldens = test::load_goldens();
+  const auto goldens = test::load_goldens();  // all 10: the trial count below needs them
   const int32_t V = m.model->hparams().n_vocab;
   engine::EngineParams ep;
   ep.n_ctx = 320;
