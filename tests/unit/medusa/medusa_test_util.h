@@ -1,5 +1,5 @@
 // Helpers shared by the Medusa tests: random heads, and stories260K heads trained once per
-// test binary (a few seconds) for the decoding tests.
+// build of the test binary (a few seconds) for the decoding tests.
 #pragma once
 
 #include <unistd.h>
@@ -74,12 +74,18 @@ inline drafters::MedusaTrainParams short_stories_training() {
   return p;
 }
 
+// short_stories_training() with the model's end-of-generation and BOS ids.
+inline drafters::MedusaTrainParams stories_training_for(const StoriesModel& m) {
+  drafters::MedusaTrainParams p = short_stories_training();
+  p.eog_ids = m.tok->eog_ids();
+  p.bos_id = m.tok->bos_id();
+  return p;
+}
+
 inline TrainedStories train_stories() {
   TrainedStories ts;
   ts.m = load_stories();
-  ts.params = short_stories_training();
-  ts.params.eog_ids = ts.m.tok->eog_ids();
-  ts.params.bos_id = ts.m.tok->bos_id();
+  ts.params = stories_training_for(ts.m);
   ts.heads = drafters::train_medusa_heads(*ts.m.model, ts.params, &ts.report);
   return ts;
 }
@@ -96,9 +102,7 @@ inline const TrainedStories& trained_stories() {
     const std::string path = shared_cache_path("medusa_stories.heads.gguf");
     if (std::filesystem::exists(path)) {
       ts.m = load_stories();
-      ts.params = short_stories_training();
-      ts.params.eog_ids = ts.m.tok->eog_ids();
-      ts.params.bos_id = ts.m.tok->bos_id();
+      ts.params = stories_training_for(ts.m);
       ts.heads = drafters::MedusaHeads::load(path);
       return;
     }

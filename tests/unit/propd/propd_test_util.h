@@ -1,6 +1,7 @@
 // Shared by the ProPD tests: stories260K with Medusa heads and prune heads trained once per
-// build of the test binary on a short schedule (a few seconds; ~50 s under ASan), and a controller that believes rows
-// are free (so dynamic trees grow to Nmax and pruning has work to do).
+// build of the test binary on a short schedule (a few seconds; ~50 s under ASan), and a
+// controller that believes rows are free (so dynamic trees grow to Nmax and pruning has
+// work to do).
 #pragma once
 
 #include <unistd.h>
@@ -31,9 +32,7 @@ struct PropdStories {
 inline PropdStories train_propd_stories() {
   PropdStories ps;
   ps.m = load_stories();
-  drafters::MedusaTrainParams p = short_stories_training();  // the Medusa tests' schedule
-  p.eog_ids = ps.m.tok->eog_ids();
-  p.bos_id = ps.m.tok->bos_id();
+  drafters::MedusaTrainParams p = stories_training_for(ps.m);  // the Medusa tests' schedule
   p.tap_layers = {2, 3, 4};
   ps.heads = drafters::train_medusa_heads(*ps.m.model, p, &ps.report);
   drafters::PruneTrainParams pp;
