@@ -155,11 +155,6 @@ LatencyModel::Coef LatencyModel::solve(double b, double r, double s, bool local,
 
 LatencyModel::Coef LatencyModel::fit_global() const { return solve(1.0, 1.0, 0.0, false, nullptr); }
 
-LatencyModel::Coef LatencyModel::fit_local(double b, double r, double s) const {
-  const Coef g = fit_global();
-  return solve(b, r, s, true, &g);
-}
-
 double LatencyModel::predict(double b, double r, double s) const {
   const Coef g = fit_global();
   return predict(b, r, s, g);

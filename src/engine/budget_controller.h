@@ -70,8 +70,6 @@ class LatencyModel {
 
   // Global fit (recency weights only).
   Coef fit_global() const;
-  // Local fit around (b, r, s).
-  Coef fit_local(double b, double r, double s) const;
   // The local fit evaluated at its own point, floored at a small positive time (`global`:
   // a fit_global() the caller already has).
   double predict(double b, double r, double s) const;

@@ -162,10 +162,8 @@ class BudgetPolicy {
   // budgets[i] arrives as the most sequence i can use (its drafter's max_nodes(), or the
   // free context when that is 0); the policy writes the budget to grant.
   virtual void plan(std::span<Sequence* const> seqs, std::span<int32_t> budgets) = 0;
-  // Measured step: batch size, rows fed, mean context, forward seconds.
-  virtual void observe_step(int32_t n_seqs, int32_t n_rows, double mean_ctx, double seconds) {}
-  // The full measurement; the default forwards to observe_step.
-  virtual void observe(const StepReport& r) { observe_step(r.n_seqs, r.n_rows, r.mean_ctx, r.t_forward); }
+  // The measured step (batch size, rows fed, mean context, forward seconds, ...).
+  virtual void observe(const StepReport& r) {}
   // Statistics for reports (run --json "budget", the bench); null when the policy keeps none.
   virtual nlohmann::json stats_json() const;
 };

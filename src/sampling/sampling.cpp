@@ -240,11 +240,6 @@ TokenLogprob token_logprob(const float* logits, int32_t n_vocab, int32_t token, 
   return out;
 }
 
-Distribution target_distribution(const float* logits, int32_t n_vocab, const SamplingParams& params) {
-  if (params.greedy()) return Distribution{{argmax(logits, n_vocab)}, {1.0f}};
-  return warp(logits, n_vocab, params);
-}
-
 uint64_t noise_key(uint64_t seed, int64_t pos) {
   using core::mix64;
   return mix64(mix64(seed ^ 0x5851f42d4c957f2dULL) + static_cast<uint64_t>(pos) * core::kSplitmixGamma);

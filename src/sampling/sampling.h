@@ -112,9 +112,6 @@ int32_t coupled_choice(const Distribution& d, uint64_t key);
 // warp + coupled_choice at position pos; the argmax for greedy params.
 int32_t coupled_sample(const float* logits, int32_t n_vocab, const SamplingParams& params, int64_t pos);
 
-// For greedy params: a point mass on the argmax.
-Distribution target_distribution(const float* logits, int32_t n_vocab, const SamplingParams& params);
-
 // Log-probabilities for logprobs / n_probs: the log-softmax at temperature 1 of `logits`
 // (the row after logit bias and penalties, before temperature and the filters).
 struct TokenProb {
