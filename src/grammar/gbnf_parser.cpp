@@ -55,6 +55,9 @@ class GrammarBuilder {
   // Limits that keep a hostile grammar from exhausting memory or the matcher's stack.
   static constexpr size_t kMaxElements = size_t{1} << 20;
   static constexpr size_t kMaxLeftDepth = 2000;
+  // Nested groups are parsed recursively: deeper nesting would overflow the stack (found by
+  // fuzz_grammar: "((((..." 10k deep crashed; a server request's `grammar` field too).
+  static constexpr int kMaxGroupDepth = 256;
   void count(size_t n) {
     n_elements_ += n;
     if (n_elements_ > kMaxElements) fail(pos_, fmt::format("the grammar expands to more than {} elements", kMaxElements));
@@ -63,6 +66,7 @@ class GrammarBuilder {
   std::string_view src_;
   size_t pos_ = 0;
   size_t n_elements_ = 0;
+  int group_depth_ = 0;
   std::map<std::string, uint32_t> ids_;
   std::vector<std::string> names_;
   std::vector<std::vector<Seq>> rules_;
@@ -258,11 +262,13 @@ GrammarBuilder::Seq GrammarBuilder::parse_sequence(const std::string& rule, bool
       skip_space(nested);
       continue;
     } else if (c == '(') {
+      if (++group_depth_ > kMaxGroupDepth) fail(at, fmt::format("groups nest more than {} deep", kMaxGroupDepth));
       ++pos_;
       skip_space(true);
       std::vector<Seq> alts = parse_alternates(rule, true);
       if (peek() != ')') fail(at, "group '(' without its ')'");
       ++pos_;
+      --group_depth_;
       const uint32_t id = new_rule(rule);
       define(id, std::move(alts));
       last_sym = seq.size();

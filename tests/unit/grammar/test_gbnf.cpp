@@ -23,6 +23,16 @@ std::string parse_error(const char* src) {
   return "(no error)";
 }
 
+// fuzz_grammar finding: groups nested 10k deep overflowed the parser's stack (a crash
+// of the server through a request's `grammar`). Seed: corpus/grammar/regress_deep_groups.
+TEST(Gbnf, DeeplyNestedGroupsAreRefusedNotAStackOverflow) {
+  const std::string deep = "root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')') + "\n";
+  const std::string err = parse_error(deep.c_str());
+  EXPECT_NE(err.find("groups nest more than 256 deep"), std::string::npos) << err;
+  const std::string ok = "root ::= " + std::string(200, '(') + "\"a\"" + std::string(200, ')') + "\n";
+  EXPECT_TRUE(matches(Grammar::parse(ok), "a"));
+}
+
 TEST(Gbnf, LiteralsAlternativesAndGroups) {
   auto g = G(R"(root ::= "yes" | "no" | ("may" "be"))");
   EXPECT_TRUE(matches(g, "yes"));
