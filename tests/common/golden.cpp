@@ -73,16 +73,12 @@ StoriesModel load_stories() {
   return m;
 }
 
-size_t golden_limit(int32_t n_seq) {
-  const char* env = std::getenv("TREESPEC_TEST_GOLDENS");
-  if (!env || !*env) return SIZE_MAX;
-  const long n = std::strtol(env, nullptr, 10);
-  return static_cast<size_t>(std::max<long>({n, static_cast<long>(n_seq), 1}));
-}
-
 std::vector<Golden> decode_goldens(int32_t n_seq) {
   auto goldens = load_goldens();
-  goldens.resize(std::min(goldens.size(), golden_limit(n_seq)));
+  if (const char* env = std::getenv("TREESPEC_TEST_GOLDENS"); env && *env) {
+    const long n = std::max<long>({std::strtol(env, nullptr, 10), static_cast<long>(n_seq), 1});
+    goldens.resize(std::min(goldens.size(), static_cast<size_t>(n)));
+  }
   return goldens;
 }
 

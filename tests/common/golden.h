@@ -40,14 +40,12 @@ struct StoriesModel {
 };
 StoriesModel load_stories();
 
-// How many goldens expect_goldens runs: all, or with TREESPEC_TEST_GOLDENS=N in the
-// environment the first max(N, n_seq) (`make test-sanitize` sets 4: the same code on
-// fewer prompts, still batched).
-size_t golden_limit(int32_t n_seq);
-// The first golden_limit(n_seq) goldens: what a test that decodes every golden runs.
+// The goldens a test that decodes every golden runs: all, or with TREESPEC_TEST_GOLDENS=N
+// in the environment the first max(N, n_seq) (`make test-sanitize` sets 4: the same code
+// on fewer prompts, still batched).
 std::vector<Golden> decode_goldens(int32_t n_seq = 1);
 
-// Runs every golden prompt (see golden_limit) greedily (temp 0) through an Engine with the
+// Runs every golden prompt of decode_goldens(n_seq) greedily (temp 0) through an Engine with the
 // drafter made by `make` and checks prompt and generated tokens exactly; n_seq > 1 runs
 // the prompts in batches of n_seq sequences stepped together. Returns the merged stats.
 // `setup`, when given, sees the Engine before the first prompt (e.g. to install a
