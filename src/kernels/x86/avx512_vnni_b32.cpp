@@ -114,7 +114,8 @@ void b32_tiles_packed(const uint8_t* packed, const PackedLayout32& L, const impl
     __m512 vd[kT], vnm[kT];
     for (int t = 0; t < kT; ++t) {
       const uint8_t* q = tile[t] + L.scales + b * T::kQuant;
-      for (int64_t l = 0; l < T::kQuant; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
+      prefetch_ahead(q, T::kQuant);
+      if ((b & 1) == 0) prefetch_ahead(tile[t] + b * T::kScale, 2 * T::kScale);
       load_packed_q40(q, W[t]);
       if constexpr (T::kQ5) merge_fifth_bits(_mm512_load_si512(q + 256), W[t]);
       const uint8_t* sc = tile[t] + b * T::kScale;

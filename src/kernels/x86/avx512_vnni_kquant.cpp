@@ -157,15 +157,8 @@ void q4k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
       __m512 vsc[kT], vmn[kT];
       for (int t = 0; t < kT; ++t) {
         const uint8_t* p = tp[t] + sb * kBytes;
-        if constexpr ((j & 1) == 0) {
-          const uint8_t* q = p + 320 + 512 * (j / 2);
-          for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
-        }
+        prefetch_eighth<kBytes, j>(p);
         if constexpr (kQ5) {
-          if constexpr (j == 0) {
-            for (int64_t l = 0; l < 512; l += 64)
-              _mm_prefetch(reinterpret_cast<const char*>(p + kQ4KPacked + kPackedPrefetch + l), _MM_HINT_T0);
-          }
           load_packed_q5k(p, j, W[t], vsc[t], vmn[t]);
         } else {
           load_packed_q4k(p, j, W[t], vsc[t], vmn[t]);
@@ -289,19 +282,11 @@ void q6k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
   for (int64_t m = 0; m < M * kT; ++m) _mm512_storeu_ps(facc + m * 16, _mm512_setzero_ps());
   for (int64_t sb = 0; sb < nsb; ++sb) {
     for_each_block8([&]<int j>() {
-      constexpr int h = j / 4, k = j % 4;
       __m512i W[kT][8];
       __m512 vsa[kT], vsb[kT];
       for (int t = 0; t < kT; ++t) {
         const uint8_t* p = tp[t] + sb * kQ6KPacked;
-        const uint8_t* ql = p + 320 + 512 * (2 * h + (k & 1));
-        const uint8_t* qh = p + 2368 + 512 * h;
-        if constexpr (k < 2) {
-          for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(ql + kPackedPrefetch + l), _MM_HINT_T0);
-        }
-        if constexpr (k == 0) {
-          for (int64_t l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(qh + kPackedPrefetch + l), _MM_HINT_T0);
-        }
+        prefetch_eighth<kQ6KPacked, j>(p);
         load_packed_q6k(p, j, W[t], vsa[t], vsb[t]);
       }
       accumulate_q6k<kT>(W, vsa, vsb, xq, half_corr, M, n, nb, sb * 8 + j, facc);
@@ -370,7 +355,8 @@ void iq4xs_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* x
       for (int t = 0; t < kT; ++t) {
         const uint8_t* p = tp[t] + sb * kIQ4XSPacked;
         const uint8_t* q = p + 192 + 256 * sub;
-        for (int64_t l = 0; l < 256; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + kPackedPrefetch + l), _MM_HINT_T0);
+        if (sub == 0) prefetch_ahead(p, 192);
+        prefetch_ahead(q, 256);
         load_packed_q40(q, W[t]);
         iq4nl_lookup(W[t]);
         dl[t] = iq4xs_scales(d[t], p + 32 + 16 * sub);

@@ -76,7 +76,7 @@ void q3k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
     __m512i hv[kT][8];
     for (int t = 0; t < kT; ++t) {
       const uint8_t* p = tp[t] + sb * kQ3KPacked;
-      for (int64_t l = 0; l < kQ3KPacked; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kQ3KPacked + l), _MM_HINT_T0);
+      prefetch_ahead(p, kQ3KPacked);
       d[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
       for (int k = 0; k < 8; ++k) hv[t][k] = _mm512_load_si512(p + 1344 + 64 * k);
     }
@@ -242,7 +242,7 @@ void q2k_tiles_packed(const uint8_t* packed, int64_t nsb, const impl::ActQ8* xq,
     __m512 d[kT], dmin[kT];
     for (int t = 0; t < kT; ++t) {
       const uint8_t* p = tp[t] + sb * kQ2KPacked;
-      for (int64_t l = 0; l < kQ2KPacked; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kQ2KPacked + l), _MM_HINT_T0);
+      prefetch_ahead(p, kQ2KPacked);
       d[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
       dmin[t] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
     }
