@@ -128,9 +128,10 @@ void vnni_tiles_packed(const uint8_t* packed, const PackedLayout<kQ4>& L, const 
     __m512 dw[kT];
     for (int t = 0; t < kT; ++t) {
       const uint8_t* q = qs[t] + b * L.kQuant;
-      // Q8_0 (the least work per byte) streams fastest on the hardware prefetchers alone
-      // (Zen 4, 1 thread: 19.7 against 17.4 tok/s with these prefetches; docs/kernels.md).
-      if constexpr (kQ4) {
+      // Q8_0 at M = 1 (the least work per byte) streams fastest on the hardware prefetchers
+      // alone (Zen 4, 1 thread: 19.7 against 17.4 tok/s with these prefetches); with more
+      // rows the compute fills the reorder window and only prefetches keep DRAM busy.
+      if (kQ4 || M > 1) {
         prefetch_ahead(q, L.kQuant);
         if ((b & 1) == 0) prefetch_ahead(sc[t] + b * 32, 64);
       }
