@@ -290,6 +290,10 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   impl::table_for(active_isa()).swiglu(gate, up, out, n);
 }
 
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  impl::table_for(active_isa()).geglu(gate, up, out, n);
+}
+
 void softmax(float* x, int64_t n) { impl::table_for(active_isa()).softmax(x, n); }
 
 int64_t attention_scratch_floats(int64_t n_rows, int64_t n_head, int64_t max_visible) {

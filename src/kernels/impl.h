@@ -52,6 +52,7 @@ struct KernelTable {
   QuantizeActFn quantize_act = nullptr;
   RmsnormFn rmsnorm = nullptr;
   SwigluFn swiglu = nullptr;
+  SwigluFn geglu = nullptr;
   SoftmaxFn softmax = nullptr;
   AttentionRowsFn attention_rows = nullptr;
 };
@@ -78,6 +79,7 @@ float* thread_scratch(int slot, size_t n);
 void ref_quantize_act(const float* x, int64_t n, int8_t* q, float* d, int32_t* s);
 void ref_rmsnorm(const float* x, const float* weight, float* y, int64_t n, float eps);
 void ref_swiglu(const float* gate, const float* up, float* out, int64_t n);
+void ref_geglu(const float* gate, const float* up, float* out, int64_t n);
 void ref_softmax(float* x, int64_t n);
 void ref_attention_rows(const AttentionRows& a);
 

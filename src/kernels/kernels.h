@@ -78,6 +78,8 @@ void rope(float* x, int64_t n_head, int64_t head_dim, int64_t n_rot, int32_t pos
 
 // out[n] = silu(gate[n]) * up[n]
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// out[n] = gelu(gate[n]) * up[n], GELU in its tanh form (Gemma)
+void geglu(const float* gate, const float* up, float* out, int64_t n);
 
 // In-place softmax over n values; returns nothing; handles -inf entries.
 void softmax(float* x, int64_t n);
@@ -135,6 +137,14 @@ struct AttentionRows {
   const int32_t* n_extra = nullptr;       // [n_rows]
   float scale = 1.0f;
   float* scratch = nullptr;  // attention_scratch_floats(n_rows, n_head, max visible) floats
+  // Sliding-window attention: row i sees only entries [window_begin[i], ...) of its list
+  // of visible cells (committed, then extra; null: all). The list's index is the cell's
+  // position for chains and trees, so this is the window. Entries before it get weight 0;
+  // whole chunks of them are skipped, which gives the same bits as computing them.
+  const int64_t* window_begin = nullptr;
+  // > 0: logit soft-capping, score = softcap * tanh(score / softcap) (Gemma 2), after
+  // `scale` and before the softmax.
+  float softcap = 0.0f;
 };
 int64_t attention_scratch_floats(int64_t n_rows, int64_t n_head, int64_t max_visible);
 void attention_rows(const AttentionRows& a);

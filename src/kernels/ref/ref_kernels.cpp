@@ -74,6 +74,7 @@ void impl::register_ref(KernelTable& t) {
   t.quantize_act = ref_quantize_act;
   t.rmsnorm = ref_rmsnorm;
   t.swiglu = ref_swiglu;
+  t.geglu = ref_geglu;
   t.softmax = ref_softmax;
   t.attention_rows = ref_attention_rows;
 }
@@ -148,6 +149,16 @@ void impl::ref_swiglu(const float* gate, const float* up, float* out, int64_t n)
   }
 }
 
+// gelu_tanh(g) = g/2 (1 + tanh(u)) = g / (1 + exp(-2u)), u = sqrt(2/pi) (g + 0.044715 g^3).
+void impl::ref_geglu(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kC = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float u = kC * (g + 0.044715f * g * g * g);
+    out[i] = g / (1.0f + std::exp(-2.0f * u)) * up[i];
+  }
+}
+
 void impl::ref_softmax(float* x, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
@@ -182,6 +193,8 @@ void impl::ref_attention_rows(const AttentionRows& a) {
         float s = 0.0f;
         for (int64_t j = 0; j < hd; ++j) s += qh[j] * kt[j];
         sc[t] = s * a.scale;
+        if (a.softcap > 0.0f) sc[t] = a.softcap * std::tanh(sc[t] / a.softcap);
+        if (a.window_begin != nullptr && t < a.window_begin[i]) sc[t] = -std::numeric_limits<float>::infinity();
       }
       ref_softmax(sc, n_vis);
       float* oh = a.out + i * a.ldo + h * hd;

@@ -21,6 +21,7 @@
 // kAttnAhead cells ahead (into L2) as it goes.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <type_traits>
 
@@ -214,11 +215,12 @@ void attention_scores(const AttentionRows& a, int64_t stride) {
   auto qptr = [&](int64_t i, int64_t h) { return a.q + i * a.ldq + h * hd; };
   auto srow = [&](int64_t i, int64_t h) { return a.scratch + (i * a.n_head + h) * stride; };
   const int64_t rb = kv_row_bytes(a.k.type, hd);
+  auto begin = [&](int64_t i) { return a.window_begin ? a.window_begin[i] : int64_t{0}; };
   if (hd % 8 != 0) {
     for (int64_t i = 0; i < a.n_rows; ++i) {
       for (int64_t h = 0; h < a.n_head; ++h) {
         float* s = srow(i, h);
-        for (int64_t t = 0; t < a.n_committed; ++t) s[t] = score1<DK>(qptr(i, h), a.k.row(t), hd, a.scale);
+        for (int64_t t = imin(begin(i), a.n_committed); t < a.n_committed; ++t) s[t] = score1<DK>(qptr(i, h), a.k.row(t), hd, a.scale);
         for (int32_t e = 0; e < a.n_extra[i]; ++e) s[a.n_committed + e] = score1<DK>(qptr(i, h), a.k.row(a.extra[i][e]), hd, a.scale);
       }
     }
@@ -234,6 +236,7 @@ void attention_scores(const AttentionRows& a, int64_t stride) {
         for (int64_t c = 0; c < imin(a.n_committed, kAttnAhead); ++c) prefetch_row(a.k.row(c), rb);
       }
       for (int64_t i = 0; i < a.n_rows; ++i) {
+        if (c1 <= begin(i)) continue;  // outside the row's window: masked below
         for_head_pairs(a.n_head, [&]<int kH>(int64_t h0) {
           const float* q[kH];
           float* s[kH];
@@ -264,8 +267,14 @@ void attention_scores(const AttentionRows& a, int64_t stride) {
     }
   }
   for (int64_t i = 0; i < a.n_rows; ++i) {
+    const int64_t n_vis = a.n_committed + a.n_extra[i];
     for (int64_t h = 0; h < a.n_head; ++h) {
-      softmax_t<T>(srow(i, h), a.n_committed + a.n_extra[i]);
+      float* s = srow(i, h);
+      if (a.softcap > 0.0f) {
+        for (int64_t t = begin(i); t < n_vis; ++t) s[t] = a.softcap * std::tanh(s[t] / a.softcap);
+      }
+      for (int64_t t = 0; t < imin(begin(i), n_vis); ++t) s[t] = -INFINITY;
+      softmax_t<T>(s, n_vis);
       float* o = a.out + i * a.ldo + h * hd;
       for (int64_t j = 0; j < hd; ++j) o[j] = 0.0f;
     }
@@ -288,6 +297,8 @@ void attention_values(const AttentionRows& a, int64_t stride) {
     for (int64_t i = 0; i < a.n_rows; ++i) {
       const int64_t n_vis = nc + a.n_extra[i];
       if (c0 >= n_vis) continue;
+      // All weights 0 (before the row's window): adding them changes no bit.
+      if (a.window_begin != nullptr && c0 + kAttnChunk <= a.window_begin[i]) continue;
       const int64_t c1 = imin(n_vis, c0 + kAttnChunk);
       const int32_t* ex = a.extra[i];
       auto cell = [&](int64_t t) {

@@ -398,6 +398,24 @@ void rmsnorm_t(const float* x, const float* weight, float* y, int64_t n, float e
   for (; i < n; ++i) y[i] = weight[i] * (scale * x[i]);
 }
 
+// out = gelu_tanh(gate) * up, as ref_geglu: g / (1 + exp(-2u)), u = sqrt(2/pi) (g + 0.044715 g^3).
+template <class T>
+void geglu_t(const float* gate, const float* up, float* out, int64_t n) {
+  using V = typename T::V;
+  constexpr int W = T::W;
+  const V one = T::set1(1.0f), m2c = T::set1(-2.0f * 0.7978845608028654f), k = T::set1(0.044715f);
+  auto act = [&](V g) {
+    const V u = T::mul(m2c, T::add(g, T::mul(T::mul(k, g), T::mul(g, g))));
+    return T::div(g, T::add(one, T::exp(u)));
+  };
+  int64_t i = 0;
+  for (; i + W <= n; i += W) T::store(out + i, T::mul(act(T::load(gate + i)), T::load(up + i)));
+  if (i < n) {
+    const int rem = static_cast<int>(n - i);
+    T::store_n(out + i, T::mul(act(T::load_n(gate + i, rem)), T::load_n(up + i, rem)), rem);
+  }
+}
+
 template <class T>
 void swiglu_t(const float* gate, const float* up, float* out, int64_t n) {
   using V = typename T::V;
@@ -483,6 +501,7 @@ void register_float_path(impl::KernelTable& t) {
   set(DType::iq4_xs, matmul_rows_float<T, DType::iq4_xs>, dequant_row<T, DType::iq4_xs>);
   t.rmsnorm = rmsnorm_t<T>;
   t.swiglu = swiglu_t<T>;
+  t.geglu = geglu_t<T>;
   t.softmax = softmax_t<T>;
 }
 

@@ -95,6 +95,22 @@ TEST_P(OpsTest, Swiglu) {
   }
 }
 
+TEST_P(OpsTest, Geglu) {
+  for (int64_t n : {1, 13, 172, 6912}) {
+    const auto g = rnd(n, 3, 4.0f), u = rnd(n, 4);
+    std::vector<float> y(g.size()), yr(g.size());
+    t_->geglu(g.data(), u.data(), y.data(), n);
+    kernels::impl::ref_geglu(g.data(), u.data(), yr.data(), n);
+    expect_close(y, yr, 1e-5f, "geglu");
+  }
+  // The tanh form itself, in double: gelu(1) = 0.841192, gelu(-2) = -0.0454023.
+  const float g[2] = {1.0f, -2.0f}, u[2] = {1.0f, 1.0f};
+  float y[2];
+  t_->geglu(g, u, y, 2);
+  EXPECT_NEAR(y[0], 0.841192f, 1e-6f);
+  EXPECT_NEAR(y[1], -0.0454023f, 1e-6f);
+}
+
 TEST_P(OpsTest, Softmax) {
   for (int64_t n : {1, 5, 16, 33, 1000}) {
     auto x = rnd(n, 5, 6.0f);
@@ -166,8 +182,18 @@ TEST_P(OpsTest, AttentionRowsMatchReferenceAndAreBatchInvariant) {
 // itself as the only extra cell. The two differ only in where the committed part ends,
 // so every chunk / chain boundary of the value sum must follow the logical cell index.
 // Committed lengths straddle the 128-cell chunks; deep chains cross them inside the tree.
+//
+// With a sliding window (a row at position p sees positions > p - window; whole 128-cell
+// chunks before it are skipped) and with soft-capping the same must hold, and the rows
+// must match the reference.
+struct WindowCase {
+  int64_t window;
+  float softcap;
+};
+
 TEST_P(OpsTest, AttentionTreeRowEqualsOneRowStepOverTheSameContext) {
   core::Rng rng(77);
+  for (const WindowCase wc : {WindowCase{0, 0.0f}, WindowCase{5, 0.0f}, WindowCase{150, 2.0f}, WindowCase{0, 3.0f}}) {
   for (const int64_t hd : {int64_t{8}, int64_t{128}, int64_t{12}}) {
     for (const int64_t nc : {int64_t{0}, int64_t{1}, int64_t{37}, int64_t{120}, int64_t{127}, int64_t{128},
                              int64_t{129}, int64_t{300}}) {
@@ -198,7 +224,18 @@ TEST_P(OpsTest, AttentionTreeRowEqualsOneRowStepOverTheSameContext) {
       a.n_extra = len.data();
       a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
       a.scratch = scratch.data();
+      a.softcap = wc.softcap;
+      std::vector<int64_t> begin(static_cast<size_t>(n_rows));  // position nc + depth
+      for (int64_t i = 0; i < n_rows; ++i) begin[static_cast<size_t>(i)] = std::max<int64_t>(0, nc + len[static_cast<size_t>(i)] - wc.window);
+      if (wc.window > 0) a.window_begin = begin.data();
       t_->attention_rows(a);
+      if (wc.window > 0 || wc.softcap > 0.0f) {
+        std::vector<float> ref(q.size());
+        kernels::AttentionRows r = a;
+        r.out = ref.data();
+        kernels::impl::ref_attention_rows(r);
+        expect_close(out, ref, 2e-5f, "windowed / soft-capped attention", 0.05f);
+      }
       for (int64_t i = 0; i < n_rows; ++i) {
         const auto& ex = extra[static_cast<size_t>(i)];
         const int64_t nc2 = nc + static_cast<int64_t>(ex.size()) - 1;  // prefix + ancestors, committed
@@ -223,14 +260,18 @@ TEST_P(OpsTest, AttentionTreeRowEqualsOneRowStepOverTheSameContext) {
         b.extra = &self_ptr;
         b.n_extra = &one_len;
         b.scratch = sc2.data();
+        const int64_t begin2 = std::max<int64_t>(0, nc2 + 1 - wc.window);
+        if (wc.window > 0) b.window_begin = &begin2;
         t_->attention_rows(b);
         for (int64_t j = 0; j < ld; ++j) {
           ASSERT_EQ(out[static_cast<size_t>(i * ld + j)], one[static_cast<size_t>(j)])
               << "head_dim " << hd << ", " << nc << " committed: tree row " << i << " (depth " << ex.size() - 1
-              << ") differs from the one-row step over the same context at " << j;
+              << ") differs from the one-row step over the same context at " << j << " (window " << wc.window
+              << ", softcap " << wc.softcap << ")";
         }
       }
     }
+  }
   }
 }
 
