@@ -10,18 +10,13 @@
 
 #include "core/assert.h"
 #include "gguf/gguf.h"
+#include "model/arch.h"
 
 namespace treespec::model {
 
 namespace {
 
 using tensor::DType;
-
-// Architectures whose tensor layout matches the Llama forward below (docs/models.md).
-// llama: Llama 1-3, Mistral, TinyLlama, SmolLM (adjacent-pair RoPE: the converter
-// permuted Q/K for it). qwen2: QKV biases, NeoX RoPE (halves), as llama.cpp's qwen2.
-constexpr const char* kSupportedArchs = "llama, qwen2";
-bool arch_supported(const std::string& arch) { return arch == "llama" || arch == "qwen2"; }
 
 // Tensors outside the layer namespace that a model may carry without the forward
 // reading them (e.g. a drafter's heads); anything else unread is an unsupported variant.
@@ -54,15 +49,13 @@ std::unique_ptr<Model> Model::from_gguf(std::shared_ptr<const gguf::GgufFile> fi
   return m;
 }
 
-void Model::bind() {
+void Model::read_hparams(const ArchTraits& arch) {
   const auto& f = *file_;
   const std::string& path = f.path();
-  hp_.arch = f.get_string("general.architecture");
-  if (!arch_supported(hp_.arch)) {
-    throw Unsupported(
-        fmt::format("{}: architecture '{}' is not supported (supported: {})", path, hp_.arch, kSupportedArchs));
-  }
-  hp_.rope_neox = hp_.arch == "qwen2";
+  hp_.rope_neox = arch.rope_neox;
+  hp_.qk_norm = arch.qk_norm;
+  hp_.post_norms = arch.post_norms;
+  hp_.act = arch.act;
   hp_.name = f.get_string("general.name", "");
   const std::string a = hp_.arch + ".";
   hp_.n_embd = positive_int(f, a + "embedding_length");
@@ -114,6 +107,38 @@ void Model::bind() {
     hp_.rope_freq_scale = static_cast<float>(1.0 / factor);
   }
 
+  // Gemma: embeddings scaled by sqrt(n_embd); soft-capping; query scale by model size.
+  if (arch.embd_scale) hp_.embd_scale = std::sqrt(static_cast<float>(hp_.n_embd));
+  auto non_negative = [&](const std::string& key) {
+    const double v = f.get_float(key, 0.0);
+    if (!(v >= 0.0)) throw FormatError(fmt::format("{}: metadata key '{}' = {} must be >= 0", path, key, v));
+    return static_cast<float>(v);
+  };
+  hp_.attn_softcap = non_negative(a + "attn_logit_softcapping");
+  hp_.final_softcap = non_negative(a + "final_logit_softcapping");
+  hp_.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
+  // llama.cpp's 27 B Gemma 2 (46 layers) and Gemma 3 (62 layers) scale queries by
+  // 1/sqrt(n_embd / n_head) (query_pre_attn_scalar), the smaller ones by the head size.
+  if ((hp_.arch == "gemma2" && hp_.n_layer == 46) || (hp_.arch == "gemma3" && hp_.n_layer == 62)) {
+    hp_.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp_.n_embd / hp_.n_head));
+  }
+  if (arch.swa_period > 0 && f.has(a + "attention.sliding_window")) {
+    hp_.n_swa = positive_int(f, a + "attention.sliding_window", int64_t{1} << 30);
+  }
+  if (hp_.arch == "gemma3") hp_.rope_theta_swa = 10000.0f;  // llama.cpp: fixed base, scale 1
+}
+
+void Model::bind() {
+  const auto& f = *file_;
+  const std::string& path = f.path();
+  hp_.arch = f.get_string("general.architecture");
+  const ArchTraits* arch = find_arch(hp_.arch);
+  if (arch == nullptr) {
+    throw Unsupported(
+        fmt::format("{}: architecture '{}' is not supported (supported: {})", path, hp_.arch, supported_archs()));
+  }
+  read_hparams(*arch);
+
   std::unordered_set<std::string> read;  // names of the tensors bound below
   auto tensor = [&](const std::string& name, std::vector<int64_t> ne, bool required = true) -> const gguf::TensorInfo* {
     const gguf::TensorInfo* t = f.find_tensor(name);
@@ -136,6 +161,13 @@ void Model::bind() {
     }
     return kernels::WeightView{t->data, t->type, n_in, n_out};
   };
+  // Rows [r0, r0 + n) of a matrix as a matrix of its own (a fused tensor's part).
+  auto rows_of = [](const kernels::WeightView& w, int64_t r0, int64_t n) {
+    kernels::WeightView part = w;
+    part.data = static_cast<const uint8_t*>(w.data) + r0 * w.row_bytes();
+    part.n_out = n;
+    return part;
+  };
   auto vector = [&](const std::string& name, int64_t n) {
     const gguf::TensorInfo* t = tensor(name, {n});
     if (!kernels::dtype_supported(t->type)) {
@@ -153,6 +185,7 @@ void Model::bind() {
     throw FormatError(fmt::format("{}: tensor 'token_embd.weight' must be [{}, n_vocab]", path, hp_.n_embd));
   }
   hp_.n_vocab = static_cast<int32_t>(emb->ne[1]);
+  const std::string a = hp_.arch + ".";
   if (f.has(a + "vocab_size") && f.get_int(a + "vocab_size") != hp_.n_vocab) {
     throw FormatError(fmt::format("{}: {}vocab_size = {} but tensor 'token_embd.weight' has {} rows", path, a,
                                   f.get_int(a + "vocab_size"), hp_.n_vocab));
@@ -173,14 +206,22 @@ void Model::bind() {
     const std::string p = fmt::format("blk.{}.", il);
     LayerWeights& L = layers_[static_cast<size_t>(il)];
     L.attn_norm = vector(p + "attn_norm.weight", hp_.n_embd);
-    L.wq = matrix(p + "attn_q.weight", hp_.n_embd, n_q);
-    L.wk = matrix(p + "attn_k.weight", hp_.n_embd, n_kv);
-    L.wv = matrix(p + "attn_v.weight", hp_.n_embd, n_kv);
+    if (arch->fused_qkv && f.find_tensor(p + "attn_qkv.weight")) {
+      const kernels::WeightView qkv = matrix(p + "attn_qkv.weight", hp_.n_embd, n_q + 2 * n_kv);
+      L.wq = rows_of(qkv, 0, n_q);
+      L.wk = rows_of(qkv, n_q, n_kv);
+      L.wv = rows_of(qkv, n_q + n_kv, n_kv);
+    } else {
+      L.wq = matrix(p + "attn_q.weight", hp_.n_embd, n_q);
+      L.wk = matrix(p + "attn_k.weight", hp_.n_embd, n_kv);
+      L.wv = matrix(p + "attn_v.weight", hp_.n_embd, n_kv);
+    }
     L.wo = matrix(p + "attn_output.weight", n_q, hp_.n_embd);
     // QKV biases: required by qwen2, optional for llama, and then in every layer (the
     // forward adds them to all layers or none).
-    const bool bias = hp_.arch == "qwen2" || f.find_tensor(p + "attn_q.bias") || f.find_tensor(p + "attn_k.bias") ||
-                      f.find_tensor(p + "attn_v.bias");
+    const bool bias = arch->qkv_bias == BiasRule::required ||
+                      (arch->qkv_bias == BiasRule::optional &&
+                       (f.find_tensor(p + "attn_q.bias") || f.find_tensor(p + "attn_k.bias") || f.find_tensor(p + "attn_v.bias")));
     if (il == 0) hp_.has_qkv_bias = bias;
     if (bias != hp_.has_qkv_bias) {
       throw FormatError(fmt::format("{}: layer {} {} QKV bias tensors but layer 0 {}", path, il,
@@ -191,29 +232,28 @@ void Model::bind() {
       L.bk = vector(p + "attn_k.bias", n_kv);
       L.bv = vector(p + "attn_v.bias", n_kv);
     }
-    L.ffn_norm = vector(p + "ffn_norm.weight", hp_.n_embd);
-    L.w_gate = matrix(p + "ffn_gate.weight", hp_.n_embd, hp_.n_ff);
-    L.w_up = matrix(p + "ffn_up.weight", hp_.n_embd, hp_.n_ff);
-    L.w_down = matrix(p + "ffn_down.weight", hp_.n_ff, hp_.n_embd);
-  }
-
-  // RoPE frequencies, computed in float exactly as llama2.c does for the default case.
-  const int32_t half = hp_.n_rot / 2;
-  inv_freq_.resize(static_cast<size_t>(half));
-  for (int32_t i = 0; i < half; ++i) {
-    inv_freq_[static_cast<size_t>(i)] =
-        hp_.rope_freq_scale / std::pow(hp_.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hp_.n_rot));
-  }
-  if (const gguf::TensorInfo* rf = f.find_tensor("rope_freqs.weight")) {  // Llama 3 style per-pair factors
-    const std::vector<float> factors = vector("rope_freqs.weight", half);
-    for (int32_t i = 0; i < half; ++i) {
-      if (!(factors[static_cast<size_t>(i)] > 0.0f)) {
-        throw FormatError(fmt::format("{}: tensor 'rope_freqs.weight' has a non-positive factor at {}", path, i));
-      }
-      inv_freq_[static_cast<size_t>(i)] /= factors[static_cast<size_t>(i)];
+    if (hp_.qk_norm) {
+      L.q_norm = vector(p + "attn_q_norm.weight", hp_.head_dim);
+      L.k_norm = vector(p + "attn_k_norm.weight", hp_.head_dim);
     }
-    (void)rf;
+    if (hp_.post_norms) {
+      L.attn_post_norm = vector(p + "post_attention_norm.weight", hp_.n_embd);
+      L.ffn_post_norm = vector(p + "post_ffw_norm.weight", hp_.n_embd);
+    }
+    L.ffn_norm = vector(p + "ffn_norm.weight", hp_.n_embd);
+    if (arch->fused_gate_up && !f.find_tensor(p + "ffn_gate.weight")) {
+      const kernels::WeightView gate_up = matrix(p + "ffn_up.weight", hp_.n_embd, 2 * int64_t{hp_.n_ff});
+      L.w_gate = rows_of(gate_up, 0, hp_.n_ff);
+      L.w_up = rows_of(gate_up, hp_.n_ff, hp_.n_ff);
+    } else {
+      L.w_gate = matrix(p + "ffn_gate.weight", hp_.n_embd, hp_.n_ff);
+      L.w_up = matrix(p + "ffn_up.weight", hp_.n_embd, hp_.n_ff);
+    }
+    L.w_down = matrix(p + "ffn_down.weight", hp_.n_ff, hp_.n_embd);
+    L.swa = hp_.n_swa > 0 && (arch->swa_period == 1 || il % arch->swa_period < arch->swa_period - 1);
   }
+  if (f.find_tensor("rope_freqs.weight")) read.insert("rope_freqs.weight");
+  bind_rope();
 
   // A tensor in the layer namespace that the forward does not read (an output
   // projection bias, MoE experts, QK norms, ...) means a variant we would compute wrongly.
@@ -221,6 +261,40 @@ void Model::bind() {
     if (unread_tensor_is_unsupported(t.name) && read.count(t.name) == 0) {
       throw Unsupported(fmt::format("{}: tensor '{}' is not part of the supported {} layout (an unsupported variant of "
                                     "the architecture)", path, t.name, hp_.arch));
+    }
+  }
+}
+
+// RoPE frequencies, computed in float exactly as llama2.c does for the default case;
+// Llama 3 style per-pair factors (rope_freqs.weight) divide them.
+void Model::bind_rope() {
+  const auto& f = *file_;
+  const int32_t half = hp_.n_rot / 2;
+  auto table = [&](float theta, float freq_scale) {
+    std::vector<float> t(static_cast<size_t>(half));
+    for (int32_t i = 0; i < half; ++i) {
+      t[static_cast<size_t>(i)] = freq_scale / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(hp_.n_rot));
+    }
+    return t;
+  };
+  inv_freq_ = table(hp_.rope_theta, hp_.rope_freq_scale);
+  if (hp_.rope_theta_swa > 0.0f) inv_freq_swa_ = table(hp_.rope_theta_swa, 1.0f);
+  if (const gguf::TensorInfo* rf = f.find_tensor("rope_freqs.weight")) {
+    if (rf->ne != std::vector<int64_t>{half}) {
+      throw FormatError(fmt::format("{}: tensor 'rope_freqs.weight' has shape [{}], expected [{}]", f.path(),
+                                    fmt::join(rf->ne, ", "), half));
+    }
+    if (!kernels::dtype_supported(rf->type)) {
+      throw Unsupported(fmt::format("{}: tensor 'rope_freqs.weight' has type {}, which treespec does not support yet",
+                                    f.path(), tensor::dtype_name(rf->type)));
+    }
+    std::vector<float> factors(static_cast<size_t>(half));
+    kernels::to_float(rf->type, rf->data, factors.data(), half);
+    for (int32_t i = 0; i < half; ++i) {
+      if (!(factors[static_cast<size_t>(i)] > 0.0f)) {
+        throw FormatError(fmt::format("{}: tensor 'rope_freqs.weight' has a non-positive factor at {}", f.path(), i));
+      }
+      inv_freq_[static_cast<size_t>(i)] /= factors[static_cast<size_t>(i)];
     }
   }
 }
@@ -266,6 +340,7 @@ uint64_t Model::n_params() const {
   for (const auto& L : layers_) {
     total += np(L.wq) + np(L.wk) + np(L.wv) + np(L.wo) + np(L.w_gate) + np(L.w_up) + np(L.w_down);
     total += L.attn_norm.size() + L.ffn_norm.size() + L.bq.size() + L.bk.size() + L.bv.size();
+    total += L.q_norm.size() + L.k_norm.size() + L.attn_post_norm.size() + L.ffn_post_norm.size();
   }
   return total;
 }
@@ -278,7 +353,11 @@ void Model::embed(const Batch& batch, float* x) const {
   for (int32_t r = 0; r < batch.n_rows(); ++r) {
     const int32_t tok = batch.tokens[static_cast<size_t>(r)];
     TREESPEC_ASSERT(tok >= 0 && tok < hp_.n_vocab, "embed: token id out of range (callers validate ids)");
-    kernels::get_row(tok_embd_, tok, x + static_cast<size_t>(r) * hp_.n_embd);
+    float* xr = x + static_cast<size_t>(r) * hp_.n_embd;
+    kernels::get_row(tok_embd_, tok, xr);
+    if (hp_.embd_scale != 1.0f) {
+      for (int32_t i = 0; i < hp_.n_embd; ++i) xr[i] *= hp_.embd_scale;
+    }
   }
 }
 
@@ -332,6 +411,12 @@ Status Model::prepare_rows(ForwardContext& ctx, const Batch& batch, kv::KvCache&
     }
   }
 
+  // Sliding window: a row at position p sees positions > p - n_swa.
+  ctx.window_begin_.resize(static_cast<size_t>(n));
+  for (int32_t r = 0; r < n; ++r) {
+    const int64_t p = batch.pos[static_cast<size_t>(r)];
+    ctx.window_begin_[static_cast<size_t>(r)] = hp_.n_swa > 0 ? std::max<int64_t>(0, p - hp_.n_swa + 1) : 0;
+  }
   ctx.extra_ptr_.resize(static_cast<size_t>(n));
   ctx.extra_len_.resize(static_cast<size_t>(n));
   for (int32_t r = 0; r < n; ++r) {
@@ -341,133 +426,161 @@ Status Model::prepare_rows(ForwardContext& ctx, const Batch& batch, kv::KvCache&
   return {};
 }
 
+namespace {
+
+// Row-wise work (norms, RoPE, residual adds, activations) is cheap next to the matmuls
+// but not for 64 tree rows of a wide model: split it over the pool when there is enough.
+template <class Fn>
+void rows_parallel(core::ThreadPool* pool, int64_t n_items, int64_t item_cost, Fn&& fn) {
+  if (n_items > 1 && n_items * item_cost >= (int64_t{1} << 15) && pool->n_threads() > 1) {
+    pool->parallel_for(n_items, 1, [&](int64_t b, int64_t e, int) { fn(b, e); });
+  } else {
+    fn(int64_t{0}, n_items);
+  }
+}
+
+}  // namespace
+
 void Model::run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32_t kv_layer, float* x,
                       kv::KvCache& kv) const {
   const int32_t n = batch.n_rows();
   const int64_t E = hp_.n_embd;
-  const int64_t nq = hp_.n_embd_q();
-  const int64_t nkv = hp_.n_embd_kv();
-  const int64_t hd = hp_.head_dim;
-  core::ThreadPool* pool = ctx.pool_;
-
+  const LayerWeights& L = layers_[static_cast<size_t>(il)];
   float* xn = ctx.xn_.data();
-  float* q = ctx.q_.data();
-  float* k = ctx.k_.data();
-  float* v = ctx.v_.data();
-  float* att = ctx.att_.data();
-  float* gate = ctx.gate_.data();
-  float* up = ctx.up_.data();
   float* tmp = ctx.tmp_.data();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t group = hp_.n_head / hp_.n_head_kv;
-
-  // Row-wise work (norms, RoPE, residual adds, SwiGLU) is cheap next to the matmuls but
-  // not for 64 tree rows of a wide model: split it over the pool when there is enough.
-  auto rows_parallel = [&](int64_t n_items, int64_t item_cost, auto&& fn) {
-    if (n_items > 1 && n_items * item_cost >= (int64_t{1} << 15) && ctx.n_threads() > 1) {
-      pool->parallel_for(n_items, 1, [&](int64_t b, int64_t e, int) { fn(b, e); });
-    } else {
-      fn(int64_t{0}, n_items);
-    }
-  };
-  auto residual_norm = [&](const float* add, const std::vector<float>& gain) {  // x += add; xn = norm(x)
-    rows_parallel(n, E, [&](int64_t b, int64_t e) {
+  // x += post_norm(add) (no norm when post is empty); xn = norm(x) with `gain` (none if empty).
+  auto residual_norm = [&](float* add, const std::vector<float>& post, const std::vector<float>& gain) {
+    rows_parallel(ctx.pool_, n, E, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         float* xr = x + r * E;
         if (add) {
-          const float* ar = add + r * E;
+          float* ar = add + r * E;
+          if (!post.empty()) kernels::rmsnorm(ar, post.data(), ar, E, hp_.rms_eps);
           for (int64_t i = 0; i < E; ++i) xr[i] += ar[i];
         }
         if (!gain.empty()) kernels::rmsnorm(xr, gain.data(), xn + r * E, E, hp_.rms_eps);
       }
     });
   };
-  static const std::vector<float> kNoGain;
+  static const std::vector<float> kNone;
+  residual_norm(nullptr, kNone, L.attn_norm);
+  attention(ctx, batch, il, kv_layer, kv);
+  residual_norm(tmp, L.attn_post_norm, L.ffn_norm);
+  ffn(ctx, n, L);
+  residual_norm(tmp, L.ffn_post_norm, kNone);
+}
 
+void Model::attention(ForwardContext& ctx, const Batch& batch, int32_t il, int32_t kv_layer, kv::KvCache& kv) const {
+  const LayerWeights& L = layers_[static_cast<size_t>(il)];
+  const int32_t n = batch.n_rows();
+  const int64_t nq = hp_.n_embd_q();
+  const int64_t nkv = hp_.n_embd_kv();
+  const int64_t hd = hp_.head_dim;
+  core::ThreadPool* pool = ctx.pool_;
+  float* q = ctx.q_.data();
+  float* k = ctx.k_.data();
+  float* v = ctx.v_.data();
+  float* att = ctx.att_.data();
+  const int64_t group = hp_.n_head / hp_.n_head_kv;
   {
-    const LayerWeights& L = layers_[static_cast<size_t>(il)];
-    residual_norm(nullptr, L.attn_norm);
-    {
-      // q [n, nq], k [n, nkv], v [n, nkv] in one pass over the three matrices
-      const kernels::WeightView* ws[3] = {&L.wq, &L.wk, &L.wv};
-      float* ys[3] = {q, k, v};
-      kernels::matmul_multi(ws, ys, 3, xn, n, pool);
-    }
-    if (hp_.has_qkv_bias) {
-      for (int32_t r = 0; r < n; ++r) {
-        for (int64_t i = 0; i < nq; ++i) q[r * nq + i] += L.bq[static_cast<size_t>(i)];
-        for (int64_t i = 0; i < nkv; ++i) k[r * nkv + i] += L.bk[static_cast<size_t>(i)];
-        for (int64_t i = 0; i < nkv; ++i) v[r * nkv + i] += L.bv[static_cast<size_t>(i)];
-      }
-    }
-    rows_parallel(n, nq + nkv, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
-        const int32_t p = batch.pos[static_cast<size_t>(r)];
-        kernels::rope(q + r * nq, hp_.n_head, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
-        kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq_.data(), hp_.rope_neox);
-      }
-    });
-    // Write this layer's K/V into the rows' cells (the cache converts to its types).
-    for (const auto& s : batch.segs) {
-      for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) {
-        kv.write_row(kv_layer, s.seq, s.n_past + batch.node[static_cast<size_t>(r)], k + r * nkv, v + r * nkv);
-      }
-    }
-    // Attention: one task per (segment, kv head, chunk of up to kAttnRows rows). The
-    // rows of a chunk share one pass over the committed prefix's K/V.
-    {
-      ctx.attn_tasks_.clear();
-      for (size_t si = 0; si < batch.segs.size(); ++si) {
-        const auto& s = batch.segs[si];
-        for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; r += ForwardContext::kAttnRows) {
-          const int32_t nr = std::min(ForwardContext::kAttnRows, s.row_begin + s.n_rows - r);
-          for (int32_t g = 0; g < hp_.n_head_kv; ++g) ctx.attn_tasks_.push_back({static_cast<int32_t>(si), r, nr, g});
-        }
-      }
-      auto work = [&](int64_t b, int64_t e, int thread) {
-        float* sc = ctx.scores_.data() + static_cast<size_t>(thread) * ctx.scores_per_thread_;
-        for (int64_t t = b; t < e; ++t) {
-          const auto& task = ctx.attn_tasks_[static_cast<size_t>(t)];
-          const auto& s = batch.segs[static_cast<size_t>(task.seg)];
-          const int64_t g = task.kv_head;
-          kernels::AttentionRows a;
-          a.q = q + task.row * nq + g * group * hd;
-          a.ldq = nq;
-          a.out = att + task.row * nq + g * group * hd;
-          a.ldo = nq;
-          a.n_rows = task.n_rows;
-          a.n_head = group;
-          a.head_dim = hd;
-          a.k = kv.k_rows(kv_layer, s.seq, static_cast<int32_t>(g));
-          a.v = kv.v_rows(kv_layer, s.seq, static_cast<int32_t>(g));
-          a.n_committed = s.n_past;
-          a.extra = ctx.extra_ptr_.data() + task.row;
-          a.n_extra = ctx.extra_len_.data() + task.row;
-          a.scale = scale;
-          a.scratch = sc;
-          kernels::attention_rows(a);
-        }
-      };
-      const auto n_tasks = static_cast<int64_t>(ctx.attn_tasks_.size());
-      if (n_tasks > 1) {
-        pool->parallel_for(n_tasks, 1, work);
-      } else {
-        work(0, n_tasks, 0);
-      }
-    }
-    kernels::matmul(L.wo, att, n, tmp, pool);  // [n, E]
-    residual_norm(tmp, L.ffn_norm);
-    {
-      const kernels::WeightView* ws[2] = {&L.w_gate, &L.w_up};
-      float* ys[2] = {gate, up};  // [n, n_ff] each
-      kernels::matmul_multi(ws, ys, 2, xn, n, pool);
-    }
-    rows_parallel(n, hp_.n_ff, [&](int64_t b, int64_t e) {
-      kernels::swiglu(gate + b * hp_.n_ff, up + b * hp_.n_ff, gate + b * hp_.n_ff, (e - b) * hp_.n_ff);
-    });
-    kernels::matmul(L.w_down, gate, n, tmp, pool);  // [n, E]
-    residual_norm(tmp, kNoGain);
+    // q [n, nq], k [n, nkv], v [n, nkv] in one pass over the three matrices
+    const kernels::WeightView* ws[3] = {&L.wq, &L.wk, &L.wv};
+    float* ys[3] = {q, k, v};
+    kernels::matmul_multi(ws, ys, 3, ctx.xn_.data(), n, pool);
   }
+  if (hp_.has_qkv_bias) {
+    for (int32_t r = 0; r < n; ++r) {
+      for (int64_t i = 0; i < nq; ++i) q[r * nq + i] += L.bq[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < nkv; ++i) k[r * nkv + i] += L.bk[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < nkv; ++i) v[r * nkv + i] += L.bv[static_cast<size_t>(i)];
+    }
+  }
+  const float* inv_freq = L.swa && !inv_freq_swa_.empty() ? inv_freq_swa_.data() : inv_freq_.data();
+  rows_parallel(pool, n, nq + nkv, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      if (hp_.qk_norm) {  // per-head RMSNorm before RoPE (Qwen3, Gemma 3)
+        for (int64_t h = 0; h < hp_.n_head; ++h) {
+          float* qh = q + r * nq + h * hd;
+          kernels::rmsnorm(qh, L.q_norm.data(), qh, hd, hp_.rms_eps);
+        }
+        for (int64_t h = 0; h < hp_.n_head_kv; ++h) {
+          float* kh = k + r * nkv + h * hd;
+          kernels::rmsnorm(kh, L.k_norm.data(), kh, hd, hp_.rms_eps);
+        }
+      }
+      const int32_t p = batch.pos[static_cast<size_t>(r)];
+      kernels::rope(q + r * nq, hp_.n_head, hd, hp_.n_rot, p, inv_freq, hp_.rope_neox);
+      kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq, hp_.rope_neox);
+    }
+  });
+  // Write this layer's K/V into the rows' cells (the cache converts to its types).
+  for (const auto& s : batch.segs) {
+    for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) {
+      kv.write_row(kv_layer, s.seq, s.n_past + batch.node[static_cast<size_t>(r)], k + r * nkv, v + r * nkv);
+    }
+  }
+  // Attention: one task per (segment, kv head, chunk of up to kAttnRows rows). The rows
+  // of a chunk share one pass over the committed prefix's K/V.
+  ctx.attn_tasks_.clear();
+  for (size_t si = 0; si < batch.segs.size(); ++si) {
+    const auto& s = batch.segs[si];
+    for (int32_t r = s.row_begin; r < s.row_begin + s.n_rows; r += ForwardContext::kAttnRows) {
+      const int32_t nr = std::min(ForwardContext::kAttnRows, s.row_begin + s.n_rows - r);
+      for (int32_t g = 0; g < hp_.n_head_kv; ++g) ctx.attn_tasks_.push_back({static_cast<int32_t>(si), r, nr, g});
+    }
+  }
+  auto work = [&](int64_t b, int64_t e, int thread) {
+    float* sc = ctx.scores_.data() + static_cast<size_t>(thread) * ctx.scores_per_thread_;
+    for (int64_t t = b; t < e; ++t) {
+      const auto& task = ctx.attn_tasks_[static_cast<size_t>(t)];
+      const auto& s = batch.segs[static_cast<size_t>(task.seg)];
+      const int64_t g = task.kv_head;
+      kernels::AttentionRows a;
+      a.q = q + task.row * nq + g * group * hd;
+      a.ldq = nq;
+      a.out = att + task.row * nq + g * group * hd;
+      a.ldo = nq;
+      a.n_rows = task.n_rows;
+      a.n_head = group;
+      a.head_dim = hd;
+      a.k = kv.k_rows(kv_layer, s.seq, static_cast<int32_t>(g));
+      a.v = kv.v_rows(kv_layer, s.seq, static_cast<int32_t>(g));
+      a.n_committed = s.n_past;
+      a.extra = ctx.extra_ptr_.data() + task.row;
+      a.n_extra = ctx.extra_len_.data() + task.row;
+      a.scale = hp_.attn_scale;
+      a.softcap = hp_.attn_softcap;
+      if (L.swa) a.window_begin = ctx.window_begin_.data() + task.row;
+      a.scratch = sc;
+      kernels::attention_rows(a);
+    }
+  };
+  const auto n_tasks = static_cast<int64_t>(ctx.attn_tasks_.size());
+  if (n_tasks > 1) {
+    pool->parallel_for(n_tasks, 1, work);
+  } else {
+    work(0, n_tasks, 0);
+  }
+  kernels::matmul(L.wo, att, n, ctx.tmp_.data(), pool);  // [n, E]
+}
+
+void Model::ffn(ForwardContext& ctx, int32_t n, const LayerWeights& L) const {
+  float* gate = ctx.gate_.data();
+  float* up = ctx.up_.data();
+  {
+    const kernels::WeightView* ws[2] = {&L.w_gate, &L.w_up};
+    float* ys[2] = {gate, up};  // [n, n_ff] each
+    kernels::matmul_multi(ws, ys, 2, ctx.xn_.data(), n, ctx.pool_);
+  }
+  const int64_t F = hp_.n_ff;
+  rows_parallel(ctx.pool_, n, F, [&](int64_t b, int64_t e) {
+    if (hp_.act == FfnAct::gelu_tanh) {
+      kernels::geglu(gate + b * F, up + b * F, gate + b * F, (e - b) * F);
+    } else {
+      kernels::swiglu(gate + b * F, up + b * F, gate + b * F, (e - b) * F);
+    }
+  });
+  kernels::matmul(L.w_down, gate, n, ctx.tmp_.data(), ctx.pool_);  // [n, E]
 }
 
 void Model::final_norm(const float* x, int32_t n_rows, std::span<const int32_t> rows, float* out) const {
@@ -484,6 +597,11 @@ void Model::final_norm(const float* x, int32_t n_rows, std::span<const int32_t> 
 
 void Model::lm_head(ForwardContext& ctx, const float* xn, int32_t n, float* logits) const {
   kernels::matmul(output_, xn, n, logits, ctx.pool_);
+  if (hp_.final_softcap > 0.0f) {  // Gemma 2: logits = cap * tanh(logits / cap)
+    const float cap = hp_.final_softcap;
+    const int64_t total = static_cast<int64_t>(n) * hp_.n_vocab;
+    for (int64_t i = 0; i < total; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+  }
 }
 
 Status Model::forward(ForwardContext& ctx, const Batch& batch, kv::KvCache& kv, std::span<const int32_t> out_rows,

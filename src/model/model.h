@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "kv/kv_cache.h"
+#include "model/arch.h"
 #include "model/batch.h"
 #include "treespec/status.h"
 
@@ -43,6 +44,16 @@ struct Hparams {
   bool rope_neox = false;        // pair (i, i + n_rot/2) instead of (2i, 2i+1)
   bool has_qkv_bias = false;
   bool tied_output = false;
+  // Family features (model/arch.h; docs/models.md).
+  bool qk_norm = false;        // per-head RMSNorm of Q and K before RoPE
+  bool post_norms = false;     // RMSNorm of the attention and FFN outputs before the residual add
+  FfnAct act = FfnAct::silu;   // FFN gate activation
+  float embd_scale = 1.0f;     // embeddings are multiplied by this
+  float attn_scale = 0.0f;     // query scale (1/sqrt(head_dim) unless the family says otherwise)
+  float attn_softcap = 0.0f;   // > 0: attention logits soft-capped
+  float final_softcap = 0.0f;  // > 0: output logits soft-capped
+  int32_t n_swa = 0;           // sliding window (positions a local layer sees, itself included); 0: none
+  float rope_theta_swa = 0.0f; // > 0: local layers use this RoPE base, unscaled (Gemma 3)
 
   int32_t n_embd_q() const { return n_head * head_dim; }
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
@@ -51,9 +62,12 @@ struct Hparams {
 struct LayerWeights {
   std::vector<float> attn_norm;  // [n_embd]
   std::vector<float> ffn_norm;   // [n_embd]
-  kernels::WeightView wq, wk, wv, wo;
+  kernels::WeightView wq, wk, wv, wo;  // row ranges of attn_qkv when the file fuses them
   std::vector<float> bq, bk, bv;  // empty unless has_qkv_bias
-  kernels::WeightView w_gate, w_up, w_down;
+  std::vector<float> q_norm, k_norm;  // [head_dim], empty unless qk_norm
+  std::vector<float> attn_post_norm, ffn_post_norm;  // [n_embd], empty unless post_norms
+  kernels::WeightView w_gate, w_up, w_down;  // gate / up: halves of ffn_up when fused
+  bool swa = false;  // sliding-window (local) layer
 };
 
 class ForwardContext;
@@ -110,19 +124,26 @@ class Model {
  private:
   Model() = default;
   void bind();
+  void read_hparams(const ArchTraits& arch);
+  void bind_rope();
   // Repacks every matrix the forward multiplies with into the best kernels' tile layout.
   void repack();
   // Checks the batch against kv and fills ctx's per-row visible tree cells.
   Status prepare_rows(ForwardContext& ctx, const Batch& batch, kv::KvCache& kv) const;
   // One layer `il` on x, its K/V in KV layer `kv_layer` (prepare_rows ran first).
   void run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32_t kv_layer, float* x, kv::KvCache& kv) const;
+  // The attention half of layer il: ctx.tmp_ = attention output projected to [n, n_embd].
+  void attention(ForwardContext& ctx, const Batch& batch, int32_t il, int32_t kv_layer, kv::KvCache& kv) const;
+  // The FFN half: ctx.tmp_ = FFN of ctx.xn_.
+  void ffn(ForwardContext& ctx, int32_t n, const LayerWeights& L) const;
 
   std::shared_ptr<const gguf::GgufFile> file_;
   Hparams hp_;
   kernels::WeightView tok_embd_;
   kernels::WeightView output_;
   std::vector<float> output_norm_;
-  std::vector<float> inv_freq_;  // [n_rot / 2]
+  std::vector<float> inv_freq_;      // [n_rot / 2]
+  std::vector<float> inv_freq_swa_;  // local layers' table when rope_theta_swa > 0
   std::vector<LayerWeights> layers_;
   std::vector<core::AlignedBuffer<uint8_t>> packed_;  // owned by the views' `packed`
   uint64_t packed_bytes_ = 0;
@@ -163,6 +184,9 @@ class ForwardContext {
   std::vector<std::vector<int32_t>> extra_;  // per row: visible tree cells
   std::vector<const int32_t*> extra_ptr_;   // [n_rows] extra_[r].data()
   std::vector<int32_t> extra_len_;          // [n_rows]
+  // Sliding-window layers: per row the first position (= index in its visible list) inside
+  // the window.
+  std::vector<int64_t> window_begin_;
   std::vector<AttnTask> attn_tasks_;
 };
 

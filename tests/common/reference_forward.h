@@ -1,4 +1,4 @@
-// An independent float64 reference forward for Llama-family GGUFs ("llama", "qwen2"),
+// An independent float64 reference forward for the supported GGUF families,
 // the oracle for the architecture tests. It shares no code with src/kernels or
 // src/model: it reads the metadata keys and tensors itself (through the GGUF reader
 // only), and has its own RMSNorm, RoPE (both conventions), GQA attention under an
@@ -12,8 +12,19 @@
 //   llama rotates (x[2i], x[2i+1]) (its Q/K were permuted by the converter), qwen2 rotates
 //     (x[i], x[i + n_rot/2]) (GGML NeoX mode);
 //   qwen2 adds Q/K/V biases; the output head is token_embd.weight when output.weight is absent.
+// And from llama.cpp's qwen3 / gemma2 / gemma3 / phi3 graphs:
+//   qwen3, gemma3: per-head RMSNorm of Q and K (attn_q_norm / attn_k_norm) before RoPE;
+//   gemma2, gemma3: embeddings x sqrt(n_embd); GELU (tanh form) gate; RMSNorm of the
+//     attention and FFN outputs (post_attention_norm / post_ffw_norm) before each residual
+//     add; attention logits cap * tanh(s / cap) (attn_logit_softcapping), final logits
+//     likewise (final_logit_softcapping); sliding window on even layers (gemma2) or on 5 of
+//     every 6 (gemma3, whose local layers use RoPE base 10000 without scaling): a query at
+//     position p sees keys at positions > p - sliding_window;
+//   phi3: attn_qkv = [Q; K; V] rows, ffn_up = [gate; up] rows; sliding window on every layer;
+//   qwen2, qwen3, gemma*, phi3 rotate halves (NeoX).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -49,7 +60,17 @@ class ReferenceModel {
     eps_ = f.get_float(a + "attention.layer_norm_rms_epsilon");
     theta_ = f.get_float(a + "rope.freq_base", 10000.0);
     if (f.get_string(a + "rope.scaling.type", "none") == "linear") freq_scale_ = 1.0 / f.get_float(a + "rope.scaling.factor");
-    neox_ = (arch_ == "qwen2") != opt_.flip_rope_convention;
+    const bool gemma = arch_ == "gemma2" || arch_ == "gemma3";
+    neox_ = (arch_ != "llama") != opt_.flip_rope_convention;
+    gemma_ = gemma;
+    if (gemma) emb_scale_ = std::sqrt(static_cast<double>(n_embd_));
+    attn_softcap_ = f.get_float(a + "attn_logit_softcapping", 0.0);
+    final_softcap_ = f.get_float(a + "final_logit_softcapping", 0.0);
+    n_swa_ = static_cast<int>(f.get_int(a + "attention.sliding_window", 0));
+    q_scale_ = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+    if ((arch_ == "gemma2" && n_layer_ == 46) || (arch_ == "gemma3" && n_layer_ == 62)) {
+      q_scale_ = 1.0 / std::sqrt(static_cast<double>(n_embd_ / n_head_));
+    }
 
     const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
     n_vocab_ = static_cast<int>(emb->ne[1]);
@@ -62,9 +83,27 @@ class ReferenceModel {
       const std::string p = "blk." + std::to_string(il) + ".";
       Layer L;
       L.attn_norm = read(f, p + "attn_norm.weight");
-      L.wq = read(f, p + "attn_q.weight");
-      L.wk = read(f, p + "attn_k.weight");
-      L.wv = read(f, p + "attn_v.weight");
+      if (f.find_tensor(p + "attn_qkv.weight")) {
+        const Vec qkv = read(f, p + "attn_qkv.weight");
+        const size_t nq = static_cast<size_t>(n_head_) * head_dim_ * n_embd_;
+        const size_t nk = static_cast<size_t>(n_head_kv_) * head_dim_ * n_embd_;
+        L.wq.assign(qkv.begin(), qkv.begin() + static_cast<long>(nq));
+        L.wk.assign(qkv.begin() + static_cast<long>(nq), qkv.begin() + static_cast<long>(nq + nk));
+        L.wv.assign(qkv.begin() + static_cast<long>(nq + nk), qkv.end());
+      } else {
+        L.wq = read(f, p + "attn_q.weight");
+        L.wk = read(f, p + "attn_k.weight");
+        L.wv = read(f, p + "attn_v.weight");
+      }
+      if (arch_ == "qwen3" || arch_ == "gemma3") {
+        L.q_norm = read(f, p + "attn_q_norm.weight");
+        L.k_norm = read(f, p + "attn_k_norm.weight");
+      }
+      if (gemma) {
+        L.post_attn = read(f, p + "post_attention_norm.weight");
+        L.post_ffn = read(f, p + "post_ffw_norm.weight");
+      }
+      L.local = n_swa_ > 0 && (arch_ == "phi3" || (arch_ == "gemma2" && il % 2 == 0) || (arch_ == "gemma3" && il % 6 < 5));
       if (f.find_tensor(p + "attn_q.bias")) {
         L.bq = read(f, p + "attn_q.bias");
         L.bk = read(f, p + "attn_k.bias");
@@ -72,8 +111,15 @@ class ReferenceModel {
       }
       L.wo = read(f, p + "attn_output.weight");
       L.ffn_norm = read(f, p + "ffn_norm.weight");
-      L.gate = read(f, p + "ffn_gate.weight");
-      L.up = read(f, p + "ffn_up.weight");
+      if (f.find_tensor(p + "ffn_gate.weight")) {
+        L.gate = read(f, p + "ffn_gate.weight");
+        L.up = read(f, p + "ffn_up.weight");
+      } else {  // phi3: [gate; up]
+        const Vec gu = read(f, p + "ffn_up.weight");
+        const auto half = static_cast<long>(gu.size() / 2);
+        L.gate.assign(gu.begin(), gu.begin() + half);
+        L.up.assign(gu.begin() + half, gu.end());
+      }
       L.down = read(f, p + "ffn_down.weight");
       layers_.push_back(std::move(L));
     }
@@ -91,16 +137,23 @@ class ReferenceModel {
     for (size_t i = 0; i < n; ++i) {
       x[i].assign(tok_embd_.begin() + static_cast<long>(tokens[i]) * n_embd_,
                   tok_embd_.begin() + static_cast<long>(tokens[i] + 1) * n_embd_);
+      for (double& e : x[i]) e *= emb_scale_;
     }
     for (const Layer& L : layers_) {
       std::vector<Vec> q(n), k(n), v(n);
+      const double theta = L.local && arch_ == "gemma3" ? 10000.0 : theta_;
+      const double fscale = L.local && arch_ == "gemma3" ? 1.0 : freq_scale_;
       for (size_t i = 0; i < n; ++i) {
         const Vec h = rmsnorm(x[i], L.attn_norm);
         q[i] = matvec(L.wq, h, nq, L.bq);
         k[i] = matvec(L.wk, h, nkv, L.bk);
         v[i] = matvec(L.wv, h, nkv, L.bv);
-        rope(q[i], n_head_, pos[i]);
-        rope(k[i], n_head_kv_, pos[i]);
+        if (!L.q_norm.empty()) {
+          head_norm(q[i], n_head_, L.q_norm);
+          head_norm(k[i], n_head_kv_, L.k_norm);
+        }
+        rope(q[i], n_head_, pos[i], theta, fscale);
+        rope(k[i], n_head_kv_, pos[i], theta, fscale);
       }
       const int group = n_head_ / n_head_kv_;
       for (size_t i = 0; i < n; ++i) {
@@ -112,9 +165,11 @@ class ReferenceModel {
           double mx = -1e300;
           for (size_t j = 0; j < n; ++j) {
             if (!visible[i][j]) continue;
+            if (L.local && pos[i] - pos[j] >= n_swa_) continue;
             double d = 0;
             for (int e = 0; e < head_dim_; ++e) d += q[i][h * head_dim_ + e] * k[j][g * head_dim_ + e];
-            d /= std::sqrt(static_cast<double>(head_dim_));
+            d *= q_scale_;
+            if (attn_softcap_ > 0) d = attn_softcap_ * std::tanh(d / attn_softcap_);
             s.push_back(d);
             js.push_back(j);
             mx = std::max(mx, d);
@@ -125,7 +180,8 @@ class ReferenceModel {
             for (int e = 0; e < head_dim_; ++e) att[h * head_dim_ + e] += s[t] / z * v[js[t]][g * head_dim_ + e];
           }
         }
-        const Vec o = matvec(L.wo, att, n_embd_, {});
+        Vec o = matvec(L.wo, att, n_embd_, {});
+        if (!L.post_attn.empty()) o = rmsnorm(o, L.post_attn);
         for (int e = 0; e < n_embd_; ++e) x[i][e] += o[e];
       }
       for (size_t i = 0; i < n; ++i) {
@@ -133,13 +189,24 @@ class ReferenceModel {
         const Vec g = matvec(L.gate, h, n_ff_, {});
         const Vec u = matvec(L.up, h, n_ff_, {});
         Vec a(static_cast<size_t>(n_ff_));
-        for (int e = 0; e < n_ff_; ++e) a[e] = g[e] / (1.0 + std::exp(-g[e])) * u[e];
-        const Vec d = matvec(L.down, a, n_embd_, {});
+        for (int e = 0; e < n_ff_; ++e) {
+          const double ge = g[e];
+          const double act = gemma_ ? 0.5 * ge * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (ge + 0.044715 * ge * ge * ge)))
+                                    : ge / (1.0 + std::exp(-ge));
+          a[e] = act * u[e];
+        }
+        Vec d = matvec(L.down, a, n_embd_, {});
+        if (!L.post_ffn.empty()) d = rmsnorm(d, L.post_ffn);
         for (int e = 0; e < n_embd_; ++e) x[i][e] += d[e];
       }
     }
     std::vector<Vec> logits(n);
-    for (size_t i = 0; i < n; ++i) logits[i] = matvec(output_, rmsnorm(x[i], output_norm_), n_vocab_, {});
+    for (size_t i = 0; i < n; ++i) {
+      logits[i] = matvec(output_, rmsnorm(x[i], output_norm_), n_vocab_, {});
+      if (final_softcap_ > 0) {
+        for (double& l : logits[i]) l = final_softcap_ * std::tanh(l / final_softcap_);
+      }
+    }
     return logits;
   }
 
@@ -158,8 +225,19 @@ class ReferenceModel {
  private:
   struct Layer {
     Vec attn_norm, ffn_norm, bq, bk, bv;
+    Vec q_norm, k_norm, post_attn, post_ffn;  // empty when the family has none
     Vec wq, wk, wv, wo, gate, up, down;  // [n_out][n_in], row-major
+    bool local = false;  // sliding-window layer
   };
+
+  // RMSNorm of each head_dim slice with the same weights.
+  void head_norm(Vec& x, int n_heads, const Vec& w) const {
+    for (int h = 0; h < n_heads; ++h) {
+      const Vec part(x.begin() + static_cast<long>(h) * head_dim_, x.begin() + static_cast<long>(h + 1) * head_dim_);
+      const Vec y = rmsnorm(part, w);
+      std::copy(y.begin(), y.end(), x.begin() + static_cast<long>(h) * head_dim_);
+    }
+  }
 
   // Any f32 / f16 / bf16 tensor as doubles in GGUF order (ne[0] contiguous).
   static Vec read(const gguf::GgufFile& f, const std::string& name) {
@@ -203,12 +281,12 @@ class ReferenceModel {
     return y;
   }
 
-  void rope(Vec& x, int n_heads, int p) const {
+  void rope(Vec& x, int n_heads, int p, double theta, double freq_scale) const {
     const int half = n_rot_ / 2;
     for (int h = 0; h < n_heads; ++h) {
       double* v = x.data() + static_cast<size_t>(h) * head_dim_;
       for (int i = 0; i < half; ++i) {
-        const double freq = freq_scale_ * std::pow(theta_, -2.0 * i / n_rot_) / rope_factor_[static_cast<size_t>(i)];
+        const double freq = freq_scale * std::pow(theta, -2.0 * i / n_rot_) / rope_factor_[static_cast<size_t>(i)];
         const double c = std::cos(p * freq), s = std::sin(p * freq);
         const int a = neox_ ? i : 2 * i;
         const int b = neox_ ? i + half : 2 * i + 1;
@@ -223,7 +301,9 @@ class ReferenceModel {
   std::string arch_;
   int n_vocab_ = 0, n_embd_ = 0, n_layer_ = 0, n_head_ = 0, n_head_kv_ = 0, n_ff_ = 0, head_dim_ = 0, n_rot_ = 0;
   double eps_ = 1e-5, theta_ = 10000.0, freq_scale_ = 1.0;
-  bool neox_ = false;
+  double emb_scale_ = 1.0, attn_softcap_ = 0.0, final_softcap_ = 0.0, q_scale_ = 1.0;
+  int n_swa_ = 0;
+  bool neox_ = false, gemma_ = false;
   Vec tok_embd_, output_, output_norm_, rope_factor_;
   std::vector<Layer> layers_;
 };

@@ -204,6 +204,9 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
     w.set(a + "rope.scaling.factor", Value::f32(c.rope_scale_linear));
   }
   if (c.write_vocab_size) w.set(a + "vocab_size", Value::u32(static_cast<uint32_t>(c.n_vocab)));
+  if (c.attn_softcap > 0.0f) w.set(a + "attn_logit_softcapping", Value::f32(c.attn_softcap));
+  if (c.final_softcap > 0.0f) w.set(a + "final_logit_softcapping", Value::f32(c.final_softcap));
+  if (c.sliding_window > 0) w.set(a + "attention.sliding_window", Value::u32(static_cast<uint32_t>(c.sliding_window)));
   if (c.tokenizer == "gpt2") {
     write_bpe_vocab(w, c);
   } else {
@@ -231,26 +234,40 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
   };
   const int64_t hd = c.head_dim > 0 ? c.head_dim : c.n_embd / c.n_head;
   {
-    const auto v = randn(static_cast<size_t>(c.n_embd) * c.n_vocab, 1.0f);
+    const auto v = randn(static_cast<size_t>(c.n_embd) * c.n_vocab, c.embd_std);
     const auto bytes = encode(v, c.wtype);
     w.add_tensor("token_embd.weight", c.wtype, {c.n_embd, c.n_vocab}, bytes.data(), bytes.size());
   }
   for (int32_t il = 0; il < c.n_layer; ++il) {
     const std::string p = fmt::format("blk.{}.", il);
     norm(p + "attn_norm.weight", c.n_embd);
-    matrix(p + "attn_q.weight", c.n_embd, c.n_head * hd);
-    matrix(p + "attn_k.weight", c.n_embd, c.n_head_kv * hd);
-    matrix(p + "attn_v.weight", c.n_embd, c.n_head_kv * hd);
+    if (c.fused_qkv) {
+      matrix(p + "attn_qkv.weight", c.n_embd, (c.n_head + 2 * c.n_head_kv) * hd);
+    } else {
+      matrix(p + "attn_q.weight", c.n_embd, c.n_head * hd);
+      matrix(p + "attn_k.weight", c.n_embd, c.n_head_kv * hd);
+      matrix(p + "attn_v.weight", c.n_embd, c.n_head_kv * hd);
+    }
+    if (c.qk_norm) {
+      norm(p + "attn_q_norm.weight", hd);
+      norm(p + "attn_k_norm.weight", hd);
+    }
     if (c.qkv_bias) {
       bias(p + "attn_q.bias", c.n_head * hd);
       bias(p + "attn_k.bias", c.n_head_kv * hd);
       bias(p + "attn_v.bias", c.n_head_kv * hd);
     }
     matrix(p + "attn_output.weight", c.n_head * hd, c.n_embd);
+    if (c.post_norms) norm(p + "post_attention_norm.weight", c.n_embd);
     norm(p + "ffn_norm.weight", c.n_embd);
-    matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+    if (c.fused_gate_up) {
+      matrix(p + "ffn_up.weight", c.n_embd, 2 * c.n_ff);
+    } else {
+      matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
+      matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+    }
     matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (c.post_norms) norm(p + "post_ffw_norm.weight", c.n_embd);
   }
   norm("output_norm.weight", c.n_embd);
   if (!c.tied) matrix("output.weight", c.n_embd, c.n_vocab);

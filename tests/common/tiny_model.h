@@ -1,6 +1,7 @@
-// Tiny random-weight Llama-family models written with our GGUF writer: fixtures for
-// model, kernel, tree and engine tests (nothing downloads). Architectures "llama" and
-// "qwen2" (and any other name, for error tests); SPM or byte-level BPE vocabularies.
+// Tiny random-weight models written with our GGUF writer: fixtures for model, kernel,
+// tree and engine tests (nothing downloads). Architectures "llama", "qwen2", "qwen3",
+// "gemma2", "gemma3", "phi3" (and any other name, for error tests); SPM or byte-level
+// BPE vocabularies.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@ struct TinyModelConfig {
   tensor::DType wtype = tensor::DType::f32;  // 2-D weights; norms stay f32
   uint64_t seed = 1;
   float weight_scale = 0.3f;                 // stddev relative to 1/sqrt(fan_in)
+  float embd_std = 1.0f;                     // stddev of token_embd (Gemma's are ~1/sqrt(n_embd): it scales them up)
   int32_t eos_id = 2;                        // SPM vocab only
 
   // Optional metadata / tensors of real families (defaults write none of them).
@@ -40,6 +42,14 @@ struct TinyModelConfig {
   float rope_scale_linear = 0.0f;  // > 0: rope.scaling.type "linear" with this factor
   std::vector<float> rope_freqs;   // non-empty: tensor rope_freqs.weight [n_rot/2] (Llama 3 style)
   bool write_vocab_size = false;   // <arch>.vocab_size
+  // Newer families (llama.cpp's tensor names and keys):
+  bool qk_norm = false;            // blk.N.attn_q_norm / attn_k_norm [head_dim] (qwen3, gemma3)
+  bool post_norms = false;         // blk.N.post_attention_norm / post_ffw_norm (gemma2, gemma3)
+  float attn_softcap = 0.0f;       // > 0: <arch>.attn_logit_softcapping
+  float final_softcap = 0.0f;      // > 0: <arch>.final_logit_softcapping
+  int32_t sliding_window = 0;      // > 0: <arch>.attention.sliding_window
+  bool fused_qkv = false;          // blk.N.attn_qkv instead of attn_q/k/v (phi3)
+  bool fused_gate_up = false;      // blk.N.ffn_up holds gate then up, no ffn_gate (phi3)
 
   // "llama": SPM vocab of placeholder pieces. "gpt2": byte-level BPE: the 256 byte
   // characters, three special tokens, then merges learned on a small built-in English

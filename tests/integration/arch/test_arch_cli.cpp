@@ -125,9 +125,11 @@ TEST(ArchCli, RunErrors) {
   EXPECT_NE(out.find("prompt is empty"), std::string::npos) << out;
   // An unsupported architecture is named, with the supported ones.
   auto c = qwen2_config();
-  c.arch = "phi3";
-  const std::string bad = test::temp_dir() + "/phi3.gguf";
+  c.arch = "mamba";
+  const std::string bad = test::temp_dir() + "/mamba.gguf";
   test::write_tiny_model(bad, c);
   EXPECT_NE(test::run_command(test::treespec_binary() + " run -m '" + bad + "' -p 'hi' -n 4 2>&1", &out), 0);
-  EXPECT_NE(out.find("architecture 'phi3' is not supported (supported: llama, qwen2)"), std::string::npos) << out;
+  EXPECT_NE(out.find("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3)"),
+            std::string::npos)
+      << out;
 }

@@ -104,8 +104,21 @@ TEST(ArchBind, Qwen2Hparams) {
 
 TEST(ArchBind, UnsupportedArchitectureNamesItAndTheSupportedOnes) {
   test::TinyModelConfig c;
+  c.arch = "deepseek2";
+  expect_error<Unsupported>(c, {"architecture 'deepseek2'", "llama, qwen2, qwen3, gemma2, gemma3, phi3"});
+}
+
+// A family's own tensors are required: Gemma 2 without its post norms, Qwen3 without its
+// Q/K norms are named, not computed as a plainer family.
+TEST(ArchBind, FamilyTensorsAreRequired) {
+  test::TinyModelConfig c;
   c.arch = "gemma2";
-  expect_error<Unsupported>(c, {"architecture 'gemma2'", "llama, qwen2"});
+  expect_error<FormatError>(c, {"blk.0.post_attention_norm.weight", "missing"});
+  c.arch = "qwen3";
+  expect_error<FormatError>(c, {"blk.0.attn_q_norm.weight", "missing"});
+  c.arch = "llama";
+  c.qk_norm = true;  // llama does not read Q/K norms: an unsupported variant
+  expect_error<Unsupported>(c, {"blk.0.attn_q_norm.weight", "not part of the supported llama layout"});
 }
 
 TEST(ArchBind, Qwen2NeedsBiases) {

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 
+#include "common/arch_families.h"
 #include "common/reference_forward.h"
 #include "common/test_util.h"
 #include "common/tiny_model.h"
@@ -19,59 +21,9 @@ using namespace treespec;
 
 namespace {
 
-struct Family {
-  const char* name;
-  test::TinyModelConfig cfg;
-  float tol;  // max |ours - reference| / max(1, max |reference|)
-};
+using test::Family;
+using test::families;
 
-std::vector<Family> families() {
-  std::vector<Family> out;
-  {  // TinyLlama / Llama 2 shape: SPM vocab, GQA, untied output, default theta.
-    test::TinyModelConfig c;
-    c.n_embd = 64, c.n_head = 8, c.n_head_kv = 2, c.n_ff = 96, c.seed = 11;
-    out.push_back({"tinyllama_gqa_untied", c, 1e-4f});
-  }
-  {  // Mistral: MQA-like GQA, theta 1e6, f16 weights.
-    test::TinyModelConfig c;
-    c.n_head = 4, c.n_head_kv = 1, c.rope_theta = 1e6f, c.wtype = tensor::DType::f16, c.seed = 12;
-    out.push_back({"mistral_f16", c, 1e-3f});
-  }
-  {  // SmolLM: tied embeddings, GQA 6/2, BPE vocab with the smollm pre-tokenizer.
-    test::TinyModelConfig c;
-    c.n_embd = 48, c.n_head = 6, c.n_head_kv = 2, c.n_ff = 64, c.tied = true, c.n_vocab = 320;
-    c.tokenizer = "gpt2", c.bpe_pre = "smollm", c.seed = 13;
-    out.push_back({"smollm_tied", c, 1e-4f});
-  }
-  {  // Llama 3: rope_freqs.weight, theta 5e5, head size from key_length (16 != 32/4), BPE.
-    test::TinyModelConfig c;
-    c.n_embd = 32, c.n_head = 4, c.n_head_kv = 2, c.head_dim = 16, c.n_vocab = 320, c.rope_theta = 500000.0f;
-    c.rope_freqs = test::llama3_rope_factors(16, 500000.0f, 8.0f, 1.0f, 4.0f, 64.0f);
-    c.tokenizer = "gpt2", c.bpe_pre = "llama-bpe", c.write_vocab_size = true, c.seed = 14;
-    out.push_back({"llama3_rope_freqs", c, 1e-4f});
-  }
-  {  // Linear RoPE scaling (rope.scaling.type = linear, factor 4).
-    test::TinyModelConfig c;
-    c.rope_scale_linear = 4.0f, c.seed = 15;
-    out.push_back({"llama_linear_scaling", c, 1e-4f});
-  }
-  {  // Qwen2.5 small: QKV bias, NeoX RoPE, theta 1e6, eps 1e-6, tied, GQA, BPE.
-    test::TinyModelConfig c;
-    c.arch = "qwen2", c.qkv_bias = true, c.tied = true, c.rope_theta = 1e6f, c.rms_eps = 1e-6f;
-    c.n_vocab = 320, c.tokenizer = "gpt2", c.bpe_pre = "qwen2", c.seed = 16;
-    out.push_back({"qwen2_tied", c, 1e-4f});
-  }
-  {  // Qwen2 larger-style: untied output, f16 weights, MHA.
-    test::TinyModelConfig c;
-    c.arch = "qwen2", c.qkv_bias = true, c.n_head_kv = 4, c.rope_theta = 1e6f, c.wtype = tensor::DType::f16;
-    c.seed = 17;
-    out.push_back({"qwen2_untied_f16", c, 1e-3f});
-  }
-  return out;
-}
-
-// Readable parameter names in gtest output instead of a byte dump.
-void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
 
 double rel_err(const float* ours, const std::vector<double>& ref) {
   double scale = 1.0, err = 0.0;
@@ -232,5 +184,49 @@ TEST(ArchReferenceSensitivity, WrongConventionsAreDetected) {
     for (size_t i = 0; i < toks.size(); ++i) worst = std::max(worst, rel_err(logits.data() + i * V, want[i]));
     EXPECT_GT(worst, 100 * fam.tol) << name;
     RecordProperty(name + "_wrong_rel_err", fmt::format("{:.3g}", worst));
+  }
+}
+
+// The lossless contract per family (sliding windows and soft-capping included): every
+// tree node's logits equal, bit for bit, those of decoding its path one token per forward
+// pass after the same prefix, and a prefill row equals the step that decodes it alone.
+TEST_P(ArchReference, TreeRowsEqualStepByStepDecodingBitForBit) {
+  const Family& fam = GetParam();
+  Loaded l = load(fam);
+  const int32_t V = l.model->hparams().n_vocab;
+  core::Rng rng(fam.cfg.seed * 13);
+  std::vector<int32_t> prefix(14);
+  for (auto& t : prefix) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
+  model::ForwardContext ctx(*l.model, 2);
+  kv::KvCache kv(l.model->kv_shape(2, 64));
+  auto run = [&](int32_t seq, const std::vector<int32_t>& toks, bool commit) {
+    model::Batch b;
+    b.add_chain(seq, kv.n_past(seq), toks);
+    std::vector<float> logits(toks.size() * static_cast<size_t>(V));
+    EXPECT_TRUE(l.model->forward(ctx, b, kv, {}, logits.data()).ok());
+    if (commit) {
+      std::vector<int32_t> path(toks.size());
+      for (size_t i = 0; i < path.size(); ++i) path[i] = static_cast<int32_t>(i);
+      EXPECT_TRUE(kv.commit(seq, path).ok());
+    }
+    return logits;
+  };
+  const auto pre = run(0, prefix, true);
+  for (size_t i = 0; i < prefix.size(); ++i) {  // seq 1: the prefix one token at a time
+    const auto one = run(1, {prefix[i]}, true);
+    ASSERT_EQ(0, std::memcmp(one.data(), pre.data() + i * V, V * sizeof(float))) << fam.name << " prefill row " << i;
+  }
+  const tree::TokenTree t = random_tree(rng, 20, 6, V);
+  model::Batch b;
+  b.add_tree(0, kv.n_past(0), t);
+  std::vector<float> logits(static_cast<size_t>(t.size()) * V);
+  ASSERT_TRUE(l.model->forward(ctx, b, kv, {}, logits.data()).ok());
+  for (int32_t node = 0; node < t.size(); ++node) {
+    kv.clear(1);
+    run(1, prefix, true);
+    std::vector<float> last;
+    for (int32_t a : t.path_to(node)) last = run(1, {t.token(a)}, true);
+    ASSERT_EQ(0, std::memcmp(last.data(), logits.data() + static_cast<size_t>(node) * V, V * sizeof(float)))
+        << fam.name << " node " << node << " depth " << t.depth(node);
   }
 }
