@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Greedy text of every architecture family (tests/common/arch_families.h, tiny random
+# weights, byte-level BPE vocabulary) from treespec and from a reference engine's
+# llama-cli, side by side: the check of docs/models.md's "against a reference engine".
+# Reference binaries are read from ../shared/anchors; never part of `make test`.
+#
+#   scripts/arch_vs_anchor.sh [BUILD_DIR] [ANCHOR_BIN]
+#     BUILD_DIR   default build (needs tools/treespec/treespec and tests/tiny_model_tool)
+#     ANCHOR_BIN  default ${TREESPEC_SHARED:-../shared}/anchors/ik_llama.cpp/bin
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+shared=${TREESPEC_SHARED:-$root/../shared}
+anchor=${2:-$shared/anchors/ik_llama.cpp/bin}
+ts=$build/tools/treespec/treespec
+tool=$build/tests/tiny_model_tool
+for f in "$ts" "$tool" "$anchor/llama-cli"; do
+  [[ -x $f ]] || { echo "arch_vs_anchor: $f is missing (build with 'make', or pass the anchor's bin)" >&2; exit 2; }
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+prompts=("Once upon a time" "The numbers 1234 and 5678 were")
+fail=0
+printf '| family | arch | scale | prompt | tokens | same text |\n|---|---|--:|---|--:|---|\n'
+while read -r name arch; do
+  for scale in 0.6 1.0; do
+    model=$work/$name.gguf
+    "$tool" "$name" "$model" --bpe --scale "$scale"
+    for p in "${prompts[@]}"; do
+      "$ts" run -m "$model" -p "$p" -n 32 --temp 0 -t 1 >"$work/ours" 2>"$work/ours.err" || { cat "$work/ours.err" >&2; exit 1; }
+      # (in $work: llama-cli writes main.log into its working directory)
+      if ! (cd "$work" && "$anchor/llama-cli" -m "$model" -p "$p" -n 32 --temp 0 -t 1 </dev/null >"$work/ref" 2>"$work/ref.err"); then
+        why=$(grep -m1 -o 'error loading model: .*' "$work/ref.err" || tail -1 "$work/ref.err")
+        printf '| %s | %s | %s | %s | 32 | reference refuses the file: %s |\n' "$name" "$arch" "$scale" "$p" "$why"
+        continue
+      fi
+      # treespec prints U+FFFD for bytes that are not valid UTF-8 and llama-cli the raw
+      # bytes: compare with invalid bytes and replacement characters dropped, newlines too
+      # (llama-cli may end with one of its own).
+      same=yes
+      python3 - "$work/ours" "$work/ref" <<'PY' || { same=NO; fail=1; }
+import sys
+norm = lambda p: open(p, 'rb').read().decode('utf-8', 'ignore').replace('\ufffd', '').replace('\n', '')
+a, b = norm(sys.argv[1]), norm(sys.argv[2])
+n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+if a != b:
+    print(f'  first difference after {n} characters: treespec {a[n:n+24]!r}, reference {b[n:n+24]!r}', file=sys.stderr)
+sys.exit(0 if a == b else 1)
+PY
+      printf '| %s | %s | %s | %s | 32 | %s |\n' "$name" "$arch" "$scale" "$p" "$same"
+    done
+  done
+done < <("$tool" --list)
+exit $fail
