@@ -97,15 +97,25 @@ void Model::read_hparams(const ArchTraits& arch) {
     const double factor = f.get_float(a + "rope.scaling.factor", 1.0);
     if (!(factor > 0.0)) throw FormatError(fmt::format("{}: {}rope.scaling.factor must be positive", path, a));
     hp_.rope_freq_scale = static_cast<float>(1.0 / factor);
-  } else if (scaling != "none" && scaling != "") {
-    // Llama 3's scaling arrives as the rope_freqs.weight tensor (below), not as a type.
-    throw Unsupported(fmt::format("{}: {}rope.scaling.type '{}' is not supported (supported: none, linear)", path, a,
-                                  scaling));
+  } else if (scaling != "none" && scaling != "" && scaling != "longrope") {
+    // Llama 3's scaling arrives as the rope_freqs.weight tensor (below), not as a type;
+    // LongRoPE as rope_factors_long/short (bind_rope), with or without the type.
+    throw Unsupported(fmt::format("{}: {}rope.scaling.type '{}' is not supported (supported: none, linear, longrope)",
+                                  path, a, scaling));
   } else if (f.has(a + "rope.scale_linear")) {
     const double factor = f.get_float(a + "rope.scale_linear");
     if (!(factor > 0.0)) throw FormatError(fmt::format("{}: {}rope.scale_linear must be positive", path, a));
     hp_.rope_freq_scale = static_cast<float>(1.0 / factor);
   }
+  hp_.rope_attn_factor = static_cast<float>(f.get_float(a + "rope.scaling.attn_factor", 1.0));
+  if (!(hp_.rope_attn_factor > 0.0f) || !std::isfinite(hp_.rope_attn_factor)) {
+    throw FormatError(fmt::format("{}: {}rope.scaling.attn_factor {} must be positive", path, a, hp_.rope_attn_factor));
+  }
+  hp_.n_ctx_orig = f.has(a + "rope.scaling.original_context_length")
+                       ? positive_int(f, a + "rope.scaling.original_context_length", int64_t{1} << 30)
+                       : hp_.n_ctx_train;
+  hp_.longrope = scaling == "longrope" || f.find_tensor("rope_factors_long.weight") != nullptr ||
+                 f.find_tensor("rope_factors_short.weight") != nullptr;
 
   // Gemma: embeddings scaled by sqrt(n_embd); soft-capping; query scale by model size.
   if (arch.embd_scale) hp_.embd_scale = std::sqrt(static_cast<float>(hp_.n_embd));
@@ -252,7 +262,9 @@ void Model::bind() {
     L.w_down = matrix(p + "ffn_down.weight", hp_.n_ff, hp_.n_embd);
     L.swa = hp_.n_swa > 0 && (arch->swa_period == 1 || il % arch->swa_period < arch->swa_period - 1);
   }
-  if (f.find_tensor("rope_freqs.weight")) read.insert("rope_freqs.weight");
+  for (const char* name : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
+    if (f.find_tensor(name)) read.insert(name);
+  }
   bind_rope();
 
   // A tensor in the layer namespace that the forward does not read (an output
@@ -265,8 +277,10 @@ void Model::bind() {
   }
 }
 
-// RoPE frequencies, computed in float exactly as llama2.c does for the default case;
-// Llama 3 style per-pair factors (rope_freqs.weight) divide them.
+// RoPE frequencies, computed in float exactly as llama2.c does for the default case.
+// Per-pair factors divide them: Llama 3's rope_freqs.weight, or LongRoPE's
+// rope_factors_short / rope_factors_long (two tables; attention() picks one per KV cache).
+// As in llama.cpp, rope_freqs wins when a file has both kinds.
 void Model::bind_rope() {
   const auto& f = *file_;
   const int32_t half = hp_.n_rot / 2;
@@ -277,25 +291,40 @@ void Model::bind_rope() {
     }
     return t;
   };
-  inv_freq_ = table(hp_.rope_theta, hp_.rope_freq_scale);
-  if (hp_.rope_theta_swa > 0.0f) inv_freq_swa_ = table(hp_.rope_theta_swa, 1.0f);
-  if (const gguf::TensorInfo* rf = f.find_tensor("rope_freqs.weight")) {
+  // Divides t by the factors in tensor `name`; false when the file has no such tensor.
+  auto divide_by = [&](const char* name, std::vector<float>& t) {
+    const gguf::TensorInfo* rf = f.find_tensor(name);
+    if (rf == nullptr) return false;
     if (rf->ne != std::vector<int64_t>{half}) {
-      throw FormatError(fmt::format("{}: tensor 'rope_freqs.weight' has shape [{}], expected [{}]", f.path(),
-                                    fmt::join(rf->ne, ", "), half));
+      throw FormatError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}] (rope.dimension_count / 2)", f.path(),
+                                    name, fmt::join(rf->ne, ", "), half));
     }
     if (!kernels::dtype_supported(rf->type)) {
-      throw Unsupported(fmt::format("{}: tensor 'rope_freqs.weight' has type {}, which treespec does not support yet",
-                                    f.path(), tensor::dtype_name(rf->type)));
+      throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support yet", f.path(), name,
+                                    tensor::dtype_name(rf->type)));
     }
     std::vector<float> factors(static_cast<size_t>(half));
     kernels::to_float(rf->type, rf->data, factors.data(), half);
     for (int32_t i = 0; i < half; ++i) {
       if (!(factors[static_cast<size_t>(i)] > 0.0f)) {
-        throw FormatError(fmt::format("{}: tensor 'rope_freqs.weight' has a non-positive factor at {}", f.path(), i));
+        throw FormatError(fmt::format("{}: tensor '{}' has a non-positive factor at {}", f.path(), name, i));
       }
-      inv_freq_[static_cast<size_t>(i)] /= factors[static_cast<size_t>(i)];
+      t[static_cast<size_t>(i)] /= factors[static_cast<size_t>(i)];
     }
+    return true;
+  };
+  inv_freq_ = table(hp_.rope_theta, hp_.rope_freq_scale);
+  if (hp_.rope_theta_swa > 0.0f) inv_freq_swa_ = table(hp_.rope_theta_swa, 1.0f);
+  inv_freq_long_.clear();
+  if (divide_by("rope_freqs.weight", inv_freq_) || !hp_.longrope) {
+    hp_.longrope = false;
+    return;
+  }
+  std::vector<float> base = inv_freq_;
+  inv_freq_long_ = base;
+  if (!divide_by("rope_factors_short.weight", inv_freq_) || !divide_by("rope_factors_long.weight", inv_freq_long_)) {
+    throw FormatError(fmt::format("{}: LongRoPE needs both 'rope_factors_long.weight' and 'rope_factors_short.weight'",
+                                  f.path()));
   }
 }
 
@@ -495,7 +524,9 @@ void Model::attention(ForwardContext& ctx, const Batch& batch, int32_t il, int32
       for (int64_t i = 0; i < nkv; ++i) v[r * nkv + i] += L.bv[static_cast<size_t>(i)];
     }
   }
-  const float* inv_freq = L.swa && !inv_freq_swa_.empty() ? inv_freq_swa_.data() : inv_freq_.data();
+  const float* inv_freq = L.swa && !inv_freq_swa_.empty()                          ? inv_freq_swa_.data()
+                          : hp_.longrope && kv.shape().n_cells > hp_.n_ctx_orig ? inv_freq_long_.data()
+                                                                                 : inv_freq_.data();
   rows_parallel(pool, n, nq + nkv, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       if (hp_.qk_norm) {  // per-head RMSNorm before RoPE (Qwen3, Gemma 3)
@@ -509,8 +540,8 @@ void Model::attention(ForwardContext& ctx, const Batch& batch, int32_t il, int32
         }
       }
       const int32_t p = batch.pos[static_cast<size_t>(r)];
-      kernels::rope(q + r * nq, hp_.n_head, hd, hp_.n_rot, p, inv_freq, hp_.rope_neox);
-      kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq, hp_.rope_neox);
+      kernels::rope(q + r * nq, hp_.n_head, hd, hp_.n_rot, p, inv_freq, hp_.rope_neox, hp_.rope_attn_factor);
+      kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq, hp_.rope_neox, hp_.rope_attn_factor);
     }
   });
   // Write this layer's K/V into the rows' cells (the cache converts to its types).

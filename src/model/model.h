@@ -54,6 +54,11 @@ struct Hparams {
   float final_softcap = 0.0f;  // > 0: output logits soft-capped
   int32_t n_swa = 0;           // sliding window (positions a local layer sees, itself included); 0: none
   float rope_theta_swa = 0.0f; // > 0: local layers use this RoPE base, unscaled (Gemma 3)
+  // LongRoPE (Phi-3/3.5/4-mini): per-pair factors rope_factors_short / _long; the long
+  // ones when a sequence's context (KV cells) exceeds n_ctx_orig, as llama.cpp chooses.
+  bool longrope = false;
+  int32_t n_ctx_orig = 0;        // rope.scaling.original_context_length (else n_ctx_train)
+  float rope_attn_factor = 1.0f; // rope.scaling.attn_factor: cos and sin are multiplied by it
 
   int32_t n_embd_q() const { return n_head * head_dim; }
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
@@ -144,6 +149,7 @@ class Model {
   std::vector<float> output_norm_;
   std::vector<float> inv_freq_;      // [n_rot / 2]
   std::vector<float> inv_freq_swa_;  // local layers' table when rope_theta_swa > 0
+  std::vector<float> inv_freq_long_; // LongRoPE: the table with the long factors
   std::vector<LayerWeights> layers_;
   std::vector<core::AlignedBuffer<uint8_t>> packed_;  // owned by the views' `packed`
   uint64_t packed_bytes_ = 0;

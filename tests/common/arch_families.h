@@ -3,6 +3,7 @@
 // side-by-side runs against ../shared/anchors; docs/models.md).
 #pragma once
 
+#include <cmath>
 #include <ostream>
 #include <vector>
 
@@ -88,6 +89,21 @@ inline std::vector<Family> families() {
     c.arch = "phi3", c.fused_qkv = true, c.fused_gate_up = true, c.sliding_window = 6, c.wtype = tensor::DType::f16;
     c.seed = 21;
     out.push_back({"phi3_fused_f16", c, 1e-3f});
+  }
+  {  // Phi-3.5 / Phi-4-mini: LongRoPE (training context 1024, original 256: the tests' 64 KV
+     // cells take the short factors, ArchLongRope both), attention factor
+     // sqrt(1 + ln(1024/256) / ln 256), BPE, sliding window 262144 (as
+     // those files say: none in effect; llama.cpp-family loaders require the key).
+    TinyModelConfig c;
+    c.arch = "phi3", c.fused_qkv = true, c.fused_gate_up = true, c.n_embd = 64, c.n_ff = 96;  // head size 16
+    c.n_ctx = 1024, c.sliding_window = 262144, c.rope_orig_ctx = 256;
+    c.rope_attn_factor = std::sqrt(1.0f + std::log(4.0f) / std::log(256.0f));
+    for (int i = 0; i < 8; ++i) {
+      c.rope_factors_short.push_back(1.0f + 0.05f * static_cast<float>(i));
+      c.rope_factors_long.push_back(1.0f + 1.5f * static_cast<float>(i));
+    }
+    c.n_vocab = 320, c.tokenizer = "gpt2", c.bpe_pre = "qwen2", c.seed = 22;
+    out.push_back({"phi3_longrope", c, 1e-4f});
   }
   return out;
 }

@@ -21,6 +21,9 @@
 //     every 6 (gemma3, whose local layers use RoPE base 10000 without scaling): a query at
 //     position p sees keys at positions > p - sliding_window;
 //   phi3: attn_qkv = [Q; K; V] rows, ffn_up = [gate; up] rows; sliding window on every layer;
+//     LongRoPE: rope_factors_long when the engine's context per sequence exceeds
+//     rope.scaling.original_context_length (else context_length), else rope_factors_short,
+//     in place of rope_freqs; cos and sin multiplied by rope.scaling.attn_factor;
 //   qwen2, qwen3, gemma*, phi3 rotate halves (NeoX).
 #pragma once
 
@@ -40,6 +43,9 @@ namespace treespec::test {
 struct ReferenceOptions {
   bool flip_rope_convention = false;
   bool ignore_rope_freqs = false;
+  bool ignore_longrope = false;  // neither LongRoPE's factors nor its attention factor
+  // The context per sequence of the engine under test (LongRoPE picks its factors by it).
+  int n_ctx = 0;
 };
 
 class ReferenceModel {
@@ -78,7 +84,13 @@ class ReferenceModel {
     output_ = f.find_tensor("output.weight") ? read(f, "output.weight") : tok_embd_;
     output_norm_ = read(f, "output_norm.weight");
     rope_factor_.assign(static_cast<size_t>(n_rot_ / 2), 1.0);
-    if (f.find_tensor("rope_freqs.weight") && !opt_.ignore_rope_freqs) rope_factor_ = read(f, "rope_freqs.weight");
+    if (f.find_tensor("rope_freqs.weight") && !opt_.ignore_rope_freqs) {
+      rope_factor_ = read(f, "rope_freqs.weight");
+    } else if (f.find_tensor("rope_factors_short.weight") && !opt_.ignore_longrope) {
+      const int64_t orig = f.get_int(a + "rope.scaling.original_context_length", f.get_int(a + "context_length"));
+      rope_factor_ = read(f, opt_.n_ctx > orig ? "rope_factors_long.weight" : "rope_factors_short.weight");
+    }
+    if (!opt_.ignore_longrope) rope_mscale_ = f.get_float(a + "rope.scaling.attn_factor", 1.0);
     for (int il = 0; il < n_layer_; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
       Layer L;
@@ -287,7 +299,7 @@ class ReferenceModel {
       double* v = x.data() + static_cast<size_t>(h) * head_dim_;
       for (int i = 0; i < half; ++i) {
         const double freq = freq_scale * std::pow(theta, -2.0 * i / n_rot_) / rope_factor_[static_cast<size_t>(i)];
-        const double c = std::cos(p * freq), s = std::sin(p * freq);
+        const double c = std::cos(p * freq) * rope_mscale_, s = std::sin(p * freq) * rope_mscale_;
         const int a = neox_ ? i : 2 * i;
         const int b = neox_ ? i + half : 2 * i + 1;
         const double x0 = v[a], x1 = v[b];
@@ -305,6 +317,7 @@ class ReferenceModel {
   int n_swa_ = 0;
   bool neox_ = false, gemma_ = false;
   Vec tok_embd_, output_, output_norm_, rope_factor_;
+  double rope_mscale_ = 1.0;
   std::vector<Layer> layers_;
 };
 

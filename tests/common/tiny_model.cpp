@@ -203,6 +203,10 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
     w.set(a + "rope.scaling.type", Value::string("linear"));
     w.set(a + "rope.scaling.factor", Value::f32(c.rope_scale_linear));
   }
+  if (c.rope_orig_ctx > 0) {
+    w.set(a + "rope.scaling.original_context_length", Value::u32(static_cast<uint32_t>(c.rope_orig_ctx)));
+  }
+  if (c.rope_attn_factor > 0.0f) w.set(a + "rope.scaling.attn_factor", Value::f32(c.rope_attn_factor));
   if (c.write_vocab_size) w.set(a + "vocab_size", Value::u32(static_cast<uint32_t>(c.n_vocab)));
   if (c.attn_softcap > 0.0f) w.set(a + "attn_logit_softcapping", Value::f32(c.attn_softcap));
   if (c.final_softcap > 0.0f) w.set(a + "final_logit_softcapping", Value::f32(c.final_softcap));
@@ -271,10 +275,12 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
   }
   norm("output_norm.weight", c.n_embd);
   if (!c.tied) matrix("output.weight", c.n_embd, c.n_vocab);
-  if (!c.rope_freqs.empty()) {
-    w.add_tensor("rope_freqs.weight", tensor::DType::f32, {static_cast<int64_t>(c.rope_freqs.size())},
-                 c.rope_freqs.data(), c.rope_freqs.size() * 4);
-  }
+  auto factors = [&](const char* name, const std::vector<float>& v) {
+    if (!v.empty()) w.add_tensor(name, tensor::DType::f32, {static_cast<int64_t>(v.size())}, v.data(), v.size() * 4);
+  };
+  factors("rope_freqs.weight", c.rope_freqs);
+  factors("rope_factors_long.weight", c.rope_factors_long);
+  factors("rope_factors_short.weight", c.rope_factors_short);
   if (c.customize) c.customize(w);
   w.write(path);
 }

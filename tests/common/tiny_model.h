@@ -41,6 +41,11 @@ struct TinyModelConfig {
   float rms_eps = 1e-5f;
   float rope_scale_linear = 0.0f;  // > 0: rope.scaling.type "linear" with this factor
   std::vector<float> rope_freqs;   // non-empty: tensor rope_freqs.weight [n_rot/2] (Llama 3 style)
+  // LongRoPE (Phi-3.5 / Phi-4-mini as convert_hf_to_gguf.py writes them): non-empty:
+  // rope_factors_long.weight / rope_factors_short.weight [n_rot/2], and the two keys.
+  std::vector<float> rope_factors_long, rope_factors_short;
+  int32_t rope_orig_ctx = 0;       // > 0: <arch>.rope.scaling.original_context_length
+  float rope_attn_factor = 0.0f;   // > 0: <arch>.rope.scaling.attn_factor
   bool write_vocab_size = false;   // <arch>.vocab_size
   // Newer families (llama.cpp's tensor names and keys):
   bool qk_norm = false;            // blk.N.attn_q_norm / attn_k_norm [head_dim] (qwen3, gemma3)

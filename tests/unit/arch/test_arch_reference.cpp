@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -20,6 +21,15 @@
 using namespace treespec;
 
 namespace {
+
+// KV cells per sequence in these tests (LongRoPE families pick their factors by it).
+constexpr int32_t kCells = 64;
+
+test::ReferenceOptions ref_options(int n_ctx = kCells) {
+  test::ReferenceOptions o;
+  o.n_ctx = n_ctx;
+  return o;
+}
 
 using test::Family;
 using test::families;
@@ -74,7 +84,7 @@ class ArchReference : public ::testing::TestWithParam<Family> {};
 TEST_P(ArchReference, PrefillMatches) {
   const Family& fam = GetParam();
   Loaded l = load(fam);
-  const test::ReferenceModel ref(*l.file);
+  const test::ReferenceModel ref(*l.file, ref_options());
   const int32_t V = l.model->hparams().n_vocab;
   ASSERT_EQ(V, ref.n_vocab());
   core::Rng rng(fam.cfg.seed * 31);
@@ -82,7 +92,7 @@ TEST_P(ArchReference, PrefillMatches) {
   for (auto& t : toks) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
 
   model::ForwardContext ctx(*l.model, 2);
-  kv::KvCache kv(l.model->kv_shape(1, 64));
+  kv::KvCache kv(l.model->kv_shape(1, kCells));
   model::Batch b;
   b.add_chain(0, 0, toks);
   std::vector<float> logits(toks.size() * static_cast<size_t>(V));
@@ -99,14 +109,14 @@ TEST_P(ArchReference, PrefillMatches) {
 TEST_P(ArchReference, TreeVerificationMatches) {
   const Family& fam = GetParam();
   Loaded l = load(fam);
-  const test::ReferenceModel ref(*l.file);
+  const test::ReferenceModel ref(*l.file, ref_options());
   const int32_t V = l.model->hparams().n_vocab;
   core::Rng rng(fam.cfg.seed * 77);
   std::vector<int32_t> prefix(9);
   for (auto& t : prefix) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
 
   model::ForwardContext ctx(*l.model, 2);
-  kv::KvCache kv(l.model->kv_shape(1, 64));
+  kv::KvCache kv(l.model->kv_shape(1, kCells));
   {
     model::Batch b;
     b.add_chain(0, 0, prefix);
@@ -163,20 +173,24 @@ INSTANTIATE_TEST_SUITE_P(Families, ArchReference, ::testing::ValuesIn(families()
 TEST(ArchReferenceSensitivity, WrongConventionsAreDetected) {
   for (const Family& fam : families()) {
     const std::string name = fam.name;
-    if (name != "qwen2_tied" && name != "tinyllama_gqa_untied" && name != "llama3_rope_freqs") continue;
+    if (name != "qwen2_tied" && name != "tinyllama_gqa_untied" && name != "llama3_rope_freqs" &&
+        name != "phi3_longrope") {
+      continue;
+    }
     Loaded l = load(fam);
     const int32_t V = l.model->hparams().n_vocab;
     core::Rng rng(5);
     std::vector<int32_t> toks(24);
     for (auto& t : toks) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
     model::ForwardContext ctx(*l.model, 1);
-    kv::KvCache kv(l.model->kv_shape(1, 64));
+    kv::KvCache kv(l.model->kv_shape(1, kCells));
     model::Batch b;
     b.add_chain(0, 0, toks);
     std::vector<float> logits(toks.size() * static_cast<size_t>(V));
     ASSERT_TRUE(l.model->forward(ctx, b, kv, {}, logits.data()).ok());
-    test::ReferenceModel::Options wrong;
+    test::ReferenceModel::Options wrong = ref_options();
     if (name == "llama3_rope_freqs") wrong.ignore_rope_freqs = true;
+    else if (name == "phi3_longrope") wrong.ignore_longrope = true;
     else wrong.flip_rope_convention = true;
     const test::ReferenceModel ref(*l.file, wrong);
     const auto want = ref.causal(std::vector<int>(toks.begin(), toks.end()));
@@ -185,6 +199,38 @@ TEST(ArchReferenceSensitivity, WrongConventionsAreDetected) {
     EXPECT_GT(worst, 100 * fam.tol) << name;
     RecordProperty(name + "_wrong_rel_err", fmt::format("{:.3g}", worst));
   }
+}
+
+// LongRoPE picks its factors by the context per sequence, as llama.cpp does: short ones
+// up to rope.scaling.original_context_length (256 here), long ones beyond; both match the
+// reference, and the choice changes the logits (the test can fail).
+TEST(ArchLongRope, FactorsFollowTheContextSize) {
+  const auto fams = families();
+  const auto it = std::find_if(fams.begin(), fams.end(), [](const Family& f) { return std::string(f.name) == "phi3_longrope"; });
+  ASSERT_NE(it, fams.end());
+  Loaded l = load(*it);
+  const int32_t V = l.model->hparams().n_vocab;
+  core::Rng rng(9);
+  std::vector<int32_t> toks(20);
+  for (auto& t : toks) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
+  std::vector<std::vector<float>> got;
+  for (const int32_t cells : {256, 257}) {
+    model::ForwardContext ctx(*l.model, 1);
+    kv::KvCache kv(l.model->kv_shape(1, cells));
+    model::Batch b;
+    b.add_chain(0, 0, toks);
+    std::vector<float> logits(toks.size() * static_cast<size_t>(V));
+    ASSERT_TRUE(l.model->forward(ctx, b, kv, {}, logits.data()).ok());
+    const test::ReferenceModel ref(*l.file, ref_options(cells));
+    const auto want = ref.causal(std::vector<int>(toks.begin(), toks.end()));
+    double worst = 0;
+    for (size_t i = 0; i < toks.size(); ++i) worst = std::max(worst, rel_err(logits.data() + i * V, want[i]));
+    EXPECT_LT(worst, it->tol) << cells << " cells";
+    got.push_back(std::move(logits));
+  }
+  double diff = 0;
+  for (size_t i = 0; i < got[0].size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(got[0][i] - got[1][i])));
+  EXPECT_GT(diff, 0.01);
 }
 
 // The lossless contract per family (sliding windows and soft-capping included): every
@@ -198,7 +244,7 @@ TEST_P(ArchReference, TreeRowsEqualStepByStepDecodingBitForBit) {
   std::vector<int32_t> prefix(14);
   for (auto& t : prefix) t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
   model::ForwardContext ctx(*l.model, 2);
-  kv::KvCache kv(l.model->kv_shape(2, 64));
+  kv::KvCache kv(l.model->kv_shape(2, kCells));
   auto run = [&](int32_t seq, const std::vector<int32_t>& toks, bool commit) {
     model::Batch b;
     b.add_chain(seq, kv.n_past(seq), toks);
