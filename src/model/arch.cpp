@@ -26,6 +26,15 @@ const ArchTraits* find_arch(const std::string& arch) {
   return nullptr;
 }
 
+bool is_swa_layer(const ArchTraits& t, int64_t il) {
+  return t.swa_period == 1 || (t.swa_period > 1 && il % t.swa_period < t.swa_period - 1);
+}
+
+int64_t query_scale_dim(const std::string& arch, int64_t n_layer, int64_t n_embd, int64_t n_head, int64_t head_dim) {
+  if ((arch == "gemma2" && n_layer == 46) || (arch == "gemma3" && n_layer == 62)) return n_embd / n_head;
+  return head_dim;
+}
+
 std::string supported_archs() {
   std::string out;
   for (const ArchTraits& t : kArchs) {

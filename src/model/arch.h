@@ -3,6 +3,7 @@
 // plus its metadata keys, not a branch in the forward. docs/models.md describes each.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace treespec::model {
@@ -25,6 +26,15 @@ struct ArchTraits {
   // 0: no sliding window.
   int swa_period;
 };
+
+// Whether layer il of a family with these traits uses the sliding window (when the file
+// sets one).
+bool is_swa_layer(const ArchTraits& t, int64_t il);
+
+// Queries are scaled by 1/sqrt(d) with d = this (llama.cpp's rule): the head size, except
+// for the 27 B Gemma 2 (46 layers) and Gemma 3 (62 layers): n_embd / n_head
+// (query_pre_attn_scalar).
+int64_t query_scale_dim(const std::string& arch, int64_t n_layer, int64_t n_embd, int64_t n_head, int64_t head_dim);
 
 // The traits of `arch`, or null if it is not supported.
 const ArchTraits* find_arch(const std::string& arch);

@@ -1,4 +1,4 @@
-// Function-preserving expansion of a Llama-family GGUF model (llama, qwen2; `treespec
+// Function-preserving expansion of a GGUF model of any supported architecture (`treespec
 // expand`): wider residual stream, more attention heads (optionally a larger head_dim),
 // a wider FFN and more layers, such that the expanded model computes the same function
 // as the source.
@@ -19,6 +19,8 @@
 #include "tensor/dtype.h"
 
 namespace treespec::model {
+
+struct Hparams;
 
 struct ExpandOptions {
   int32_t n_embd = 0;     // new residual width (>= source)
@@ -66,11 +68,16 @@ float filler(core::Rng& rng, float std);
 // of n_layer_src layers expanded to n_layer_new (the rest are pass-throughs). For tools
 // that widen other weight files for an expansion (`treespec expand --heads-in`), never
 // for drafters (docs/expand.md, "Honest use").
-std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_layer_new);
+// With interleaved local/global attention (swa_period > 1: Gemma 2/3, model/arch.h) each
+// layer then moves to the nearest index of its own kind.
+std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_layer_new, int swa_period = 0);
+// The same for a source model (its family's local/global pattern when it has a window).
+std::vector<int32_t> expanded_layer_positions(const Hparams& src, int32_t n_layer_new);
 
 // Writes the expanded model to `out`. Errors: InvalidArgument (sizes smaller than the
-// source, head_dim not a multiple, GQA group not preserved), Unsupported (architecture,
-// partial RoPE with a new head_dim, source tensor type), IoError, FormatError.
+// source, head_dim not a multiple, GQA group not preserved, local/global layers that do
+// not fit), Unsupported (partial RoPE with a new head_dim, source tensor type), IoError,
+// FormatError.
 ExpandSummary expand_gguf(const std::string& in, const std::string& out, const ExpandOptions& opts);
 
 }  // namespace treespec::model

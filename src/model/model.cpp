@@ -126,12 +126,8 @@ void Model::read_hparams(const ArchTraits& arch) {
   };
   hp_.attn_softcap = non_negative(a + "attn_logit_softcapping");
   hp_.final_softcap = non_negative(a + "final_logit_softcapping");
-  hp_.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
-  // llama.cpp's 27 B Gemma 2 (46 layers) and Gemma 3 (62 layers) scale queries by
-  // 1/sqrt(n_embd / n_head) (query_pre_attn_scalar), the smaller ones by the head size.
-  if ((hp_.arch == "gemma2" && hp_.n_layer == 46) || (hp_.arch == "gemma3" && hp_.n_layer == 62)) {
-    hp_.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp_.n_embd / hp_.n_head));
-  }
+  hp_.attn_scale =
+      1.0f / std::sqrt(static_cast<float>(query_scale_dim(hp_.arch, hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.head_dim)));
   if (arch.swa_period > 0 && f.has(a + "attention.sliding_window")) {
     hp_.n_swa = positive_int(f, a + "attention.sliding_window", int64_t{1} << 30);
   }
@@ -260,7 +256,7 @@ void Model::bind() {
       L.w_up = matrix(p + "ffn_up.weight", hp_.n_embd, hp_.n_ff);
     }
     L.w_down = matrix(p + "ffn_down.weight", hp_.n_ff, hp_.n_embd);
-    L.swa = hp_.n_swa > 0 && (arch->swa_period == 1 || il % arch->swa_period < arch->swa_period - 1);
+    L.swa = hp_.n_swa > 0 && is_swa_layer(*arch, il);
   }
   for (const char* name : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
     if (f.find_tensor(name)) read.insert(name);

@@ -91,7 +91,7 @@ std::function<int()> setup_expand(CLI::App& sub) {
     if (a->heads_only && a->heads_in.empty()) throw InvalidArgument("expand: --heads-only needs --heads-in and --heads-out");
     if (a->heads_only) {
       const auto src = model::Model::load(a->in);
-      widen_heads(*a, *src, model::expanded_layer_positions(src->hparams().n_layer, a->opts.n_layer));
+      widen_heads(*a, *src, model::expanded_layer_positions(src->hparams(), a->opts.n_layer));
       return 0;
     }
     const auto s = model::expand_gguf(a->in, a->out, a->opts);

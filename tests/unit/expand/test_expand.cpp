@@ -6,9 +6,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "common/arch_families.h"
 #include "common/golden.h"
 #include "common/test_util.h"
 #include "common/tiny_model.h"
@@ -225,6 +227,79 @@ TEST(Expand, Qwen2TinyModelWithBiasesAndNeoxRope) {
     for (float v : a) scale = std::max(scale, std::fabs(v));
     for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f * scale) << "logit " << i;
   }
+}
+
+// Every newer family (Q/K norms, post norms, embedding scale, soft-caps, sliding windows
+// with local/global layers, fused QKV and gate/up, LongRoPE): wider, deeper, with its head
+// size kept and doubled, the expansion's logits are the source's within rounding and its
+// argmax the same at every position (past the sliding windows).
+class ExpandFamily : public ::testing::TestWithParam<test::Family> {};
+
+TEST_P(ExpandFamily, LogitsMatchTheSource) {
+  const test::Family& fam = GetParam();
+  const std::string dir = test::temp_dir();
+  test::TinyModelConfig cfg = fam.cfg;
+  cfg.rms_eps = 0.05f;  // large enough that a norm epsilon the construction got wrong shows
+  test::write_tiny_model(dir + "/src.gguf", cfg);
+  const auto src = model::Model::load(dir + "/src.gguf");
+  const model::Hparams& hp = src->hparams();
+  std::vector<int32_t> toks;
+  for (int32_t i = 0; i < 20; ++i) toks.push_back((i * 37 + 11) % hp.n_vocab);
+  const auto a = prefill_logits(*src, toks);
+  float scale = 0;
+  for (float v : a) scale = std::max(scale, std::fabs(v));
+  for (const int32_t r : {1, 2}) {
+    SCOPED_TRACE(fmt::format("{} head_dim x{}", fam.name, r));
+    model::ExpandOptions o;
+    o.n_embd = 4 * hp.n_embd;
+    o.n_ff = 2 * hp.n_ff + 8;
+    o.n_layer = 2 * hp.n_layer - 1 + 4;
+    o.head_dim = r * hp.head_dim;
+    model::expand_gguf(dir + "/src.gguf", dir + "/big.gguf", o);
+    const auto big = model::Model::load(dir + "/big.gguf");
+    ASSERT_EQ(big->hparams().arch, hp.arch);
+    ASSERT_EQ(big->hparams().head_dim, r * hp.head_dim);
+    const auto b = prefill_logits(*big, toks);
+    const int32_t V = hp.n_vocab;
+    // f16 weights round the rescaled query rows (x sqrt(r)) to f16 again
+    const float tol = (cfg.wtype == tensor::DType::f32 ? 2e-5f : 2e-4f) * scale;
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol) << "logit " << i;
+    for (size_t row = 0; row < toks.size(); ++row) {
+      const float* x = a.data() + row * V;
+      const float* y = b.data() + row * V;
+      EXPECT_EQ(std::max_element(x, x + V) - x, std::max_element(y, y + V) - y) << "row " << row;
+    }
+  }
+}
+
+std::vector<test::Family> newer_families() {
+  std::vector<test::Family> out;
+  for (const test::Family& f : test::families()) {
+    if (f.cfg.arch != "llama" && f.cfg.arch != "qwen2") out.push_back(f);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ExpandFamily, ::testing::ValuesIn(newer_families()),
+                         [](const ::testing::TestParamInfo<test::Family>& info) { return std::string(info.param.name); });
+
+// Gemma's local and global layers keep their kind in the expansion.
+TEST(Expand, LocalAndGlobalLayersKeepTheirKind) {
+  EXPECT_EQ(model::expanded_layer_positions(3, 5, 2), (std::vector<int32_t>{0, 1, 4}));
+  EXPECT_EQ(model::expanded_layer_positions(7, 13, 6), (std::vector<int32_t>{0, 2, 4, 6, 8, 11, 12}));
+  EXPECT_EQ(model::expanded_layer_positions(5, 22), (std::vector<int32_t>{2, 6, 11, 15, 19}));
+  for (const int period : {2, 6}) {
+    for (int32_t n_src = 1; n_src <= 12; ++n_src) {
+      for (int32_t n_new = n_src; n_new <= 30; ++n_new) {
+        const auto pos = model::expanded_layer_positions(n_src, n_new, period);
+        for (int32_t l = 0; l < n_src; ++l) {
+          EXPECT_EQ(pos[l] % period < period - 1, l % period < period - 1) << n_src << " -> " << n_new;
+          if (l > 0) EXPECT_GT(pos[l], pos[l - 1]);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(model::expanded_layer_positions(6, 7, 6), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
 }
 
 TEST(Expand, RejectsBadShapes) {
