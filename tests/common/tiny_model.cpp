@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -80,11 +81,80 @@ void write_spm_vocab(gguf::GgufWriter& w, const TinyModelConfig& c) {
   w.set("tokenizer.ggml.eos_token_id", Value::u32(static_cast<uint32_t>(c.eos_id)));
 }
 
-constexpr const char* kBpeCorpus =
+constexpr const char* kCorpus =
     "Once upon a time there was a little girl named Lily. She liked to play in the park with her friends. "
     "One day the sun was shining and the birds were singing in the trees. Hello world! How are you today? "
     "I'm fine, thank you. The quick brown fox jumps over the lazy dog. There were three little cats and "
     "they wanted to go to the store. In 2024 the numbers 1234 and 5678 were written on the wall.\n";
+
+// Gemma-style SentencePiece vocabulary (as llama.cpp's converter writes Gemma 2/3):
+// <pad> <eos> <bos> <unk>, <start_of_turn> <end_of_turn> (control), the 256 byte-fallback
+// pieces <0xNN>, newline and space runs, then every substring of the corpus words (with
+// and without the leading U+2581) as normal pieces, shorter ones scored higher; padded
+// with <unusedN>; add_space_prefix false.
+void write_gemma_vocab(gguf::GgufWriter& w, const TinyModelConfig& c) {
+  using gguf::Value;
+  const std::string sp = "\xe2\x96\x81";  // U+2581
+  std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"};
+  std::vector<int32_t> types = {3, 3, 3, 2, 3, 3};
+  for (int b = 0; b < 256; ++b) tokens.push_back(fmt::format("<0x{:02X}>", b)), types.push_back(6);
+  std::set<std::string> have(tokens.begin(), tokens.end());
+  std::vector<std::pair<size_t, std::string>> pieces;  // (length, piece), corpus order
+  auto add = [&](const std::string& piece) {
+    if (have.insert(piece).second) pieces.emplace_back(piece.size(), piece);
+  };
+  for (const char* ws : {"\n", "\n\n", "\t"}) add(ws);
+  add(sp);
+  add(sp + sp);
+  std::string word;
+  auto flush = [&] {
+    for (const std::string& wd : {word, sp + word}) {
+      // substrings on UTF-8 character boundaries
+      std::vector<size_t> cuts;
+      for (size_t i = 0; i < wd.size(); ++i) {
+        if ((static_cast<uint8_t>(wd[i]) & 0xC0) != 0x80) cuts.push_back(i);
+      }
+      cuts.push_back(wd.size());
+      for (size_t a = 0; a + 1 < cuts.size(); ++a) {
+        for (size_t b = a + 1; b < cuts.size(); ++b) add(wd.substr(cuts[a], cuts[b] - cuts[a]));
+      }
+    }
+    word.clear();
+  };
+  for (const char* p = kCorpus; *p; ++p) {
+    if (*p == ' ' || *p == '\n') {
+      if (!word.empty()) flush();
+    } else {
+      word += *p;
+    }
+  }
+  if (!word.empty()) flush();
+  std::stable_sort(pieces.begin(), pieces.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<float> scores(tokens.size(), 0.0f);
+  for (const auto& [len, piece] : pieces) {
+    if (static_cast<int32_t>(tokens.size()) >= c.n_vocab) break;
+    scores.push_back(-static_cast<float>(tokens.size()));
+    tokens.push_back(piece);
+    types.push_back(1);
+  }
+  while (static_cast<int32_t>(tokens.size()) < c.n_vocab) {
+    tokens.push_back(fmt::format("<unused{}>", tokens.size()));
+    types.push_back(5);
+    scores.push_back(0.0f);
+  }
+  w.set("tokenizer.ggml.model", Value::string("llama"));
+  w.set("tokenizer.ggml.pre", Value::string("default"));
+  w.set("tokenizer.ggml.tokens", Value::string_array(tokens));
+  w.set("tokenizer.ggml.scores", Value::f32_array(scores));
+  w.set("tokenizer.ggml.token_type", Value::i32_array(types));
+  w.set("tokenizer.ggml.bos_token_id", Value::u32(2));
+  w.set("tokenizer.ggml.eos_token_id", Value::u32(1));
+  w.set("tokenizer.ggml.unknown_token_id", Value::u32(3));
+  w.set("tokenizer.ggml.padding_token_id", Value::u32(0));
+  w.set("tokenizer.ggml.add_bos_token", Value::boolean(true));
+  w.set("tokenizer.ggml.add_eos_token", Value::boolean(false));
+  w.set("tokenizer.ggml.add_space_prefix", Value::boolean(false));
+}
 
 // Byte-level BPE vocabulary: 256 byte characters, 3 specials, learned merges.
 void write_bpe_vocab(gguf::GgufWriter& w, const TinyModelConfig& c) {
@@ -105,7 +175,7 @@ void write_bpe_vocab(gguf::GgufWriter& w, const TinyModelConfig& c) {
   // Learn merges: words of the corpus as symbol lists; repeatedly merge the most frequent
   // adjacent pair (ties: smallest pair text), as BPE training does.
   std::vector<std::string_view> raw;
-  tokenizer::pre_tokenize(tokenizer::pre_tokenizer_from_name(c.bpe_pre), kBpeCorpus, raw);
+  tokenizer::pre_tokenize(tokenizer::pre_tokenizer_from_name(c.bpe_pre), kCorpus, raw);
   std::vector<std::vector<std::string>> words;
   for (std::string_view wd : raw) {
     std::vector<std::string> syms;
@@ -213,6 +283,8 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
   if (c.sliding_window > 0) w.set(a + "attention.sliding_window", Value::u32(static_cast<uint32_t>(c.sliding_window)));
   if (c.tokenizer == "gpt2") {
     write_bpe_vocab(w, c);
+  } else if (c.tokenizer == "gemma") {
+    write_gemma_vocab(w, c);
   } else {
     write_spm_vocab(w, c);
   }

@@ -61,6 +61,8 @@ struct TinyModelConfig {
   // text until n_vocab (>= 300) tokens; specials and flags follow `bpe_pre`:
   // "llama-bpe": <|begin_of_text|> (BOS, added), <|end_of_text|> (EOS), <|eot_id|>;
   // otherwise (Qwen2 style): <|endoftext|> (BOS = EOS, not added), <|im_start|>, <|im_end|>.
+  // "gemma": a Gemma-style SentencePiece vocabulary (byte fallback, <start_of_turn> /
+  // <end_of_turn>, no space prefix; n_vocab >= 600 holds all its pieces).
   std::string tokenizer = "llama";
   std::string bpe_pre = "qwen2";
 

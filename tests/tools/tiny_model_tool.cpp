@@ -3,8 +3,9 @@
 // (scripts/arch_vs_anchor.sh; never part of the test suite).
 //
 //   tiny_model_tool --list
-//   tiny_model_tool FAMILY OUT.gguf [--bpe] [--scale S] [--seed N]
+//   tiny_model_tool FAMILY OUT.gguf [--bpe | --gemma-vocab] [--scale S] [--seed N]
 //     --bpe: a byte-level BPE vocabulary, so any engine tokenizes a text prompt the same way;
+//     --gemma-vocab: a Gemma-style SentencePiece vocabulary (scripts/tokenize_vs_anchor.sh);
 //     --scale: weight scale (default the family's), larger gives less repetitive text;
 //     --seed: another draw of the random weights.
 #include <cstdio>
@@ -22,13 +23,15 @@ int main(int argc, char** argv) {
     for (const test::Family& f : test::families()) std::printf("%s %s\n", f.name, f.cfg.arch.c_str());
     return 0;
   }
-  bool bpe = false;
+  bool bpe = false, gemma_vocab = false;
   float scale = 0.0f;
   unsigned long long seed = 0;
   bool ok = argc >= 3;
   for (int i = 3; ok && i < argc; ++i) {
     if (std::strcmp(argv[i], "--bpe") == 0) {
       bpe = true;
+    } else if (std::strcmp(argv[i], "--gemma-vocab") == 0) {
+      gemma_vocab = true;
     } else if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     } else if (std::strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
@@ -38,8 +41,8 @@ int main(int argc, char** argv) {
       ok = false;
     }
   }
-  if (!ok) {
-    std::fprintf(stderr, "usage: tiny_model_tool --list | FAMILY OUT.gguf [--bpe] [--scale S] [--seed N]\n");
+  if (!ok || (bpe && gemma_vocab)) {
+    std::fprintf(stderr, "usage: tiny_model_tool --list | FAMILY OUT.gguf [--bpe | --gemma-vocab] [--scale S] [--seed N]\n");
     return 2;
   }
   for (test::Family f : test::families()) {
@@ -48,6 +51,10 @@ int main(int argc, char** argv) {
       f.cfg.tokenizer = "gpt2";
       f.cfg.bpe_pre = "qwen2";
       f.cfg.n_vocab = std::max(f.cfg.n_vocab, 320);
+    }
+    if (gemma_vocab) {
+      f.cfg.tokenizer = "gemma";
+      f.cfg.n_vocab = 1024;
     }
     if (scale > 0.0f) f.cfg.weight_scale = scale;
     if (seed > 0) f.cfg.seed = seed;
