@@ -15,12 +15,17 @@ import unicodedata
 GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 LLAMA3 = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 QWEN2 = r"""(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+# llama.cpp's form of the o200k regex (its letter classes: any letter but a-z / but A-Z)
+GPT4O = (r"""[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"""
+         r"""|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"""
+         r"""|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 CHAINS = {
     "default": [r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"],
     "gpt-2": [GPT2],
     "llama-bpe": [LLAMA3],
     "qwen2": [QWEN2],
     "smollm": [r"\p{N}", GPT2],
+    "gpt-4o": [GPT4O],
 }
 
 TEXTS = [
@@ -35,6 +40,8 @@ TEXTS = [
     "C++ > Java?", "\U0001F999\U0001F680 ok \U0001F636\u200d\U0001F32B\ufe0f", " \U0001F999.cpp", "a\u00a0b",
     "a\u3000b c", "a\u2009 b", "w048 7tuijk dsdfhu", "!!!!!!", "\n =", "' era", "( x )", "e\u0301t\u0301e\u0301",
     "ied 4 \u00bd months", "    Hello\n    Hello", "   \n\n  \t x", "x \r y", "#include <stdio.h>\nint main(){}",
+    "HelloWorld camelCase XMLHttpRequest iPhone", "HELLO's WORLD'LL ok'Re", "\u00c9cole \u00e9COLE \u00dcBER\u00fcber",
+    "a/b//c\n/d", "x!\n/y", "\u0391\u03b8\u03ae\u03bd\u03b1 \u0391\u0398\u0397\u039d\u0391", "'s'S x'",
 ]
 
 

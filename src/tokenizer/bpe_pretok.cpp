@@ -162,6 +162,74 @@ void split_llama3(const Classified& t, Range r, Ranges& out, size_t max_digits) 
   }
 }
 
+// The o200k split (PreTokenizer::gpt4o, bpe_pretok.h).
+void split_gpt4o(const Classified& t, Range r, Ranges& out) {
+  Cursor c(t, r, out);
+  auto upper = [&](size_t i) { return is_letter(c.cls(i)) && !(c.cp(i) >= 'a' && c.cp(i) <= 'z'); };
+  auto lower = [&](size_t i) { return is_letter(c.cls(i)) && !(c.cp(i) >= 'A' && c.cp(i) <= 'Z'); };
+  constexpr size_t kNone = static_cast<size_t>(-1);
+  // End of U*W+C? (first) or U+W*C? (second) from s, or kNone: U* greedy, backing off
+  // until a W follows (most non-ASCII letters are both), then W greedy.
+  auto letters = [&](size_t s, bool first) {
+    size_t k = s;
+    while (upper(k)) ++k;
+    size_t e = kNone;
+    if (first) {
+      for (size_t j = k + 1; j-- > s;) {
+        if (lower(j)) {
+          e = j;
+          break;
+        }
+      }
+      if (e == kNone) return kNone;
+    } else {
+      if (k == s) return kNone;
+      e = k;
+    }
+    while (lower(e)) ++e;
+    return e + contraction(c, e, true);
+  };
+  for (size_t pos = r.first; pos < r.second;) {
+    const uint32_t ch = c.cp(pos);
+    const uint8_t f = c.cls(pos);
+    const bool prefix = !is_cr_lf(ch) && !is_letter(f) && !is_number(f);
+    size_t e = kNone;
+    for (const bool first : {true, false}) {
+      if (prefix) e = letters(pos + 1, first);
+      if (e == kNone) e = letters(pos, first);
+      if (e != kNone) break;
+    }
+    if (e != kNone) {
+      c.emit(pos = e);
+      continue;
+    }
+    if (is_number(f)) {
+      for (size_t run = 0; run < 3 && is_number(c.cls(pos)); ++run) ++pos;
+      c.emit(pos);
+      continue;
+    }
+    const uint8_t f2 = ch == ' ' ? c.cls(pos + 1) : f;
+    if (is_other(f2)) {
+      pos += ch == ' ';
+      while (is_other(c.cls(pos))) ++pos;
+      while (is_cr_lf(c.cp(pos)) || c.cp(pos) == '/') ++pos;
+      c.emit(pos);
+      continue;
+    }
+    size_t last_cr_lf_end = 0;
+    const size_t ws = space_run(c, pos, &last_cr_lf_end);
+    if (last_cr_lf_end > 0) {  // \s*[\r\n]+: up to the last line break of the run
+      c.emit(pos = last_cr_lf_end);
+      continue;
+    }
+    if (ws > 1 && pos + ws < c.end()) {
+      c.emit(pos += ws - 1);
+      continue;
+    }
+    c.emit(pos += ws > 0 ? ws : 1);
+  }
+}
+
 // A regex whose matches are maximal runs of code points satisfying `pred` (X+): the
 // runs and the gaps between them are words.
 template <class Pred>
@@ -219,9 +287,10 @@ PreTokenizer pre_tokenizer_from_name(std::string_view pre) {
   if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return PreTokenizer::llama3;
   if (pre == "qwen2" || pre == "deepseek-r1-qwen") return PreTokenizer::qwen2;
   if (pre == "smollm") return PreTokenizer::smollm;
+  if (pre == "gpt-4o" || pre == "llama4") return PreTokenizer::gpt4o;
   throw Unsupported(fmt::format(
       "BPE pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported (supported: default, gpt-2, llama-bpe, qwen2, "
-      "smollm and their aliases gpt2, phi-2, roberta-bpe, llama3, llama-v3, deepseek-r1-qwen)",
+      "smollm, gpt-4o and their aliases gpt2, phi-2, roberta-bpe, llama3, llama-v3, deepseek-r1-qwen, llama4)",
       pre));
 }
 
@@ -232,6 +301,7 @@ const char* pre_tokenizer_name(PreTokenizer p) {
     case PreTokenizer::llama3: return "llama-bpe";
     case PreTokenizer::qwen2: return "qwen2";
     case PreTokenizer::smollm: return "smollm";
+    case PreTokenizer::gpt4o: return "gpt-4o";
   }
   return "?";
 }
@@ -271,6 +341,9 @@ void pre_tokenize(PreTokenizer p, std::string_view text, std::vector<std::string
     case PreTokenizer::smollm:
       ranges = split_each(ranges, [&](Range r, Ranges& out) { split_each_number(t, r, out); });
       ranges = split_each(ranges, gpt2);
+      break;
+    case PreTokenizer::gpt4o:
+      ranges = split_each(ranges, [&](Range r, Ranges& out) { split_gpt4o(t, r, out); });
       break;
   }
   for (const Range& r : ranges) {

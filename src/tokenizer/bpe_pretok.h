@@ -22,6 +22,11 @@ enum class PreTokenizer {
   qwen2,
   // \p{N} (every digit alone), then gpt2 (SmolLM: Digits(individual) + ByteLevel).
   smollm,
+  // o200k (GPT-4o; Phi-4-mini, Llama 4) in llama.cpp's form, where an "upper" letter U is
+  // any letter but a-z and a "lower" one W any letter but A-Z, C = 's|'t|'re|'ve|'m|'ll|'d
+  // in any case: [^\r\n\p{L}\p{N}]?U*W+C?|[^\r\n\p{L}\p{N}]?U+W*C?|\p{N}{1,3}|
+  //  ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  gpt4o,
 };
 
 // From tokenizer.ggml.pre. Unsupported (naming the value and listing the supported ones)

@@ -146,7 +146,7 @@ TEST(BpePretokenize, CoversArbitraryBytes) {
   const char alphabet[] = {'a', 'Z', ' ', ' ', '\n', '\r', '\t', '1', '\'', 's', '!', '\xc3', '\xa9', '\xe2',
                            '\x80', '\xff', '\xf0', '\x9f', '\xa6', '\x99', '\x00'};
   for (PreTokenizer p : {PreTokenizer::default_chain, PreTokenizer::gpt2, PreTokenizer::llama3, PreTokenizer::qwen2,
-                         PreTokenizer::smollm}) {
+                         PreTokenizer::smollm, PreTokenizer::gpt4o}) {
     for (int it = 0; it < 300; ++it) {
       std::string s;
       const auto n = rng.uniform_int(40);
@@ -168,6 +168,9 @@ TEST(BpePretokenize, Names) {
   EXPECT_EQ(tokenizer::pre_tokenizer_from_name("default"), PreTokenizer::default_chain);
   EXPECT_EQ(tokenizer::pre_tokenizer_from_name("gpt-2"), PreTokenizer::gpt2);
   EXPECT_EQ(tokenizer::pre_tokenizer_from_name("llama-bpe"), PreTokenizer::llama3);
+  EXPECT_EQ(tokenizer::pre_tokenizer_from_name("gpt-4o"), PreTokenizer::gpt4o);
+  EXPECT_EQ(tokenizer::pre_tokenizer_from_name("llama4"), PreTokenizer::gpt4o);
+  EXPECT_STREQ(tokenizer::pre_tokenizer_name(PreTokenizer::gpt4o), "gpt-4o");
   EXPECT_EQ(tokenizer::pre_tokenizer_from_name("qwen2"), PreTokenizer::qwen2);
   EXPECT_EQ(tokenizer::pre_tokenizer_from_name("smollm"), PreTokenizer::smollm);
   try {
