@@ -6,8 +6,9 @@
 //                                      shows what extra tree rows cost.
 //   BM_MatmulL2/<type>/<isa>/M/1      ~0.5 MB of weights (in L2): compute rate alone.
 //                                      avx512_vnni reads the load-time packed copy.
-//   BM_Attention/<tree>/threads        8 KV heads x group 2, head_dim 128, 1024 committed
-//                                      cells, a random tree of 1 / 16 / 64 rows.
+//   BM_Attention/<tree>/threads/softcap  8 KV heads x group 2, head_dim 128, 1024
+//                                      committed cells, a random tree of 1 / 16 / 64 rows;
+//                                      softcap 50: Gemma 2's attention soft-capping.
 //   BM_ReadBandwidth/threads           kernels::measure_read_bandwidth (1 GiB).
 //
 // Filter with --benchmark_filter, e.g. 'BM_Matmul/q8_0/avx512_vnni'.
@@ -104,6 +105,7 @@ void BM_Matmul(benchmark::State& st, DType t, kernels::Isa isa, bool small) {
 void BM_Attention(benchmark::State& st) {
   const int64_t n_rows = st.range(0);
   const int n_threads = static_cast<int>(st.range(1));
+  const float softcap = static_cast<float>(st.range(2));  // Gemma 2's attention soft-cap (0: none)
   const int64_t n_kv = 8, group = 2, hd = 128, n_committed = 1024, n_cells = n_committed + 64;
   core::Rng rng(3);
   std::vector<float> q(static_cast<size_t>(n_rows * n_kv * group * hd)), out(q.size());
@@ -145,6 +147,7 @@ void BM_Attention(benchmark::State& st) {
     a.extra = ptr.data() + r0;
     a.n_extra = len.data() + r0;
     a.scale = 0.088f;
+    a.softcap = softcap;
     a.scratch = scratch.data() + static_cast<size_t>(thread) * static_cast<size_t>(scratch_per);
     kernels::attention_rows(a);
   };
@@ -190,10 +193,12 @@ int register_all() {
       for (int64_t M : {1, 16, 64}) c->Args({M, 1});
     }
   }
-  auto* a = benchmark::RegisterBenchmark("BM_Attention", BM_Attention)->ArgNames({"tree", "threads"})->UseRealTime();
+  auto* a = benchmark::RegisterBenchmark("BM_Attention", BM_Attention)->ArgNames({"tree", "threads", "softcap"})->UseRealTime();
   for (int64_t rows : {1, 16, 64}) {
-    a->Args({rows, 1});
-    if (n > 1) a->Args({rows, n});
+    for (int64_t cap : {0, 50}) {
+      a->Args({rows, 1, cap});
+      if (n > 1) a->Args({rows, n, cap});
+    }
   }
   auto* bw = benchmark::RegisterBenchmark("BM_ReadBandwidth", BM_ReadBandwidth)->ArgNames({"threads"})->Iterations(1)->UseRealTime();
   bw->Arg(1);

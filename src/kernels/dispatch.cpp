@@ -295,6 +295,7 @@ void geglu(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 void softmax(float* x, int64_t n) { impl::table_for(active_isa()).softmax(x, n); }
+void softcap(float* x, int64_t n, float cap) { impl::table_for(active_isa()).softcap(x, n, cap); }
 
 int64_t attention_scratch_floats(int64_t n_rows, int64_t n_head, int64_t max_visible) {
   return n_rows * n_head * max_visible;

@@ -36,6 +36,7 @@ using QuantizeActFn = void (*)(const float* x, int64_t n, int8_t* q, float* d, i
 using RmsnormFn = void (*)(const float* x, const float* weight, float* y, int64_t n, float eps);
 using SwigluFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
 using SoftmaxFn = void (*)(float* x, int64_t n);
+using SoftcapFn = void (*)(float* x, int64_t n, float cap);
 using AttentionRowsFn = void (*)(const AttentionRows& a);
 // Packed copy of w (kernels.h pack_weights): returns its size in bytes; writes it when
 // dst is non-null.
@@ -54,6 +55,7 @@ struct KernelTable {
   SwigluFn swiglu = nullptr;
   SwigluFn geglu = nullptr;
   SoftmaxFn softmax = nullptr;
+  SoftcapFn softcap = nullptr;
   AttentionRowsFn attention_rows = nullptr;
 };
 
@@ -81,6 +83,7 @@ void ref_rmsnorm(const float* x, const float* weight, float* y, int64_t n, float
 void ref_swiglu(const float* gate, const float* up, float* out, int64_t n);
 void ref_geglu(const float* gate, const float* up, float* out, int64_t n);
 void ref_softmax(float* x, int64_t n);
+void ref_softcap(float* x, int64_t n, float cap);
 void ref_attention_rows(const AttentionRows& a);
 
 }  // namespace treespec::kernels::impl

@@ -83,6 +83,8 @@ void geglu(const float* gate, const float* up, float* out, int64_t n);
 
 // In-place softmax over n values; returns nothing; handles -inf entries.
 void softmax(float* x, int64_t n);
+// In-place logit soft-capping: x[i] = cap * tanh(x[i] / cap) (Gemma 2).
+void softcap(float* x, int64_t n, float cap);
 
 // Keys or values of one KV head of one sequence, as the paged KV cache stores them
 // (kv::KvCache::k_rows / v_rows): logical cell t is the row at

@@ -625,9 +625,7 @@ void Model::final_norm(const float* x, int32_t n_rows, std::span<const int32_t> 
 void Model::lm_head(ForwardContext& ctx, const float* xn, int32_t n, float* logits) const {
   kernels::matmul(output_, xn, n, logits, ctx.pool_);
   if (hp_.final_softcap > 0.0f) {  // Gemma 2: logits = cap * tanh(logits / cap)
-    const float cap = hp_.final_softcap;
-    const int64_t total = static_cast<int64_t>(n) * hp_.n_vocab;
-    for (int64_t i = 0; i < total; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+    kernels::softcap(logits, static_cast<int64_t>(n) * hp_.n_vocab, hp_.final_softcap);
   }
 }
 

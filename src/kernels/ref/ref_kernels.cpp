@@ -76,6 +76,7 @@ void impl::register_ref(KernelTable& t) {
   t.swiglu = ref_swiglu;
   t.geglu = ref_geglu;
   t.softmax = ref_softmax;
+  t.softcap = ref_softcap;
   t.attention_rows = ref_attention_rows;
 }
 
@@ -159,6 +160,10 @@ void impl::ref_geglu(const float* gate, const float* up, float* out, int64_t n) 
   }
 }
 
+void impl::ref_softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void impl::ref_softmax(float* x, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
@@ -193,7 +198,7 @@ void impl::ref_attention_rows(const AttentionRows& a) {
         float s = 0.0f;
         for (int64_t j = 0; j < hd; ++j) s += qh[j] * kt[j];
         sc[t] = s * a.scale;
-        if (a.softcap > 0.0f) sc[t] = a.softcap * std::tanh(sc[t] / a.softcap);
+        if (a.softcap > 0.0f) ref_softcap(sc + t, 1, a.softcap);
         if (a.window_begin != nullptr && t < a.window_begin[i]) sc[t] = -std::numeric_limits<float>::infinity();
       }
       ref_softmax(sc, n_vis);

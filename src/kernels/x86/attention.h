@@ -270,9 +270,7 @@ void attention_scores(const AttentionRows& a, int64_t stride) {
     const int64_t n_vis = a.n_committed + a.n_extra[i];
     for (int64_t h = 0; h < a.n_head; ++h) {
       float* s = srow(i, h);
-      if (a.softcap > 0.0f) {
-        for (int64_t t = begin(i); t < n_vis; ++t) s[t] = a.softcap * std::tanh(s[t] / a.softcap);
-      }
+      if (a.softcap > 0.0f) softcap_t<T>(s + begin(i), n_vis - imin(begin(i), n_vis), a.softcap);
       for (int64_t t = 0; t < imin(begin(i), n_vis); ++t) s[t] = -INFINITY;
       softmax_t<T>(s, n_vis);
       float* o = a.out + i * a.ldo + h * hd;

@@ -111,6 +111,27 @@ TEST_P(OpsTest, Geglu) {
   EXPECT_NEAR(y[1], -0.0454023f, 1e-6f);
 }
 
+// cap * tanh(x / cap) within 2 ulp of the cap-scaled reference, over small arguments
+// (the polynomial), large ones (the exp form), saturation and both signs.
+TEST_P(OpsTest, Softcap) {
+  for (const float cap : {2.0f, 30.0f, 50.0f}) {
+    for (int64_t n : {1, 9, 16, 100}) {
+      auto x = rnd(n, 6, 3.0f * cap);
+      x[0] = 0.0f;
+      if (n > 4) x[1] = 1e-4f, x[2] = -0.6f * cap, x[3] = 1e6f, x[4] = -1e6f;
+      auto xr = x;
+      t_->softcap(x.data(), n, cap);
+      kernels::impl::ref_softcap(xr.data(), n, cap);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(x[i], xr[i], 3e-7f * cap) << "cap " << cap << " x[" << i << "]";
+        EXPECT_LE(std::fabs(x[i]), cap);
+      }
+      EXPECT_EQ(x[0], 0.0f);
+      if (n > 4) EXPECT_NEAR(x[1], 1e-4f, 1e-10f);
+    }
+  }
+}
+
 TEST_P(OpsTest, Softmax) {
   for (int64_t n : {1, 5, 16, 33, 1000}) {
     auto x = rnd(n, 5, 6.0f);
