@@ -25,11 +25,16 @@ struct ArchTraits {
   // il % swa_period < swa_period - 1 (Gemma 2: even layers; Gemma 3: 5 of every 6).
   // 0: no sliding window.
   int swa_period;
+  // RoPE-free layers: layer il has no RoPE when (il + 1) % nope_period == 0 (SmolLM3: every
+  // 4th). 0: RoPE everywhere.
+  int nope_period = 0;
 };
 
 // Whether layer il of a family with these traits uses the sliding window (when the file
 // sets one).
 bool is_swa_layer(const ArchTraits& t, int64_t il);
+// Whether layer il rotates Q and K.
+bool uses_rope(const ArchTraits& t, int64_t il);
 
 // Queries are scaled by 1/sqrt(d) with d = this (llama.cpp's rule): the head size, except
 // for the 27 B Gemma 2 (46 layers) and Gemma 3 (62 layers): n_embd / n_head

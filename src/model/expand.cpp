@@ -106,21 +106,21 @@ struct Ctx {
 
 }  // namespace
 
-std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_layer_new, int swa_period) {
+std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_layer_new,
+                                              const std::function<int(int64_t)>& kind) {
   if (n_layer_src <= 0 || n_layer_new < n_layer_src) {
     throw InvalidArgument(fmt::format("expand: cannot place {} source layers in {} layers", n_layer_src, n_layer_new));
   }
   // Real layer l goes to the middle of the l-th of L0 equal stretches of the new depth.
   std::vector<int32_t> pos;
   for (int64_t l = 0; l < n_layer_src; ++l) pos.push_back(static_cast<int32_t>(((2 * l + 1) * n_layer_new) / (2 * int64_t{n_layer_src})));
-  if (swa_period <= 1) return pos;
-  // Interleaved local/global layers (Gemma): each real layer moves to the nearest index of
-  // its own kind after the previous one from which the later layers still fit (earliest
-  // fit decides that; the identity placement always fits, so this never fails).
-  const ArchTraits t{"", false, BiasRule::none, false, false, FfnAct::silu, false, false, false, swa_period};
+  if (!kind) return pos;
+  // Each real layer moves to the nearest index of its own kind after the previous one
+  // from which the later layers still fit (earliest fit decides that; the identity
+  // placement always fits, so this never fails).
   auto fits_after = [&](int64_t from, int64_t l0) {  // layers l0.. placeable at indices > from
     for (int64_t l = l0, i = from + 1; l < n_layer_src; ++l, ++i) {
-      while (i < n_layer_new && is_swa_layer(t, i) != is_swa_layer(t, l)) ++i;
+      while (i < n_layer_new && kind(i) != kind(l)) ++i;
       if (i >= n_layer_new) return false;
     }
     return true;
@@ -130,7 +130,7 @@ std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_lay
     const int64_t want = pos[static_cast<size_t>(l)];
     int64_t best = -1;
     for (int64_t i = prev + 1; i < n_layer_new; ++i) {
-      if (is_swa_layer(t, i) != is_swa_layer(t, l) || !fits_after(i, l + 1)) continue;
+      if (kind(i) != kind(l) || !fits_after(i, l + 1)) continue;
       if (best < 0 || std::llabs(i - want) < std::llabs(best - want)) best = i;
     }
     TREESPEC_ASSERT(best >= 0, "expanded_layer_positions: no placement (n_layer_new >= n_layer_src always has one)");
@@ -142,7 +142,13 @@ std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_lay
 
 std::vector<int32_t> expanded_layer_positions(const Hparams& src, int32_t n_layer_new) {
   const ArchTraits* arch = find_arch(src.arch);
-  return expanded_layer_positions(src.n_layer, n_layer_new, src.n_swa > 0 && arch ? arch->swa_period : 0);
+  if (arch == nullptr || ((src.n_swa == 0 || arch->swa_period <= 1) && arch->nope_period == 0)) {
+    return expanded_layer_positions(src.n_layer, n_layer_new);
+  }
+  const bool window = src.n_swa > 0;
+  return expanded_layer_positions(src.n_layer, n_layer_new, [arch, window](int64_t il) {
+    return (window && is_swa_layer(*arch, il) ? 1 : 0) + (uses_rope(*arch, il) ? 0 : 2);
+  });
 }
 
 namespace {

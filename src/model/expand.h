@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,10 +69,12 @@ float filler(core::Rng& rng, float std);
 // of n_layer_src layers expanded to n_layer_new (the rest are pass-throughs). For tools
 // that widen other weight files for an expansion (`treespec expand --heads-in`), never
 // for drafters (docs/expand.md, "Honest use").
-// With interleaved local/global attention (swa_period > 1: Gemma 2/3, model/arch.h) each
-// layer then moves to the nearest index of its own kind.
-std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_layer_new, int swa_period = 0);
-// The same for a source model (its family's local/global pattern when it has a window).
+// Where layers are of different kinds by index (`kind`: Gemma's local and global
+// attention, SmolLM3's RoPE-free layers; model/arch.h), each layer then moves to the
+// nearest index of its own kind.
+std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_layer_new,
+                                              const std::function<int(int64_t)>& kind = {});
+// The same for a source model (the kinds of its family's layers).
 std::vector<int32_t> expanded_layer_positions(const Hparams& src, int32_t n_layer_new);
 
 // Writes the expanded model to `out`. Errors: InvalidArgument (sizes smaller than the

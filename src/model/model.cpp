@@ -257,6 +257,7 @@ void Model::bind() {
     }
     L.w_down = matrix(p + "ffn_down.weight", hp_.n_ff, hp_.n_embd);
     L.swa = hp_.n_swa > 0 && is_swa_layer(*arch, il);
+    L.rope = uses_rope(*arch, il);
   }
   for (const char* name : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
     if (f.find_tensor(name)) read.insert(name);
@@ -535,6 +536,7 @@ void Model::attention(ForwardContext& ctx, const Batch& batch, int32_t il, int32
           kernels::rmsnorm(kh, L.k_norm.data(), kh, hd, hp_.rms_eps);
         }
       }
+      if (!L.rope) continue;
       const int32_t p = batch.pos[static_cast<size_t>(r)];
       kernels::rope(q + r * nq, hp_.n_head, hd, hp_.n_rot, p, inv_freq, hp_.rope_neox, hp_.rope_attn_factor);
       kernels::rope(k + r * nkv, hp_.n_head_kv, hd, hp_.n_rot, p, inv_freq, hp_.rope_neox, hp_.rope_attn_factor);

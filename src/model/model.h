@@ -73,6 +73,7 @@ struct LayerWeights {
   std::vector<float> attn_post_norm, ffn_post_norm;  // [n_embd], empty unless post_norms
   kernels::WeightView w_gate, w_up, w_down;  // gate / up: halves of ffn_up when fused
   bool swa = false;  // sliding-window (local) layer
+  bool rope = true;  // false: a RoPE-free layer (SmolLM3)
 };
 
 class ForwardContext;

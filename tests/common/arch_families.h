@@ -90,6 +90,12 @@ inline std::vector<Family> families() {
     c.seed = 21;
     out.push_back({"phi3_fused_f16", c, 1e-3f});
   }
+  {  // SmolLM3: llama layout with every 4th layer RoPE-free (5 layers: layer 3), tied, GQA.
+    TinyModelConfig c;
+    c.arch = "smollm3", c.n_layer = 5, c.tied = true, c.n_head_kv = 1, c.rope_theta = 5e6f, c.rms_eps = 1e-6f;
+    c.n_vocab = 320, c.tokenizer = "gpt2", c.bpe_pre = "qwen2", c.seed = 23;
+    out.push_back({"smollm3_nope", c, 1e-4f});
+  }
   {  // Phi-3.5 / Phi-4-mini: LongRoPE (training context 1024, original 256: the tests' 64 KV
      // cells take the short factors, ArchLongRope both), attention factor
      // sqrt(1 + ln(1024/256) / ln 256), BPE, sliding window 262144 (as

@@ -24,7 +24,8 @@
 //     LongRoPE: rope_factors_long when the engine's context per sequence exceeds
 //     rope.scaling.original_context_length (else context_length), else rope_factors_short,
 //     in place of rope_freqs; cos and sin multiplied by rope.scaling.attn_factor;
-//   qwen2, qwen3, gemma*, phi3 rotate halves (NeoX).
+//   qwen2, qwen3, gemma*, phi3 rotate halves (NeoX);
+//   smollm3: as llama, but layers with (il + 1) % 4 == 0 have no RoPE.
 #pragma once
 
 #include <algorithm>
@@ -67,7 +68,7 @@ class ReferenceModel {
     theta_ = f.get_float(a + "rope.freq_base", 10000.0);
     if (f.get_string(a + "rope.scaling.type", "none") == "linear") freq_scale_ = 1.0 / f.get_float(a + "rope.scaling.factor");
     const bool gemma = arch_ == "gemma2" || arch_ == "gemma3";
-    neox_ = (arch_ != "llama") != opt_.flip_rope_convention;
+    neox_ = (arch_ != "llama" && arch_ != "smollm3") != opt_.flip_rope_convention;
     gemma_ = gemma;
     if (gemma) emb_scale_ = std::sqrt(static_cast<double>(n_embd_));
     attn_softcap_ = f.get_float(a + "attn_logit_softcapping", 0.0);
@@ -116,6 +117,7 @@ class ReferenceModel {
         L.post_ffn = read(f, p + "post_ffw_norm.weight");
       }
       L.local = n_swa_ > 0 && (arch_ == "phi3" || (arch_ == "gemma2" && il % 2 == 0) || (arch_ == "gemma3" && il % 6 < 5));
+      L.nope = arch_ == "smollm3" && (il + 1) % 4 == 0;
       if (f.find_tensor(p + "attn_q.bias")) {
         L.bq = read(f, p + "attn_q.bias");
         L.bk = read(f, p + "attn_k.bias");
@@ -164,8 +166,10 @@ class ReferenceModel {
           head_norm(q[i], n_head_, L.q_norm);
           head_norm(k[i], n_head_kv_, L.k_norm);
         }
-        rope(q[i], n_head_, pos[i], theta, fscale);
-        rope(k[i], n_head_kv_, pos[i], theta, fscale);
+        if (!L.nope) {
+          rope(q[i], n_head_, pos[i], theta, fscale);
+          rope(k[i], n_head_kv_, pos[i], theta, fscale);
+        }
       }
       const int group = n_head_ / n_head_kv_;
       for (size_t i = 0; i < n; ++i) {
@@ -240,6 +244,7 @@ class ReferenceModel {
     Vec q_norm, k_norm, post_attn, post_ffn;  // empty when the family has none
     Vec wq, wk, wv, wo, gate, up, down;  // [n_out][n_in], row-major
     bool local = false;  // sliding-window layer
+    bool nope = false;   // no RoPE (SmolLM3)
   };
 
   // RMSNorm of each head_dim slice with the same weights.

@@ -283,15 +283,19 @@ std::vector<test::Family> newer_families() {
 INSTANTIATE_TEST_SUITE_P(Families, ExpandFamily, ::testing::ValuesIn(newer_families()),
                          [](const ::testing::TestParamInfo<test::Family>& info) { return std::string(info.param.name); });
 
-// Gemma's local and global layers keep their kind in the expansion.
-TEST(Expand, LocalAndGlobalLayersKeepTheirKind) {
-  EXPECT_EQ(model::expanded_layer_positions(3, 5, 2), (std::vector<int32_t>{0, 1, 4}));
-  EXPECT_EQ(model::expanded_layer_positions(7, 13, 6), (std::vector<int32_t>{0, 2, 4, 6, 8, 11, 12}));
+// Gemma's local and global layers, and SmolLM3's RoPE-free ones, keep their kind.
+TEST(Expand, LayersKeepTheirKind) {
+  auto local = [](int period) { return [period](int64_t il) { return il % period < period - 1 ? 1 : 0; }; };
+  EXPECT_EQ(model::expanded_layer_positions(3, 5, local(2)), (std::vector<int32_t>{0, 1, 4}));
+  EXPECT_EQ(model::expanded_layer_positions(7, 13, local(6)), (std::vector<int32_t>{0, 2, 4, 6, 8, 11, 12}));
   EXPECT_EQ(model::expanded_layer_positions(5, 22), (std::vector<int32_t>{2, 6, 11, 15, 19}));
-  for (const int period : {2, 6}) {
+  // SmolLM3: every 4th layer without RoPE.
+  EXPECT_EQ(model::expanded_layer_positions(5, 22, [](int64_t il) { return (il + 1) % 4 == 0; }),
+            (std::vector<int32_t>{2, 6, 10, 15, 18}));
+  for (const int period : {2, 4, 6}) {
     for (int32_t n_src = 1; n_src <= 12; ++n_src) {
       for (int32_t n_new = n_src; n_new <= 30; ++n_new) {
-        const auto pos = model::expanded_layer_positions(n_src, n_new, period);
+        const auto pos = model::expanded_layer_positions(n_src, n_new, local(period));
         for (int32_t l = 0; l < n_src; ++l) {
           EXPECT_EQ(pos[l] % period < period - 1, l % period < period - 1) << n_src << " -> " << n_new;
           if (l > 0) EXPECT_GT(pos[l], pos[l - 1]);
@@ -299,7 +303,7 @@ TEST(Expand, LocalAndGlobalLayersKeepTheirKind) {
       }
     }
   }
-  EXPECT_EQ(model::expanded_layer_positions(6, 7, 6), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(model::expanded_layer_positions(6, 7, local(6)), (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
 }
 
 TEST(Expand, RejectsBadShapes) {
