@@ -134,6 +134,63 @@ void Model::read_hparams(const ArchTraits& arch) {
   if (hp_.arch == "gemma3") hp_.rope_theta_swa = 10000.0f;  // llama.cpp: fixed base, scale 1
 }
 
+// Binds tensors by name with their shapes checked, and remembers which were read (an unread
+// tensor in the layer namespace is an unsupported variant).
+class TensorBinder {
+ public:
+  explicit TensorBinder(const gguf::GgufFile& f) : f_(f) {}
+  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+  const gguf::TensorInfo* tensor(const std::string& name, const std::vector<int64_t>& ne) {
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t) throw FormatError(fmt::format("{}: tensor '{}' is missing", f_.path(), name));
+    read_.insert(name);
+    if (t->ne != ne) {
+      auto dims = [](const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
+      throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected {}", f_.path(), name, dims(t->ne), dims(ne)));
+    }
+    if (!kernels::dtype_supported(t->type)) {
+      throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support yet", f_.path(), name,
+                                    tensor::dtype_name(t->type)));
+    }
+    return t;
+  }
+  kernels::WeightView matrix(const std::string& name, int64_t n_in, int64_t n_out) {
+    const gguf::TensorInfo* t = tensor(name, {n_in, n_out});
+    return kernels::WeightView{t->data, t->type, n_in, n_out};
+  }
+  // Rows [r0, r0 + n) of a matrix as a matrix of its own (a fused tensor's part).
+  static kernels::WeightView rows_of(const kernels::WeightView& w, int64_t r0, int64_t n) {
+    kernels::WeightView part = w;
+    part.data = static_cast<const uint8_t*>(w.data) + r0 * w.row_bytes();
+    part.n_out = n;
+    return part;
+  }
+  std::vector<float> vector(const std::string& name, int64_t n) {
+    const gguf::TensorInfo* t = tensor(name, {n});
+    std::vector<float> out(static_cast<size_t>(n));
+    kernels::to_float(t->type, t->data, out.data(), n);
+    return out;
+  }
+  void mark_read(const std::string& name) {
+    if (has(name)) read_.insert(name);
+  }
+  // A tensor in the layer namespace that the forward does not read (an output projection
+  // bias, MoE experts, QK norms in a family without them, ...) means a variant we would
+  // compute wrongly.
+  void check_all_read(const std::string& arch) const {
+    for (const auto& t : f_.tensors()) {
+      if (unread_tensor_is_unsupported(t.name) && read_.count(t.name) == 0) {
+        throw Unsupported(fmt::format("{}: tensor '{}' is not part of the supported {} layout (an unsupported variant of "
+                                      "the architecture)", f_.path(), t.name, arch));
+      }
+    }
+  }
+
+ private:
+  const gguf::GgufFile& f_;
+  std::unordered_set<std::string> read_;
+};
+
 void Model::bind() {
   const auto& f = *file_;
   const std::string& path = f.path();
@@ -145,46 +202,7 @@ void Model::bind() {
   }
   read_hparams(*arch);
 
-  std::unordered_set<std::string> read;  // names of the tensors bound below
-  auto tensor = [&](const std::string& name, std::vector<int64_t> ne, bool required = true) -> const gguf::TensorInfo* {
-    const gguf::TensorInfo* t = f.find_tensor(name);
-    if (!t) {
-      if (required) throw FormatError(fmt::format("{}: tensor '{}' is missing", path, name));
-      return nullptr;
-    }
-    read.insert(name);
-    if (t->ne != ne) {
-      auto dims = [](const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
-      throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected {}", path, name, dims(t->ne), dims(ne)));
-    }
-    return t;
-  };
-  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out) {
-    const gguf::TensorInfo* t = tensor(name, {n_in, n_out});
-    if (!kernels::dtype_supported(t->type)) {
-      throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support yet", path, name,
-                                    tensor::dtype_name(t->type)));
-    }
-    return kernels::WeightView{t->data, t->type, n_in, n_out};
-  };
-  // Rows [r0, r0 + n) of a matrix as a matrix of its own (a fused tensor's part).
-  auto rows_of = [](const kernels::WeightView& w, int64_t r0, int64_t n) {
-    kernels::WeightView part = w;
-    part.data = static_cast<const uint8_t*>(w.data) + r0 * w.row_bytes();
-    part.n_out = n;
-    return part;
-  };
-  auto vector = [&](const std::string& name, int64_t n) {
-    const gguf::TensorInfo* t = tensor(name, {n});
-    if (!kernels::dtype_supported(t->type)) {
-      throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support yet", path, name,
-                                    tensor::dtype_name(t->type)));
-    }
-    std::vector<float> out(static_cast<size_t>(n));
-    kernels::to_float(t->type, t->data, out.data(), n);
-    return out;
-  };
-
+  TensorBinder b(f);
   const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
   if (!emb) throw FormatError(fmt::format("{}: tensor 'token_embd.weight' is missing", path));
   if (emb->ne.size() != 2 || emb->ne[0] != hp_.n_embd) {
@@ -196,82 +214,73 @@ void Model::bind() {
     throw FormatError(fmt::format("{}: {}vocab_size = {} but tensor 'token_embd.weight' has {} rows", path, a,
                                   f.get_int(a + "vocab_size"), hp_.n_vocab));
   }
-  tok_embd_ = matrix("token_embd.weight", hp_.n_embd, hp_.n_vocab);
-  output_norm_ = vector("output_norm.weight", hp_.n_embd);
-  if (f.find_tensor("output.weight")) {
-    output_ = matrix("output.weight", hp_.n_embd, hp_.n_vocab);
+  tok_embd_ = b.matrix("token_embd.weight", hp_.n_embd, hp_.n_vocab);
+  output_norm_ = b.vector("output_norm.weight", hp_.n_embd);
+  if (b.has("output.weight")) {
+    output_ = b.matrix("output.weight", hp_.n_embd, hp_.n_vocab);
   } else {
     output_ = tok_embd_;
     hp_.tied_output = true;
   }
+  layers_.resize(static_cast<size_t>(hp_.n_layer));
+  for (int32_t il = 0; il < hp_.n_layer; ++il) bind_layer(b, *arch, il);
+  for (const char* name : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) b.mark_read(name);
+  bind_rope();
+  b.check_all_read(hp_.arch);
+}
 
+void Model::bind_layer(TensorBinder& b, const ArchTraits& arch, int32_t il) {
+  const std::string p = fmt::format("blk.{}.", il);
   const int64_t n_q = hp_.n_embd_q();
   const int64_t n_kv = hp_.n_embd_kv();
-  layers_.resize(static_cast<size_t>(hp_.n_layer));
-  for (int32_t il = 0; il < hp_.n_layer; ++il) {
-    const std::string p = fmt::format("blk.{}.", il);
-    LayerWeights& L = layers_[static_cast<size_t>(il)];
-    L.attn_norm = vector(p + "attn_norm.weight", hp_.n_embd);
-    if (arch->fused_qkv && f.find_tensor(p + "attn_qkv.weight")) {
-      const kernels::WeightView qkv = matrix(p + "attn_qkv.weight", hp_.n_embd, n_q + 2 * n_kv);
-      L.wq = rows_of(qkv, 0, n_q);
-      L.wk = rows_of(qkv, n_q, n_kv);
-      L.wv = rows_of(qkv, n_q + n_kv, n_kv);
-    } else {
-      L.wq = matrix(p + "attn_q.weight", hp_.n_embd, n_q);
-      L.wk = matrix(p + "attn_k.weight", hp_.n_embd, n_kv);
-      L.wv = matrix(p + "attn_v.weight", hp_.n_embd, n_kv);
-    }
-    L.wo = matrix(p + "attn_output.weight", n_q, hp_.n_embd);
-    // QKV biases: required by qwen2, optional for llama, and then in every layer (the
-    // forward adds them to all layers or none).
-    const bool bias = arch->qkv_bias == BiasRule::required ||
-                      (arch->qkv_bias == BiasRule::optional &&
-                       (f.find_tensor(p + "attn_q.bias") || f.find_tensor(p + "attn_k.bias") || f.find_tensor(p + "attn_v.bias")));
-    if (il == 0) hp_.has_qkv_bias = bias;
-    if (bias != hp_.has_qkv_bias) {
-      throw FormatError(fmt::format("{}: layer {} {} QKV bias tensors but layer 0 {}", path, il,
-                                    bias ? "has" : "lacks", hp_.has_qkv_bias ? "has them" : "does not"));
-    }
-    if (bias) {
-      L.bq = vector(p + "attn_q.bias", n_q);
-      L.bk = vector(p + "attn_k.bias", n_kv);
-      L.bv = vector(p + "attn_v.bias", n_kv);
-    }
-    if (hp_.qk_norm) {
-      L.q_norm = vector(p + "attn_q_norm.weight", hp_.head_dim);
-      L.k_norm = vector(p + "attn_k_norm.weight", hp_.head_dim);
-    }
-    if (hp_.post_norms) {
-      L.attn_post_norm = vector(p + "post_attention_norm.weight", hp_.n_embd);
-      L.ffn_post_norm = vector(p + "post_ffw_norm.weight", hp_.n_embd);
-    }
-    L.ffn_norm = vector(p + "ffn_norm.weight", hp_.n_embd);
-    if (arch->fused_gate_up && !f.find_tensor(p + "ffn_gate.weight")) {
-      const kernels::WeightView gate_up = matrix(p + "ffn_up.weight", hp_.n_embd, 2 * int64_t{hp_.n_ff});
-      L.w_gate = rows_of(gate_up, 0, hp_.n_ff);
-      L.w_up = rows_of(gate_up, hp_.n_ff, hp_.n_ff);
-    } else {
-      L.w_gate = matrix(p + "ffn_gate.weight", hp_.n_embd, hp_.n_ff);
-      L.w_up = matrix(p + "ffn_up.weight", hp_.n_embd, hp_.n_ff);
-    }
-    L.w_down = matrix(p + "ffn_down.weight", hp_.n_ff, hp_.n_embd);
-    L.swa = hp_.n_swa > 0 && is_swa_layer(*arch, il);
-    L.rope = uses_rope(*arch, il);
+  LayerWeights& L = layers_[static_cast<size_t>(il)];
+  L.attn_norm = b.vector(p + "attn_norm.weight", hp_.n_embd);
+  if (arch.fused_qkv && b.has(p + "attn_qkv.weight")) {
+    const kernels::WeightView qkv = b.matrix(p + "attn_qkv.weight", hp_.n_embd, n_q + 2 * n_kv);
+    L.wq = TensorBinder::rows_of(qkv, 0, n_q);
+    L.wk = TensorBinder::rows_of(qkv, n_q, n_kv);
+    L.wv = TensorBinder::rows_of(qkv, n_q + n_kv, n_kv);
+  } else {
+    L.wq = b.matrix(p + "attn_q.weight", hp_.n_embd, n_q);
+    L.wk = b.matrix(p + "attn_k.weight", hp_.n_embd, n_kv);
+    L.wv = b.matrix(p + "attn_v.weight", hp_.n_embd, n_kv);
   }
-  for (const char* name : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
-    if (f.find_tensor(name)) read.insert(name);
+  L.wo = b.matrix(p + "attn_output.weight", n_q, hp_.n_embd);
+  // QKV biases: required by qwen2, optional for llama, and then in every layer (the
+  // forward adds them to all layers or none).
+  const bool bias = arch.qkv_bias == BiasRule::required ||
+                    (arch.qkv_bias == BiasRule::optional &&
+                     (b.has(p + "attn_q.bias") || b.has(p + "attn_k.bias") || b.has(p + "attn_v.bias")));
+  if (il == 0) hp_.has_qkv_bias = bias;
+  if (bias != hp_.has_qkv_bias) {
+    throw FormatError(fmt::format("{}: layer {} {} QKV bias tensors but layer 0 {}", file_->path(), il,
+                                  bias ? "has" : "lacks", hp_.has_qkv_bias ? "has them" : "does not"));
   }
-  bind_rope();
-
-  // A tensor in the layer namespace that the forward does not read (an output
-  // projection bias, MoE experts, QK norms, ...) means a variant we would compute wrongly.
-  for (const auto& t : f.tensors()) {
-    if (unread_tensor_is_unsupported(t.name) && read.count(t.name) == 0) {
-      throw Unsupported(fmt::format("{}: tensor '{}' is not part of the supported {} layout (an unsupported variant of "
-                                    "the architecture)", path, t.name, hp_.arch));
-    }
+  if (bias) {
+    L.bq = b.vector(p + "attn_q.bias", n_q);
+    L.bk = b.vector(p + "attn_k.bias", n_kv);
+    L.bv = b.vector(p + "attn_v.bias", n_kv);
   }
+  if (hp_.qk_norm) {
+    L.q_norm = b.vector(p + "attn_q_norm.weight", hp_.head_dim);
+    L.k_norm = b.vector(p + "attn_k_norm.weight", hp_.head_dim);
+  }
+  if (hp_.post_norms) {
+    L.attn_post_norm = b.vector(p + "post_attention_norm.weight", hp_.n_embd);
+    L.ffn_post_norm = b.vector(p + "post_ffw_norm.weight", hp_.n_embd);
+  }
+  L.ffn_norm = b.vector(p + "ffn_norm.weight", hp_.n_embd);
+  if (arch.fused_gate_up && !b.has(p + "ffn_gate.weight")) {
+    const kernels::WeightView gate_up = b.matrix(p + "ffn_up.weight", hp_.n_embd, 2 * int64_t{hp_.n_ff});
+    L.w_gate = TensorBinder::rows_of(gate_up, 0, hp_.n_ff);
+    L.w_up = TensorBinder::rows_of(gate_up, hp_.n_ff, hp_.n_ff);
+  } else {
+    L.w_gate = b.matrix(p + "ffn_gate.weight", hp_.n_embd, hp_.n_ff);
+    L.w_up = b.matrix(p + "ffn_up.weight", hp_.n_embd, hp_.n_ff);
+  }
+  L.w_down = b.matrix(p + "ffn_down.weight", hp_.n_ff, hp_.n_embd);
+  L.swa = hp_.n_swa > 0 && is_swa_layer(arch, il);
+  L.rope = uses_rope(arch, il);
 }
 
 // RoPE frequencies, computed in float exactly as llama2.c does for the default case.
@@ -317,8 +326,7 @@ void Model::bind_rope() {
     hp_.longrope = false;
     return;
   }
-  std::vector<float> base = inv_freq_;
-  inv_freq_long_ = base;
+  inv_freq_long_ = inv_freq_;
   if (!divide_by("rope_factors_short.weight", inv_freq_) || !divide_by("rope_factors_long.weight", inv_freq_long_)) {
     throw FormatError(fmt::format("{}: LongRoPE needs both 'rope_factors_long.weight' and 'rope_factors_short.weight'",
                                   f.path()));

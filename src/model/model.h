@@ -77,6 +77,7 @@ struct LayerWeights {
 };
 
 class ForwardContext;
+class TensorBinder;
 
 class Model {
  public:
@@ -132,6 +133,7 @@ class Model {
   void bind();
   void read_hparams(const ArchTraits& arch);
   void bind_rope();
+  void bind_layer(TensorBinder& b, const ArchTraits& arch, int32_t il);
   // Repacks every matrix the forward multiplies with into the best kernels' tile layout.
   void repack();
   // Checks the batch against kv and fills ctx's per-row visible tree cells.
