@@ -77,6 +77,25 @@ size_t space_run(const Cursor& c, size_t pos, size_t* last_cr_lf_end) {
   return n;
 }
 
+// The tail the llama3 and gpt4o regexes share, at pos (no earlier alternative matched):
+//  ?[^\s\p{L}\p{N}]+[\r\n]*  (with '/' among the trailing characters when `slash`) |
+// \s*[\r\n]+ | \s+(?!\S) | \s+. Returns the end of the match (at least pos + 1).
+size_t other_or_space_end(const Cursor& c, size_t pos, bool slash) {
+  const uint32_t ch = c.cp(pos);
+  const uint8_t f2 = ch == ' ' ? c.cls(pos + 1) : c.cls(pos);
+  if (is_other(f2)) {
+    pos += ch == ' ';
+    while (is_other(c.cls(pos))) ++pos;
+    while (is_cr_lf(c.cp(pos)) || (slash && c.cp(pos) == '/')) ++pos;
+    return pos;
+  }
+  size_t last_cr_lf_end = 0;
+  const size_t ws = space_run(c, pos, &last_cr_lf_end);
+  if (last_cr_lf_end > 0) return last_cr_lf_end;        // \s*[\r\n]+: up to the last line break
+  if (ws > 1 && pos + ws < c.end()) return pos + ws - 1;  // \s+(?!\S)
+  return pos + (ws > 0 ? ws : 1);                          // \s+ (or a guard: every class matches above)
+}
+
 // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 void split_gpt2(const Classified& t, Range r, Ranges& out) {
   Cursor c(t, r, out);
@@ -136,29 +155,7 @@ void split_llama3(const Classified& t, Range r, Ranges& out, size_t max_digits) 
       c.emit(pos);
       continue;
     }
-    const uint8_t f2 = ch == ' ' ? c.cls(pos + 1) : f;
-    if (is_other(f2)) {
-      pos += ch == ' ';
-      while (is_other(c.cls(pos))) ++pos;
-      while (is_cr_lf(c.cp(pos))) ++pos;
-      c.emit(pos);
-      continue;
-    }
-    size_t last_cr_lf_end = 0;
-    const size_t ws = space_run(c, pos, &last_cr_lf_end);
-    if (last_cr_lf_end > 0) {  // \s*[\r\n]+: up to the last line break of the run
-      c.emit(pos = last_cr_lf_end);
-      continue;
-    }
-    if (ws > 1 && pos + ws < c.end()) {
-      c.emit(pos += ws - 1);
-      continue;
-    }
-    if (ws > 0) {
-      c.emit(pos += ws);
-      continue;
-    }
-    c.emit(++pos);
+    c.emit(pos = other_or_space_end(c, pos, false));
   }
 }
 
@@ -208,25 +205,7 @@ void split_gpt4o(const Classified& t, Range r, Ranges& out) {
       c.emit(pos);
       continue;
     }
-    const uint8_t f2 = ch == ' ' ? c.cls(pos + 1) : f;
-    if (is_other(f2)) {
-      pos += ch == ' ';
-      while (is_other(c.cls(pos))) ++pos;
-      while (is_cr_lf(c.cp(pos)) || c.cp(pos) == '/') ++pos;
-      c.emit(pos);
-      continue;
-    }
-    size_t last_cr_lf_end = 0;
-    const size_t ws = space_run(c, pos, &last_cr_lf_end);
-    if (last_cr_lf_end > 0) {  // \s*[\r\n]+: up to the last line break of the run
-      c.emit(pos = last_cr_lf_end);
-      continue;
-    }
-    if (ws > 1 && pos + ws < c.end()) {
-      c.emit(pos += ws - 1);
-      continue;
-    }
-    c.emit(pos += ws > 0 ? ws : 1);
+    c.emit(pos = other_or_space_end(c, pos, true));
   }
 }
 

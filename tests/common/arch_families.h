@@ -114,5 +114,13 @@ inline std::vector<Family> families() {
   return out;
 }
 
+// The families beyond llama and qwen2 (the ones added with their own features).
+inline std::vector<Family> newer_families() {
+  std::vector<Family> out;
+  for (const Family& f : families()) {
+    if (f.cfg.arch != "llama" && f.cfg.arch != "qwen2") out.push_back(f);
+  }
+  return out;
+}
 
 }  // namespace treespec::test

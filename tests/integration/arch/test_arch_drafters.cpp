@@ -78,15 +78,7 @@ TEST_P(ArchDrafters, EveryMethodEqualsPlainGreedy) {
   }
 }
 
-std::vector<test::Family> newer_families() {
-  std::vector<test::Family> out;
-  for (const test::Family& f : test::families()) {
-    if (f.cfg.arch != "llama" && f.cfg.arch != "qwen2") out.push_back(f);
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Families, ArchDrafters, ::testing::ValuesIn(newer_families()),
+INSTANTIATE_TEST_SUITE_P(Families, ArchDrafters, ::testing::ValuesIn(test::newer_families()),
                          [](const ::testing::TestParamInfo<test::Family>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -272,15 +272,7 @@ TEST_P(ExpandFamily, LogitsMatchTheSource) {
   }
 }
 
-std::vector<test::Family> newer_families() {
-  std::vector<test::Family> out;
-  for (const test::Family& f : test::families()) {
-    if (f.cfg.arch != "llama" && f.cfg.arch != "qwen2") out.push_back(f);
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Families, ExpandFamily, ::testing::ValuesIn(newer_families()),
+INSTANTIATE_TEST_SUITE_P(Families, ExpandFamily, ::testing::ValuesIn(test::newer_families()),
                          [](const ::testing::TestParamInfo<test::Family>& info) { return std::string(info.param.name); });
 
 // Gemma's local and global layers, and SmolLM3's RoPE-free ones, keep their kind.
