@@ -127,6 +127,8 @@ def conversation_cases(env, templates, conversations, label):
                     "bos_token": conv.get("bos_token", "<s>"),
                     "eos_token": conv.get("eos_token", "</s>"),
                 }
+                # Any other top-level key is a template variable too (e.g. enable_thinking).
+                variables.update({k: v for k, v in conv.items() if k not in variables})
                 case = {"name": f"{label}/{tname}/{cname}/{'gen' if gen else 'nogen'}",
                         "template": source, "vars": variables}
                 case.update(render(env, source, variables))
