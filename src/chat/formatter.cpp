@@ -74,7 +74,8 @@ Formatter::Formatter(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok
   }
 }
 
-ChatPrompt Formatter::render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools) const {
+ChatPrompt Formatter::render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                             const nlohmann::ordered_json& kwargs) const {
   if (!messages.is_array() || messages.empty()) throw InvalidArgument("messages must be a non-empty list");
   ChatPrompt out;
   if (!jinja()) {
@@ -103,6 +104,7 @@ ChatPrompt Formatter::render(const nlohmann::ordered_json& messages, const nlohm
   in.add_generation_prompt = true;
   in.bos_token = bos_text_;
   in.eos_token = eos_text_;
+  if (kwargs.is_object()) in.extra = kwargs;
   const Template& tmpl = !in.tools.is_null() && jinja_tool_use_ ? *jinja_tool_use_ : *jinja_;
   std::string text = render_chat(tmpl, in);
   // A template that writes the BOS text gets exactly one BOS: the vocabulary's automatic

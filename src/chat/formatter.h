@@ -58,7 +58,10 @@ class Formatter {
   // objects (content a string or a list of {text} parts; "developer" is read as "system";
   // other fields such as tool_calls go to Jinja templates as given); `tools`: null or a
   // list. InvalidArgument for an empty or malformed list; TemplateError from a template.
-  ChatPrompt render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools = nullptr) const;
+  // `kwargs`: extra template variables (llama-server's chat_template_kwargs, e.g.
+  // {"enable_thinking": false}); an object or null. The built-in formats ignore them.
+  ChatPrompt render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools = nullptr,
+                    const nlohmann::ordered_json& kwargs = nullptr) const;
 
  private:
   const tokenizer::Tokenizer& tok_;

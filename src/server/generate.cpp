@@ -206,9 +206,13 @@ std::vector<int32_t> request_prompt(const httplib::Request& req, const Generatio
     // has checked them.
     const auto raw = nlohmann::ordered_json::parse(req.body);
     const auto tools = raw.contains("tools") ? raw["tools"] : nlohmann::ordered_json();
+    const auto kwargs = raw.contains("chat_template_kwargs") ? raw["chat_template_kwargs"] : nlohmann::ordered_json();
+    if (!kwargs.is_null() && !kwargs.is_object()) {
+      throw invalid_request("'chat_template_kwargs' must be an object of template variables", "chat_template_kwargs");
+    }
     chat::ChatPrompt cp;
     try {
-      cp = formatter.render(raw.at("messages"), tools);
+      cp = formatter.render(raw.at("messages"), tools, kwargs);
     } catch (const chat::TemplateError& e) {
       throw invalid_request(fmt::format("the model's chat template failed on these messages: {}", e.describe()), "messages");
     }

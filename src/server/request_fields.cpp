@@ -151,7 +151,7 @@ bool implemented(std::string_view name, Endpoint ep) {
     case Endpoint::completions: return name == "prompt" || name == "n" || name == "best_of" || name == "logprobs";
     case Endpoint::chat:
       return name == "messages" || name == "max_completion_tokens" || name == "n" || name == "best_of" || name == "logprobs" ||
-             name == "top_logprobs";
+             name == "top_logprobs" || name == "chat_template_kwargs";
     case Endpoint::native: return name == "prompt" || name == "n_predict" || name == "n_probs" || name == "post_sampling_probs";
   }
   return false;

@@ -65,6 +65,25 @@ TEST(ServerJinja, ToolsToolCallsAndToolMessagesReachTheTemplate) {
                 "assistant: call weather{\"city\": \"Oslo\", \"days\": 2}tool: coldassistant:");
 }
 
+// llama-server's chat_template_kwargs: extra template variables per request (Qwen3's
+// enable_thinking); they cannot replace the standard ones; anything but an object is a 400.
+TEST(ServerJinja, ChatTemplateKwargsReachTheTemplate) {
+  TREESPEC_REQUIRE_SHARED();
+  const char* tmpl =
+      "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+      "{% if enable_thinking is defined and not enable_thinking %}[no think]{% endif %}{{ mood | default('calm') }}";
+  ServerProcess srv(stories_with_chat_template(tmpl, "kwargs.gguf"), {"-t", "1", "-c", "256"});
+  auto c = srv.client();
+  json request = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}, {"temperature", 0}};
+  expect_prompt(c, request, "user: Hi\ncalm");
+  request["chat_template_kwargs"] = {{"enable_thinking", false}, {"mood", "glad"}, {"messages", "ignored"}};
+  expect_prompt(c, request, "user: Hi\n[no think]glad");
+  request["chat_template_kwargs"] = "enable_thinking";
+  const HttpReply r = post_json(c, "/v1/chat/completions", request.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"]["param"], "chat_template_kwargs") << r.body;
+}
+
 TEST(ServerJinja, RaiseExceptionIsA400WithTheTemplatesMessage) {
   TREESPEC_REQUIRE_SHARED();
   ServerProcess srv(stories_with_chat_template("{{ raise_exception('Conversation roles must alternate!') }}", "raise.gguf"),
