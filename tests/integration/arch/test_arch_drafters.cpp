@@ -1,8 +1,9 @@
-// Every drafter on every newer family (Qwen3, Gemma 2, Gemma 3, Phi-3: Q/K norms,
-// soft-capping, sliding windows, fused matrices), end to end through the binary: `bench`
-// at batch 1 and 3 and `run`, each method's greedy tokens equal plain greedy. Heads
-// (Medusa + ProPD prune heads) are trained here on each tiny model; their quality only
-// sets how often drafts are accepted, and equality must hold whatever they propose.
+// Every drafter on every newer family (Qwen3, Gemma 2, Gemma 3, Phi-3 with and without
+// LongRoPE, SmolLM3: Q/K norms, soft-capping, sliding windows, fused matrices, RoPE-free
+// layers), end to end through the binary: `bench` at batch 1 and 3 and `run`, each
+// method's greedy tokens equal plain greedy. Heads (Medusa + ProPD prune heads) are
+// trained here on each tiny model; their quality only sets how often drafts are accepted,
+// and equality must hold whatever they propose.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
