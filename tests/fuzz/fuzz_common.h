@@ -20,7 +20,7 @@ std::unique_ptr<tokenizer::Tokenizer> make_spm_tokenizer();
 std::unique_ptr<tokenizer::Tokenizer> make_bpe_tokenizer(const char* pre);
 
 // The pre-tokenizer names the BPE fuzzing cycles through (one per PreTokenizer).
-constexpr const char* kBpePreNames[] = {"default", "gpt-2", "llama-bpe", "qwen2", "smollm"};
-constexpr int kNumBpePre = 5;
+constexpr const char* kBpePreNames[] = {"default", "gpt-2", "llama-bpe", "qwen2", "smollm", "gpt-4o"};
+constexpr int kNumBpePre = 6;
 
 }  // namespace treespec::fuzz

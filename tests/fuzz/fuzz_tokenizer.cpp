@@ -1,5 +1,5 @@
 // Tokenizer encode/decode of arbitrary bytes, for SentencePiece (SPM) and byte-level BPE
-// with each of the five pre-tokenizers. Properties checked on every input:
+// with each of the six pre-tokenizers. Properties checked on every input:
 //   - encoding never fails and every id is inside the vocabulary;
 //   - SPM with byte fallback loses nothing: decode(encode(text)) == text, up to the
 //     documented SentencePiece convention that a literal U+2581 decodes as a space
