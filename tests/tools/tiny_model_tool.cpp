@@ -6,6 +6,7 @@
 //   tiny_model_tool FAMILY OUT.gguf [--bpe | --gemma-vocab] [--scale S] [--seed N]
 //     --bpe: a byte-level BPE vocabulary, so any engine tokenizes a text prompt the same way;
 //     --gemma-vocab: a Gemma-style SentencePiece vocabulary (scripts/tokenize_vs_anchor.sh);
+//     --n-vocab: the vocabulary's size (e.g. Gemma's 262144: padding pieces);
 //     --scale: weight scale (default the family's), larger gives less repetitive text;
 //     --seed: another draw of the random weights.
 #include <cstdio>
@@ -26,12 +27,16 @@ int main(int argc, char** argv) {
   bool bpe = false, gemma_vocab = false;
   float scale = 0.0f;
   unsigned long long seed = 0;
+  long n_vocab = 0;
   bool ok = argc >= 3;
   for (int i = 3; ok && i < argc; ++i) {
     if (std::strcmp(argv[i], "--bpe") == 0) {
       bpe = true;
     } else if (std::strcmp(argv[i], "--gemma-vocab") == 0) {
       gemma_vocab = true;
+    } else if (std::strcmp(argv[i], "--n-vocab") == 0 && i + 1 < argc) {
+      n_vocab = std::strtol(argv[++i], nullptr, 10);
+      ok = n_vocab > 0 && n_vocab <= (1L << 22);
     } else if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     } else if (std::strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
@@ -42,7 +47,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!ok || (bpe && gemma_vocab)) {
-    std::fprintf(stderr, "usage: tiny_model_tool --list | FAMILY OUT.gguf [--bpe | --gemma-vocab] [--scale S] [--seed N]\n");
+    std::fprintf(stderr, "usage: tiny_model_tool --list | FAMILY OUT.gguf [--bpe | --gemma-vocab] [--n-vocab N] [--scale S] [--seed N]\n");
     return 2;
   }
   for (test::Family f : test::families()) {
@@ -56,6 +61,7 @@ int main(int argc, char** argv) {
       f.cfg.tokenizer = "gemma";
       f.cfg.n_vocab = 1024;
     }
+    if (n_vocab > 0) f.cfg.n_vocab = static_cast<int32_t>(n_vocab);
     if (scale > 0.0f) f.cfg.weight_scale = scale;
     if (seed > 0) f.cfg.seed = seed;
     // llama.cpp-family loaders default the rotated dims to n_embd / n_head, not to
