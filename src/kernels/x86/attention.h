@@ -220,7 +220,9 @@ void attention_scores(const AttentionRows& a, int64_t stride) {
     for (int64_t i = 0; i < a.n_rows; ++i) {
       for (int64_t h = 0; h < a.n_head; ++h) {
         float* s = srow(i, h);
-        for (int64_t t = imin(begin(i), a.n_committed); t < a.n_committed; ++t) s[t] = score1<DK>(qptr(i, h), a.k.row(t), hd, a.scale);
+        for (int64_t t = imin(begin(i), a.n_committed); t < a.n_committed; ++t) {
+          s[t] = score1<DK>(qptr(i, h), a.k.row(t), hd, a.scale);
+        }
         for (int32_t e = 0; e < a.n_extra[i]; ++e) s[a.n_committed + e] = score1<DK>(qptr(i, h), a.k.row(a.extra[i][e]), hd, a.scale);
       }
     }
