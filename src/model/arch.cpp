@@ -16,6 +16,7 @@ constexpr ArchTraits kArchs[] = {
     {"gemma3", true, BiasRule::none, true, true, FfnAct::gelu_tanh, true, false, false, 6},
     {"phi3", true, BiasRule::none, false, false, FfnAct::silu, false, true, true, 1},
     {"smollm3", false, BiasRule::none, false, false, FfnAct::silu, false, false, false, 0, 4},
+    {"ernie4_5", false, BiasRule::optional, false, false, FfnAct::silu, false, false, false, 0},
 };
 
 }  // namespace

@@ -96,6 +96,12 @@ inline std::vector<Family> families() {
     c.n_vocab = 320, c.tokenizer = "gpt2", c.bpe_pre = "qwen2", c.seed = 23;
     out.push_back({"smollm3_nope", c, 1e-4f});
   }
+  {  // ERNIE 4.5 dense (0.3B): the llama layout under its own name, tied, GQA 4/2, theta 5e5.
+    TinyModelConfig c;
+    c.arch = "ernie4_5", c.tied = true, c.rope_theta = 500000.0f, c.rms_eps = 1e-5f;
+    c.n_vocab = 320, c.tokenizer = "gpt2", c.bpe_pre = "qwen2", c.seed = 24;
+    out.push_back({"ernie45_tied", c, 1e-4f});
+  }
   {  // Phi-3.5 / Phi-4-mini: LongRoPE (training context 1024, original 256: the tests' 64 KV
      // cells take the short factors, ArchLongRope both), attention factor
      // sqrt(1 + ln(1024/256) / ln 256), BPE, sliding window 262144 (as

@@ -25,7 +25,8 @@
 //     rope.scaling.original_context_length (else context_length), else rope_factors_short,
 //     in place of rope_freqs; cos and sin multiplied by rope.scaling.attn_factor;
 //   qwen2, qwen3, gemma*, phi3 rotate halves (NeoX);
-//   smollm3: as llama, but layers with (il + 1) % 4 == 0 have no RoPE.
+//   smollm3: as llama, but layers with (il + 1) % 4 == 0 have no RoPE;
+//   ernie4_5 (ERNIE 4.5 dense): as llama.
 #pragma once
 
 #include <algorithm>
@@ -68,7 +69,7 @@ class ReferenceModel {
     theta_ = f.get_float(a + "rope.freq_base", 10000.0);
     if (f.get_string(a + "rope.scaling.type", "none") == "linear") freq_scale_ = 1.0 / f.get_float(a + "rope.scaling.factor");
     const bool gemma = arch_ == "gemma2" || arch_ == "gemma3";
-    neox_ = (arch_ != "llama" && arch_ != "smollm3") != opt_.flip_rope_convention;
+    neox_ = (arch_ != "llama" && arch_ != "smollm3" && arch_ != "ernie4_5") != opt_.flip_rope_convention;
     gemma_ = gemma;
     if (gemma) emb_scale_ = std::sqrt(static_cast<double>(n_embd_));
     attn_softcap_ = f.get_float(a + "attn_logit_softcapping", 0.0);

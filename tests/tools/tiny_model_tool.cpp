@@ -7,6 +7,8 @@
 //     --bpe: a byte-level BPE vocabulary, so any engine tokenizes a text prompt the same way;
 //     --gemma-vocab: a Gemma-style SentencePiece vocabulary (scripts/tokenize_vs_anchor.sh);
 //     --n-vocab: the vocabulary's size (e.g. Gemma's 262144: padding pieces);
+//     --arch: write the same weights under another general.architecture (to see whether
+//       a reference engine treats two names alike);
 //     --scale: weight scale (default the family's), larger gives less repetitive text;
 //     --seed: another draw of the random weights.
 #include <cstdio>
@@ -28,6 +30,7 @@ int main(int argc, char** argv) {
   float scale = 0.0f;
   unsigned long long seed = 0;
   long n_vocab = 0;
+  std::string arch;
   bool ok = argc >= 3;
   for (int i = 3; ok && i < argc; ++i) {
     if (std::strcmp(argv[i], "--bpe") == 0) {
@@ -37,6 +40,8 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--n-vocab") == 0 && i + 1 < argc) {
       n_vocab = std::strtol(argv[++i], nullptr, 10);
       ok = n_vocab > 0 && n_vocab <= (1L << 22);
+    } else if (std::strcmp(argv[i], "--arch") == 0 && i + 1 < argc) {
+      arch = argv[++i];
     } else if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     } else if (std::strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
@@ -47,7 +52,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!ok || (bpe && gemma_vocab)) {
-    std::fprintf(stderr, "usage: tiny_model_tool --list | FAMILY OUT.gguf [--bpe | --gemma-vocab] [--n-vocab N] [--scale S] [--seed N]\n");
+    std::fprintf(stderr, "usage: tiny_model_tool --list | FAMILY OUT.gguf [--bpe | --gemma-vocab] [--n-vocab N] [--arch A] [--scale S] [--seed N]\n");
     return 2;
   }
   for (test::Family f : test::families()) {
@@ -62,6 +67,7 @@ int main(int argc, char** argv) {
       f.cfg.n_vocab = 1024;
     }
     if (n_vocab > 0) f.cfg.n_vocab = static_cast<int32_t>(n_vocab);
+    if (!arch.empty()) f.cfg.arch = arch;
     if (scale > 0.0f) f.cfg.weight_scale = scale;
     if (seed > 0) f.cfg.seed = seed;
     // llama.cpp-family loaders default the rotated dims to n_embd / n_head, not to
