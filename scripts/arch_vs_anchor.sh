@@ -17,6 +17,9 @@ tool=$build/tests/tiny_model_tool
 for f in "$ts" "$tool" "$anchor/llama-cli"; do
   [[ -x $f ]] || { echo "arch_vs_anchor: $f is missing (build with 'make', or pass the anchor's bin)" >&2; exit 2; }
 done
+# llama.cpp's newer llama-cli starts a conversation unless told not to; ik's has no such flag.
+extra=()
+"$anchor/llama-cli" --help 2>&1 | grep -q -- '-no-cnv' && extra=(-no-cnv)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prompts=("Once upon a time" "The numbers 1234 and 5678 were")
@@ -27,7 +30,7 @@ compare() {
   [[ $ctx == default ]] || cargs=(-c "$ctx")
   "$ts" run -m "$model" -p "$p" -n 32 --temp 0 -t 1 "${cargs[@]}" >"$work/ours" 2>"$work/ours.err" || { cat "$work/ours.err" >&2; exit 1; }
   # (in $work: llama-cli writes main.log into its working directory)
-  if ! (cd "$work" && "$anchor/llama-cli" -m "$model" -p "$p" -n 32 --temp 0 -t 1 "${cargs[@]}" </dev/null >"$work/ref" 2>"$work/ref.err"); then
+  if ! (cd "$work" && "$anchor/llama-cli" -m "$model" -p "$p" -n 32 --temp 0 -t 1 "${cargs[@]}" "${extra[@]}" </dev/null >"$work/ref" 2>"$work/ref.err"); then
     why=$(grep -m1 -o 'error loading model: .*' "$work/ref.err" || tail -1 "$work/ref.err")
     printf '| %s | %s | %s | %s | %s | reference refuses the file: %s |\n' "$name" "$arch" "$scale" "$p" "$ctx" "$why"
     return

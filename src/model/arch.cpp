@@ -17,6 +17,7 @@ constexpr ArchTraits kArchs[] = {
     {"phi3", true, BiasRule::none, false, false, FfnAct::silu, false, true, true, 1},
     {"smollm3", false, BiasRule::none, false, false, FfnAct::silu, false, false, false, 0, 4},
     {"ernie4_5", false, BiasRule::optional, false, false, FfnAct::silu, false, false, false, 0},
+    {"granite", false, BiasRule::optional, false, false, FfnAct::silu, false, false, false, 0, 0, true},
 };
 
 }  // namespace

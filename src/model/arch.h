@@ -28,6 +28,10 @@ struct ArchTraits {
   // RoPE-free layers: layer il has no RoPE when (il + 1) % nope_period == 0 (SmolLM3: every
   // 4th). 0: RoPE everywhere.
   int nope_period = 0;
+  // Granite's four scalars from metadata: embedding_scale (embeddings), residual_scale (each
+  // block's output before the residual add), attention.scale (replaces 1/sqrt(head size)),
+  // logit_scale (logits divided by it).
+  bool granite_scales = false;
 };
 
 // Whether layer il of a family with these traits uses the sliding window (when the file

@@ -246,7 +246,8 @@ Expander::Expander(const Model& model, const ExpandOptions& o, gguf::GgufWriter&
                             : hp_.rms_eps * static_cast<float>(E0) / static_cast<float>(E);
   res_scale_ = static_cast<float>(std::sqrt(s2));
   embd_scale_ = arch_.embd_scale ? static_cast<float>(std::sqrt(s2 / growth)) : res_scale_;
-  q_fix_ = static_cast<float>(std::sqrt(static_cast<double>(query_scale_dim(hp_.arch, L, E, H, hd)) /
+  // (Granite's attention.scale is a constant the expansion keeps: no change.)
+  q_fix_ = arch_.granite_scales ? 1.0f : static_cast<float>(std::sqrt(static_cast<double>(query_scale_dim(hp_.arch, L, E, H, hd)) /
                                         static_cast<double>(query_scale_dim(hp_.arch, L0, E0, H0, hd0))));
 
   sum.n_embd = static_cast<int32_t>(E);

@@ -132,6 +132,18 @@ void Model::read_hparams(const ArchTraits& arch) {
     hp_.n_swa = positive_int(f, a + "attention.sliding_window", int64_t{1} << 30);
   }
   if (hp_.arch == "gemma3") hp_.rope_theta_swa = 10000.0f;  // llama.cpp: fixed base, scale 1
+  if (arch.granite_scales) {  // required keys, as llama.cpp reads them
+    auto positive = [&](const std::string& key) {
+      if (!f.has(key)) throw FormatError(fmt::format("{}: metadata key '{}' is missing", path, key));
+      const double v = f.get_float(key);
+      if (!(v > 0.0) || !std::isfinite(v)) throw FormatError(fmt::format("{}: metadata key '{}' = {} must be positive", path, key, v));
+      return static_cast<float>(v);
+    };
+    hp_.embd_scale = positive(a + "embedding_scale");
+    hp_.residual_scale = positive(a + "residual_scale");
+    hp_.attn_scale = positive(a + "attention.scale");
+    hp_.logit_scale = positive(a + "logit_scale");
+  }
 }
 
 // Binds tensors by name with their shapes checked, and remembers which were read (an unread
@@ -490,7 +502,11 @@ void Model::run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32
         if (add) {
           float* ar = add + r * E;
           if (!post.empty()) kernels::rmsnorm(ar, post.data(), ar, E, hp_.rms_eps);
-          for (int64_t i = 0; i < E; ++i) xr[i] += ar[i];
+          if (hp_.residual_scale != 1.0f) {
+            for (int64_t i = 0; i < E; ++i) xr[i] += hp_.residual_scale * ar[i];
+          } else {
+            for (int64_t i = 0; i < E; ++i) xr[i] += ar[i];
+          }
         }
         if (!gain.empty()) kernels::rmsnorm(xr, gain.data(), xn + r * E, E, hp_.rms_eps);
       }
@@ -634,8 +650,11 @@ void Model::final_norm(const float* x, int32_t n_rows, std::span<const int32_t> 
 
 void Model::lm_head(ForwardContext& ctx, const float* xn, int32_t n, float* logits) const {
   kernels::matmul(output_, xn, n, logits, ctx.pool_);
-  if (hp_.final_softcap > 0.0f) {  // Gemma 2: logits = cap * tanh(logits / cap)
-    kernels::softcap(logits, static_cast<int64_t>(n) * hp_.n_vocab, hp_.final_softcap);
+  const int64_t total = static_cast<int64_t>(n) * hp_.n_vocab;
+  if (hp_.final_softcap > 0.0f) kernels::softcap(logits, total, hp_.final_softcap);  // Gemma 2
+  if (hp_.logit_scale != 1.0f) {  // Granite: logits x (1 / logit_scale), as llama.cpp scales them
+    const float inv = 1.0f / hp_.logit_scale;
+    for (int64_t i = 0; i < total; ++i) logits[i] *= inv;
   }
 }
 

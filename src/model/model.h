@@ -50,6 +50,8 @@ struct Hparams {
   FfnAct act = FfnAct::silu;   // FFN gate activation
   float embd_scale = 1.0f;     // embeddings are multiplied by this
   float attn_scale = 0.0f;     // query scale (1/sqrt(head_dim) unless the family says otherwise)
+  float residual_scale = 1.0f; // block outputs are multiplied by this before the residual add
+  float logit_scale = 1.0f;    // output logits are divided by this
   float attn_softcap = 0.0f;   // > 0: attention logits soft-capped
   float final_softcap = 0.0f;  // > 0: output logits soft-capped
   int32_t n_swa = 0;           // sliding window (positions a local layer sees, itself included); 0: none

@@ -102,6 +102,14 @@ inline std::vector<Family> families() {
     c.n_vocab = 320, c.tokenizer = "gpt2", c.bpe_pre = "qwen2", c.seed = 24;
     out.push_back({"ernie45_tied", c, 1e-4f});
   }
+  {  // Granite 3.x: the llama layout with four scalars (embedding x6, residual x0.5, attention
+     // scale 0.2 instead of 1/sqrt(8), logits / 4), tied, GQA 4/2.
+    TinyModelConfig c;
+    c.arch = "granite", c.tied = true, c.embedding_scale = 6.0f, c.residual_scale = 0.5f, c.attention_scale = 0.2f;
+    c.logit_scale = 4.0f, c.embd_std = 0.15f, c.rope_theta = 1e7f, c.rms_eps = 1e-5f;
+    c.n_vocab = 320, c.tokenizer = "gpt2", c.bpe_pre = "qwen2", c.seed = 25;
+    out.push_back({"granite_scales", c, 1e-4f});
+  }
   {  // Phi-3.5 / Phi-4-mini: LongRoPE (training context 1024, original 256: the tests' 64 KV
      // cells take the short factors, ArchLongRope both), attention factor
      // sqrt(1 + ln(1024/256) / ln 256), BPE, sliding window 262144 (as

@@ -26,7 +26,9 @@
 //     in place of rope_freqs; cos and sin multiplied by rope.scaling.attn_factor;
 //   qwen2, qwen3, gemma*, phi3 rotate halves (NeoX);
 //   smollm3: as llama, but layers with (il + 1) % 4 == 0 have no RoPE;
-//   ernie4_5 (ERNIE 4.5 dense): as llama.
+//   ernie4_5 (ERNIE 4.5 dense): as llama;
+//   granite: as llama, embeddings x embedding_scale, block outputs x residual_scale before
+//     each residual add, scores x attention.scale (not 1/sqrt(head size)), logits / logit_scale.
 #pragma once
 
 #include <algorithm>
@@ -69,7 +71,7 @@ class ReferenceModel {
     theta_ = f.get_float(a + "rope.freq_base", 10000.0);
     if (f.get_string(a + "rope.scaling.type", "none") == "linear") freq_scale_ = 1.0 / f.get_float(a + "rope.scaling.factor");
     const bool gemma = arch_ == "gemma2" || arch_ == "gemma3";
-    neox_ = (arch_ != "llama" && arch_ != "smollm3" && arch_ != "ernie4_5") != opt_.flip_rope_convention;
+    neox_ = (arch_ != "llama" && arch_ != "smollm3" && arch_ != "ernie4_5" && arch_ != "granite") != opt_.flip_rope_convention;
     gemma_ = gemma;
     if (gemma) emb_scale_ = std::sqrt(static_cast<double>(n_embd_));
     attn_softcap_ = f.get_float(a + "attn_logit_softcapping", 0.0);
@@ -78,6 +80,13 @@ class ReferenceModel {
     q_scale_ = 1.0 / std::sqrt(static_cast<double>(head_dim_));
     if ((arch_ == "gemma2" && n_layer_ == 46) || (arch_ == "gemma3" && n_layer_ == 62)) {
       q_scale_ = 1.0 / std::sqrt(static_cast<double>(n_embd_ / n_head_));
+    }
+
+    if (arch_ == "granite") {
+      emb_scale_ = f.get_float(a + "embedding_scale");
+      res_scale_ = f.get_float(a + "residual_scale");
+      q_scale_ = f.get_float(a + "attention.scale");
+      logit_div_ = f.get_float(a + "logit_scale");
     }
 
     const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
@@ -199,7 +208,7 @@ class ReferenceModel {
         }
         Vec o = matvec(L.wo, att, n_embd_, {});
         if (!L.post_attn.empty()) o = rmsnorm(o, L.post_attn);
-        for (int e = 0; e < n_embd_; ++e) x[i][e] += o[e];
+        for (int e = 0; e < n_embd_; ++e) x[i][e] += res_scale_ * o[e];
       }
       for (size_t i = 0; i < n; ++i) {
         const Vec h = rmsnorm(x[i], L.ffn_norm);
@@ -214,7 +223,7 @@ class ReferenceModel {
         }
         Vec d = matvec(L.down, a, n_embd_, {});
         if (!L.post_ffn.empty()) d = rmsnorm(d, L.post_ffn);
-        for (int e = 0; e < n_embd_; ++e) x[i][e] += d[e];
+        for (int e = 0; e < n_embd_; ++e) x[i][e] += res_scale_ * d[e];
       }
     }
     std::vector<Vec> logits(n);
@@ -223,6 +232,7 @@ class ReferenceModel {
       if (final_softcap_ > 0) {
         for (double& l : logits[i]) l = final_softcap_ * std::tanh(l / final_softcap_);
       }
+      for (double& l : logits[i]) l /= logit_div_;
     }
     return logits;
   }
@@ -320,6 +330,7 @@ class ReferenceModel {
   int n_vocab_ = 0, n_embd_ = 0, n_layer_ = 0, n_head_ = 0, n_head_kv_ = 0, n_ff_ = 0, head_dim_ = 0, n_rot_ = 0;
   double eps_ = 1e-5, theta_ = 10000.0, freq_scale_ = 1.0;
   double emb_scale_ = 1.0, attn_softcap_ = 0.0, final_softcap_ = 0.0, q_scale_ = 1.0;
+  double res_scale_ = 1.0, logit_div_ = 1.0;
   int n_swa_ = 0;
   bool neox_ = false, gemma_ = false;
   Vec tok_embd_, output_, output_norm_, rope_factor_;

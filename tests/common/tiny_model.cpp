@@ -280,6 +280,10 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
   if (c.write_vocab_size) w.set(a + "vocab_size", Value::u32(static_cast<uint32_t>(c.n_vocab)));
   if (c.attn_softcap > 0.0f) w.set(a + "attn_logit_softcapping", Value::f32(c.attn_softcap));
   if (c.final_softcap > 0.0f) w.set(a + "final_logit_softcapping", Value::f32(c.final_softcap));
+  if (c.embedding_scale > 0.0f) w.set(a + "embedding_scale", Value::f32(c.embedding_scale));
+  if (c.residual_scale > 0.0f) w.set(a + "residual_scale", Value::f32(c.residual_scale));
+  if (c.attention_scale > 0.0f) w.set(a + "attention.scale", Value::f32(c.attention_scale));
+  if (c.logit_scale > 0.0f) w.set(a + "logit_scale", Value::f32(c.logit_scale));
   if (c.sliding_window > 0) w.set(a + "attention.sliding_window", Value::u32(static_cast<uint32_t>(c.sliding_window)));
   if (c.tokenizer == "gpt2") {
     write_bpe_vocab(w, c);

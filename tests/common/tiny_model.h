@@ -55,6 +55,9 @@ struct TinyModelConfig {
   int32_t sliding_window = 0;      // > 0: <arch>.attention.sliding_window
   bool fused_qkv = false;          // blk.N.attn_qkv instead of attn_q/k/v (phi3)
   bool fused_gate_up = false;      // blk.N.ffn_up holds gate then up, no ffn_gate (phi3)
+  // Granite's scalars (> 0: <arch>.embedding_scale / residual_scale / attention.scale /
+  // logit_scale; llama.cpp requires all four for granite).
+  float embedding_scale = 0.0f, residual_scale = 0.0f, attention_scale = 0.0f, logit_scale = 0.0f;
 
   // "llama": SPM vocab of placeholder pieces. "gpt2": byte-level BPE: the 256 byte
   // characters, three special tokens, then merges learned on a small built-in English
