@@ -67,7 +67,7 @@ void widen_heads(const ExpandArgs& a, const treespec::model::Model& src, const s
 
 std::function<int()> setup_expand(CLI::App& sub) {
   auto a = std::make_shared<ExpandArgs>();
-  sub.add_option("-m,--model", a->in, "source GGUF (llama)")->required();
+  sub.add_option("-m,--model", a->in, "source GGUF (any supported architecture)")->required();
   sub.add_option("-o,--output", a->out, "expanded GGUF")->required();
   sub.add_option("--dim", a->opts.n_embd, "new embedding width")->required();
   sub.add_option("--ffn", a->opts.n_ff, "new feed-forward width")->required();
