@@ -183,9 +183,6 @@ class TensorBinder {
     kernels::to_float(t->type, t->data, out.data(), n);
     return out;
   }
-  void mark_read(const std::string& name) {
-    if (has(name)) read_.insert(name);
-  }
   // A tensor in the layer namespace that the forward does not read (an output projection
   // bias, MoE experts, QK norms in a family without them, ...) means a variant we would
   // compute wrongly.
@@ -236,8 +233,7 @@ void Model::bind() {
   }
   layers_.resize(static_cast<size_t>(hp_.n_layer));
   for (int32_t il = 0; il < hp_.n_layer; ++il) bind_layer(b, *arch, il);
-  for (const char* name : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) b.mark_read(name);
-  bind_rope();
+  bind_rope(b);
   b.check_all_read(hp_.arch);
 }
 
@@ -299,8 +295,7 @@ void Model::bind_layer(TensorBinder& b, const ArchTraits& arch, int32_t il) {
 // Per-pair factors divide them: Llama 3's rope_freqs.weight, or LongRoPE's
 // rope_factors_short / rope_factors_long (two tables; attention() picks one per KV cache).
 // As in llama.cpp, rope_freqs wins when a file has both kinds.
-void Model::bind_rope() {
-  const auto& f = *file_;
+void Model::bind_rope(TensorBinder& b) {
   const int32_t half = hp_.n_rot / 2;
   auto table = [&](float theta, float freq_scale) {
     std::vector<float> t(static_cast<size_t>(half));
@@ -309,23 +304,14 @@ void Model::bind_rope() {
     }
     return t;
   };
-  // Divides t by the factors in tensor `name`; false when the file has no such tensor.
+  // Divides t by the factors in tensor `name` (shape and type checked by the binder); false
+  // when the file has no such tensor.
   auto divide_by = [&](const char* name, std::vector<float>& t) {
-    const gguf::TensorInfo* rf = f.find_tensor(name);
-    if (rf == nullptr) return false;
-    if (rf->ne != std::vector<int64_t>{half}) {
-      throw FormatError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}] (rope.dimension_count / 2)", f.path(),
-                                    name, fmt::join(rf->ne, ", "), half));
-    }
-    if (!kernels::dtype_supported(rf->type)) {
-      throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support yet", f.path(), name,
-                                    tensor::dtype_name(rf->type)));
-    }
-    std::vector<float> factors(static_cast<size_t>(half));
-    kernels::to_float(rf->type, rf->data, factors.data(), half);
+    if (!b.has(name)) return false;
+    const std::vector<float> factors = b.vector(name, half);
     for (int32_t i = 0; i < half; ++i) {
       if (!(factors[static_cast<size_t>(i)] > 0.0f)) {
-        throw FormatError(fmt::format("{}: tensor '{}' has a non-positive factor at {}", f.path(), name, i));
+        throw FormatError(fmt::format("{}: tensor '{}' has a non-positive factor at {}", file_->path(), name, i));
       }
       t[static_cast<size_t>(i)] /= factors[static_cast<size_t>(i)];
     }
@@ -341,7 +327,7 @@ void Model::bind_rope() {
   inv_freq_long_ = inv_freq_;
   if (!divide_by("rope_factors_short.weight", inv_freq_) || !divide_by("rope_factors_long.weight", inv_freq_long_)) {
     throw FormatError(fmt::format("{}: LongRoPE needs both 'rope_factors_long.weight' and 'rope_factors_short.weight'",
-                                  f.path()));
+                                  file_->path()));
   }
 }
 
@@ -502,11 +488,8 @@ void Model::run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32
         if (add) {
           float* ar = add + r * E;
           if (!post.empty()) kernels::rmsnorm(ar, post.data(), ar, E, hp_.rms_eps);
-          if (hp_.residual_scale != 1.0f) {
-            for (int64_t i = 0; i < E; ++i) xr[i] += hp_.residual_scale * ar[i];
-          } else {
-            for (int64_t i = 0; i < E; ++i) xr[i] += ar[i];
-          }
+          // (Granite's residual_scale; 1 elsewhere, where s * a == a exactly)
+          for (int64_t i = 0; i < E; ++i) xr[i] += hp_.residual_scale * ar[i];
         }
         if (!gain.empty()) kernels::rmsnorm(xr, gain.data(), xn + r * E, E, hp_.rms_eps);
       }

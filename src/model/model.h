@@ -134,7 +134,7 @@ class Model {
   Model() = default;
   void bind();
   void read_hparams(const ArchTraits& arch);
-  void bind_rope();
+  void bind_rope(TensorBinder& b);
   void bind_layer(TensorBinder& b, const ArchTraits& arch, int32_t il);
   // Repacks every matrix the forward multiplies with into the best kernels' tile layout.
   void repack();

@@ -290,7 +290,9 @@ TEST(Expand, LayersKeepTheirKind) {
         const auto pos = model::expanded_layer_positions(n_src, n_new, local(period));
         for (int32_t l = 0; l < n_src; ++l) {
           EXPECT_EQ(pos[l] % period < period - 1, l % period < period - 1) << n_src << " -> " << n_new;
-          if (l > 0) EXPECT_GT(pos[l], pos[l - 1]);
+          if (l > 0) {
+            EXPECT_GT(pos[l], pos[l - 1]);
+          }
         }
       }
     }
