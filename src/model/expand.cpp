@@ -75,35 +75,6 @@ float rms(const std::vector<float>& v) {
   return v.empty() ? 0.0f : static_cast<float>(std::sqrt(s / static_cast<double>(v.size())));
 }
 
-struct Ctx {
-  const gguf::GgufFile* f = nullptr;
-  const ExpandOptions* opts = nullptr;
-  gguf::GgufWriter* w = nullptr;
-  core::Rng* rng = nullptr;
-  ExpandSummary* sum = nullptr;
-
-  std::vector<float> read(const std::string& name) const {
-    const gguf::TensorInfo* t = f->find_tensor(name);
-    if (!t) throw FormatError(fmt::format("{}: tensor '{}' is missing", f->path(), name));
-    return tensor_to_f32(f->path(), name, t->type, t->ne, t->data);
-  }
-  DType src_type(const std::string& name) const { return f->find_tensor(name)->type; }
-
-  // Type of a new tensor: --type if given, else the source tensor's (with fallbacks).
-  DType type_for(const std::string& name, const std::vector<int64_t>& ne, DType src) const {
-    if (ne.size() < 2) return DType::f32;
-    return quant_type_for(name, ne, opts->type ? *opts->type : src);
-  }
-
-  void add(const std::string& name, DType type, const std::vector<int64_t>& ne, const std::vector<float>& v) {
-    const int64_t row = ne[0];
-    const auto bytes = f32_to_tensor(type, v.data(), static_cast<int64_t>(v.size()) / row, row);
-    w->add_tensor(name, type, ne, bytes.data(), bytes.size());
-    sum->n_params += v.size();
-    sum->tensor_bytes += bytes.size();
-  }
-};
-
 }  // namespace
 
 std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_layer_new,
@@ -169,17 +140,23 @@ class Expander {
   AxisMap head_axis(int64_t n_heads_src, int64_t n_heads_new, bool all_live) const;
   Vec gain(const Vec* src, const char* kind, float scale);
   void measure_fillers();
+  // A source tensor as f32; the source type of a tensor; the type of a new tensor
+  // (--type if given, else the source's, with quant_type_for's fallbacks); writes one.
+  Vec read(const std::string& name) const;
+  DType src_type(const std::string& name) const { return f_.find_tensor(name)->type; }
+  DType type_for(const std::string& name, const std::vector<int64_t>& ne, DType src) const;
+  void add(const std::string& name, DType type, const std::vector<int64_t>& ne, const Vec& v);
   // dst [in.n_new * out.n_new] for a source block [n_out_src, n_in_src] (docs/expand.md).
   Vec placed(const float* src, int64_t n_in_src, int64_t n_out_src, const AxisMap& in, const AxisMap& out,
              const std::vector<uint8_t>& exact, float scale, const char* fill_kind, DType t);
 
-  const Model& model_;
   const Hparams& hp_;
   const gguf::GgufFile& f_;
   const ExpandOptions& o_;
   const ArchTraits& arch_;
+  gguf::GgufWriter& w_;
+  ExpandSummary& sum_;
   core::Rng rng_;
-  Ctx c_;
   int64_t E0, F0, L0, H0, KV0, hd0, E, F, L, H, KV, hd, r;
   AxisMap ax_e_, ax_q_, ax_kv_, ax_f_rows_, ax_f_in_;
   std::vector<uint8_t> exact_q_, exact_k_, all_exact_e_;
@@ -191,8 +168,8 @@ class Expander {
 };
 
 Expander::Expander(const Model& model, const ExpandOptions& o, gguf::GgufWriter& w, ExpandSummary& sum)
-    : model_(model), hp_(model.hparams()), f_(model.gguf()), o_(o), arch_(*find_arch(model.hparams().arch)), rng_(o.seed) {
-  c_ = Ctx{&f_, &o_, &w, &rng_, &sum};
+    : hp_(model.hparams()), f_(model.gguf()), o_(o), arch_(*find_arch(model.hparams().arch)),
+      w_(w), sum_(sum), rng_(o.seed) {
   const std::string& in = f_.path();
   E0 = hp_.n_embd, F0 = hp_.n_ff, L0 = hp_.n_layer, H0 = hp_.n_head, KV0 = hp_.n_head_kv, hd0 = hp_.head_dim;
   E = o.n_embd, F = o.n_ff, L = o.n_layer;
@@ -234,7 +211,7 @@ Expander::Expander(const Model& model, const ExpandOptions& o, gguf::GgufWriter&
   if (hp_.qk_norm) std::fill(exact_k_.begin(), exact_k_.begin() + KV0 * hd, 1);
   all_exact_e_.assign(static_cast<size_t>(E), 1);
 
-  // Scales (docs/expand.md, "Norm epsilon and residual scale"): the residual stream is the
+  // Scales (docs/expand.md, "Newer families"): the residual stream is the
   // source's times s with eps' = eps t, s^2 = t E/E0. t = E0/E (s = 1) unless a per-head
   // norm needs eps' = eps / r (t = 1/r) or Gemma's sqrt(n_embd) embedding scale already
   // multiplies the stream by sqrt(E/E0) (t = 1).
@@ -247,8 +224,9 @@ Expander::Expander(const Model& model, const ExpandOptions& o, gguf::GgufWriter&
   res_scale_ = static_cast<float>(std::sqrt(s2));
   embd_scale_ = arch_.embd_scale ? static_cast<float>(std::sqrt(s2 / growth)) : res_scale_;
   // (Granite's attention.scale is a constant the expansion keeps: no change.)
-  q_fix_ = arch_.granite_scales ? 1.0f : static_cast<float>(std::sqrt(static_cast<double>(query_scale_dim(hp_.arch, L, E, H, hd)) /
-                                        static_cast<double>(query_scale_dim(hp_.arch, L0, E0, H0, hd0))));
+  const double d_new = static_cast<double>(query_scale_dim(hp_.arch, L, E, H, hd));
+  const double d_src = static_cast<double>(query_scale_dim(hp_.arch, L0, E0, H0, hd0));
+  q_fix_ = arch_.granite_scales ? 1.0f : static_cast<float>(std::sqrt(d_new / d_src));
 
   sum.n_embd = static_cast<int32_t>(E);
   sum.n_ff = static_cast<int32_t>(F);
@@ -295,7 +273,7 @@ void Expander::measure_fillers() {
       std::string name = fmt::format("blk.{}.{}.weight", l, kind);
       if (std::string(kind).ends_with("_bias")) name = fmt::format("blk.{}.{}.bias", l, std::string(kind).substr(0, 6));
       if (!f_.find_tensor(name)) continue;
-      const auto v = c_.read(name);
+      const auto v = read(name);
       acc += rms(v);
       for (float x : v) mean += x / static_cast<double>(v.size());
       ++n;
@@ -303,6 +281,25 @@ void Expander::measure_fillers() {
     fill_std_[kind] = n ? static_cast<float>(acc / static_cast<double>(n)) : 0.02f;
     gain_mean_[kind] = n ? static_cast<float>(mean / static_cast<double>(n)) : 1.0f;
   }
+}
+
+Expander::Vec Expander::read(const std::string& name) const {
+  const gguf::TensorInfo* t = f_.find_tensor(name);
+  if (!t) throw FormatError(fmt::format("{}: tensor '{}' is missing", f_.path(), name));
+  return tensor_to_f32(f_.path(), name, t->type, t->ne, t->data);
+}
+
+DType Expander::type_for(const std::string& name, const std::vector<int64_t>& ne, DType src) const {
+  if (ne.size() < 2) return DType::f32;
+  return quant_type_for(name, ne, o_.type ? *o_.type : src);
+}
+
+void Expander::add(const std::string& name, DType type, const std::vector<int64_t>& ne, const Vec& v) {
+  const int64_t row = ne[0];
+  const auto bytes = f32_to_tensor(type, v.data(), static_cast<int64_t>(v.size()) / row, row);
+  w_.add_tensor(name, type, ne, bytes.data(), bytes.size());
+  sum_.n_params += v.size();
+  sum_.tensor_bytes += bytes.size();
 }
 
 // A norm gain of width E: the source's times `scale` on live dims, filler around the
@@ -327,28 +324,27 @@ Expander::Vec Expander::placed(const float* src, int64_t n_in_src, int64_t n_out
 }
 
 void Expander::write_metadata() {
-  gguf::GgufWriter& w = *c_.w;
   for (const auto& [k, v] : f_.metadata()) {
-    if (k != "general.alignment") w.set(k, v);
+    if (k != "general.alignment") w_.set(k, v);
   }
   const std::string a = hp_.arch + ".";
-  w.set("general.name", gguf::Value::string(hp_.name.empty() ? "expanded" : hp_.name + "-expanded"));
+  w_.set("general.name", gguf::Value::string(hp_.name.empty() ? "expanded" : hp_.name + "-expanded"));
   if (o_.type && file_type_for(*o_.type) >= 0) {  // what llama.cpp tools show as the file's type
-    w.set("general.file_type", gguf::Value::u32(static_cast<uint32_t>(file_type_for(*o_.type))));
+    w_.set("general.file_type", gguf::Value::u32(static_cast<uint32_t>(file_type_for(*o_.type))));
   }
-  w.set(a + "embedding_length", gguf::Value::u32(static_cast<uint32_t>(E)));
-  w.set(a + "feed_forward_length", gguf::Value::u32(static_cast<uint32_t>(F)));
-  w.set(a + "block_count", gguf::Value::u32(static_cast<uint32_t>(L)));
-  w.set(a + "attention.head_count", gguf::Value::u32(static_cast<uint32_t>(H)));
-  w.set(a + "attention.head_count_kv", gguf::Value::u32(static_cast<uint32_t>(KV)));
+  w_.set(a + "embedding_length", gguf::Value::u32(static_cast<uint32_t>(E)));
+  w_.set(a + "feed_forward_length", gguf::Value::u32(static_cast<uint32_t>(F)));
+  w_.set(a + "block_count", gguf::Value::u32(static_cast<uint32_t>(L)));
+  w_.set(a + "attention.head_count", gguf::Value::u32(static_cast<uint32_t>(H)));
+  w_.set(a + "attention.head_count_kv", gguf::Value::u32(static_cast<uint32_t>(KV)));
   if (H * hd != E || f_.has(a + "attention.key_length")) {
-    w.set(a + "attention.key_length", gguf::Value::u32(static_cast<uint32_t>(hd)));
-    w.set(a + "attention.value_length", gguf::Value::u32(static_cast<uint32_t>(hd)));
+    w_.set(a + "attention.key_length", gguf::Value::u32(static_cast<uint32_t>(hd)));
+    w_.set(a + "attention.value_length", gguf::Value::u32(static_cast<uint32_t>(hd)));
   }
   if (r > 1 || f_.has(a + "rope.dimension_count")) {
-    w.set(a + "rope.dimension_count", gguf::Value::u32(static_cast<uint32_t>(hp_.n_rot * r)));
+    w_.set(a + "rope.dimension_count", gguf::Value::u32(static_cast<uint32_t>(hp_.n_rot * r)));
   }
-  w.set(a + "attention.layer_norm_rms_epsilon", gguf::Value::f32(eps_));
+  w_.set(a + "attention.layer_norm_rms_epsilon", gguf::Value::f32(eps_));
 }
 
 // Token embedding: every entry outside the source block writes into the residual padding,
@@ -357,24 +353,24 @@ void Expander::write_metadata() {
 void Expander::write_embeddings_and_output() {
   const int64_t V = hp_.n_vocab;
   const AxisMap rows = AxisMap::identity_padded(V, V);
-  const auto emb = c_.read("token_embd.weight");
+  const auto emb = read("token_embd.weight");
   {
     AxisMap cols = ax_e_;
     std::fill(cols.live.begin(), cols.live.end(), 1);
-    const DType t = c_.type_for("token_embd.weight", {E, V}, c_.src_type("token_embd.weight"));
-    c_.add("token_embd.weight", t, {E, V}, placed(emb.data(), E0, V, cols, rows, rows.live, embd_scale_, "token_embd", t));
+    const DType t = type_for("token_embd.weight", {E, V}, src_type("token_embd.weight"));
+    add("token_embd.weight", t, {E, V}, placed(emb.data(), E0, V, cols, rows, rows.live, embd_scale_, "token_embd", t));
   }
-  const auto norm = c_.read("output_norm.weight");
+  const auto norm = read("output_norm.weight");
   gain_mean_["output_norm"] = 0;
   for (float x : norm) gain_mean_["output_norm"] += x / static_cast<float>(norm.size());
-  c_.add("output_norm.weight", DType::f32, {E}, gain(&norm, "output_norm", norm_scale_));
+  add("output_norm.weight", DType::f32, {E}, gain(&norm, "output_norm", norm_scale_));
   const bool has_output = f_.find_tensor("output.weight") != nullptr;
   if (has_output || embd_scale_ != 1.0f) {
     const std::string src = has_output ? "output.weight" : "token_embd.weight";
-    const auto w = has_output ? c_.read(src) : emb;
+    const auto w = has_output ? read(src) : emb;
     fill_std_["output"] = rms(w);
-    const DType t = c_.type_for("output.weight", {E, V}, c_.src_type(src));
-    c_.add("output.weight", t, {E, V}, placed(w.data(), E0, V, ax_e_, rows, rows.live, 1.0f, "output", t));
+    const DType t = type_for("output.weight", {E, V}, src_type(src));
+    add("output.weight", t, {E, V}, placed(w.data(), E0, V, ax_e_, rows, rows.live, 1.0f, "output", t));
   }
 }
 
@@ -395,18 +391,18 @@ void Expander::write_layer(int64_t li, int64_t l) {
       return dst;
     }
     const std::string sname = sp + skind + ".weight";
-    const auto src = c_.read(sname);
+    const auto src = read(sname);
     const int64_t n_in_src = f_.find_tensor(sname)->ne[0];
     const int64_t n_out_src = static_cast<int64_t>(out_ax.src_to_new.size());
     return placed(src.data() + row0 * n_in_src, n_in_src, n_out_src, in_ax, out_ax, exact, scale, fill_kind, t);
   };
   auto type_of = [&](const char* kind, int64_t n_in, int64_t n_out) {
-    return c_.type_for(p + kind + ".weight", {n_in, n_out}, c_.src_type(sp + kind + ".weight"));
+    return type_for(p + kind + ".weight", {n_in, n_out}, src_type(sp + kind + ".weight"));
   };
   auto mat = [&](const char* kind, const AxisMap& in_ax, const AxisMap& out_ax, const std::vector<uint8_t>& exact,
                  float scale, bool zero_if_passthrough) {
     const DType t = type_of(kind, in_ax.n_new, out_ax.n_new);
-    c_.add(p + kind + ".weight", t, {in_ax.n_new, out_ax.n_new},
+    add(p + kind + ".weight", t, {in_ax.n_new, out_ax.n_new},
            part(kind, kind, 0, in_ax, out_ax, exact, scale, zero_if_passthrough, t));
   };
   // Fused matrices (Phi-3): each part placed on its own axes, rows concatenated.
@@ -426,7 +422,7 @@ void Expander::write_layer(int64_t li, int64_t l) {
       all.insert(all.end(), d.begin(), d.end());
       row0 += static_cast<int64_t>(q.out->src_to_new.size());
     }
-    c_.add(p + kind + ".weight", t, {in_ax.n_new, n_out}, all);
+    add(p + kind + ".weight", t, {in_ax.n_new, n_out}, all);
   };
   auto bias = [&](const char* kind, const AxisMap& ax, const std::vector<uint8_t>& exact, float scale) {
     const std::string sname = sp + kind + ".bias";
@@ -435,26 +431,26 @@ void Expander::write_layer(int64_t li, int64_t l) {
     Vec dst(static_cast<size_t>(ax.n_new));
     if (real) {
       const AxisMap one_in{1, {0}, {1}};
-      const auto src = c_.read(sname);
+      const auto src = read(sname);
       dst = placed(src.data(), 1, static_cast<int64_t>(src.size()), one_in, ax, exact, scale, fk.c_str(), DType::f32);
     } else {
       for (auto& x : dst) x = filler(rng_, fill_std_[fk]);
     }
-    c_.add(p + kind + ".bias", DType::f32, {ax.n_new}, dst);
+    add(p + kind + ".bias", DType::f32, {ax.n_new}, dst);
   };
   auto norm = [&](const char* kind, float scale) {
-    const auto src = real ? c_.read(sp + kind + ".weight") : Vec();
-    c_.add(p + std::string(kind) + ".weight", DType::f32, {E}, gain(real ? &src : nullptr, kind, scale));
+    const auto src = real ? read(sp + kind + ".weight") : Vec();
+    add(p + std::string(kind) + ".weight", DType::f32, {E}, gain(real ? &src : nullptr, kind, scale));
   };
   // Per-head norm gains [hd]: mapped dims from the source, times `scale`.
   auto head_norm = [&](const char* kind, float scale) {
     Vec g(static_cast<size_t>(hd));
     for (auto& x : g) x = gain_mean_[kind] + filler(rng_, 0.1f * std::fabs(gain_mean_[kind]) + 1e-3f);
     if (real) {
-      const auto src = c_.read(sp + kind + ".weight");
+      const auto src = read(sp + kind + ".weight");
       for (int64_t i = 0; i < hd0; ++i) g[static_cast<size_t>(dmap(i))] = src[static_cast<size_t>(i)] * scale;
     }
-    c_.add(p + std::string(kind) + ".weight", DType::f32, {hd}, g);
+    add(p + std::string(kind) + ".weight", DType::f32, {hd}, g);
   };
 
   norm("attn_norm", norm_scale_);
@@ -496,10 +492,10 @@ void Expander::write_layer(int64_t li, int64_t l) {
 void Expander::write_rope_factors() {
   for (const char* name : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"}) {
     if (!f_.find_tensor(name)) continue;
-    const auto src = c_.read(name);
+    const auto src = read(name);
     Vec dst(static_cast<size_t>(hp_.n_rot * r / 2), 1.0f);
     for (size_t i = 0; i < src.size(); ++i) dst[i * static_cast<size_t>(r)] = src[i];
-    c_.add(name, DType::f32, {static_cast<int64_t>(dst.size())}, dst);
+    add(name, DType::f32, {static_cast<int64_t>(dst.size())}, dst);
   }
 }
 
