@@ -124,21 +124,11 @@ struct Avx2 {
     const V y = mul(p, _mm256_castsi256_ps(e));
     return _mm256_blendv_ps(y, zero(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
   }
-  // tanh(x), Cephes-style: x + x^3 P(x^2) below |x| = 0.625, else sign(x) (1 - 2 / (e^2|x| + 1));
-  // about 2 ulp.
-  static V tanh(V x) {
-    const V sign = _mm256_and_ps(x, set1(-0.0f));
-    const V a = _mm256_andnot_ps(set1(-0.0f), x);
-    const V big = sub(set1(1.0f), div(set1(2.0f), add(exp(add(a, a)), set1(1.0f))));
-    const V s = mul(x, x);
-    V p = set1(-5.70498872745E-3f);
-    p = fma(p, s, set1(2.06390887954E-2f));
-    p = fma(p, s, set1(-5.37397155531E-2f));
-    p = fma(p, s, set1(1.33314422036E-1f));
-    p = fma(p, s, set1(-3.33332819422E-1f));
-    const V small = fma(mul(p, s), x, x);
-    return _mm256_blendv_ps(_mm256_or_ps(big, sign), small, _mm256_cmp_ps(a, set1(0.625f), _CMP_LT_OQ));
-  }
+  static V abs(V x) { return _mm256_andnot_ps(set1(-0.0f), x); }
+  // |mag| with the sign of s (mag >= 0)
+  static V with_sign_of(V mag, V s) { return _mm256_or_ps(mag, _mm256_and_ps(s, set1(-0.0f))); }
+  // a < b ? yes : no, per lane
+  static V select_lt(V a, V b, V yes, V no) { return _mm256_blendv_ps(no, yes, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
 };
 
 #if defined(__AVX512F__)
@@ -204,19 +194,9 @@ struct Avx512 {
     const V y = mul(p, _mm512_castsi512_ps(e));
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, zero());
   }
-  static V tanh(V x) {  // as Avx2::tanh
-    const V sign = _mm512_and_ps(x, set1(-0.0f));
-    const V a = _mm512_andnot_ps(set1(-0.0f), x);
-    const V big = sub(set1(1.0f), div(set1(2.0f), add(exp(add(a, a)), set1(1.0f))));
-    const V s = mul(x, x);
-    V p = set1(-5.70498872745E-3f);
-    p = fma(p, s, set1(2.06390887954E-2f));
-    p = fma(p, s, set1(-5.37397155531E-2f));
-    p = fma(p, s, set1(1.33314422036E-1f));
-    p = fma(p, s, set1(-3.33332819422E-1f));
-    const V small = fma(mul(p, s), x, x);
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, set1(0.625f), _CMP_LT_OQ), _mm512_or_ps(big, sign), small);
-  }
+  static V abs(V x) { return _mm512_andnot_ps(set1(-0.0f), x); }
+  static V with_sign_of(V mag, V s) { return _mm512_or_ps(mag, _mm512_and_ps(s, set1(-0.0f))); }
+  static V select_lt(V a, V b, V yes, V no) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), no, yes); }
 };
 #endif
 
@@ -463,16 +443,33 @@ void swiglu_t(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// tanh(x), Cephes-style: x + x^3 P(x^2) below |x| = 0.625, else
+// sign(x) (1 - 2 / (e^2|x| + 1)); about 2 ulp.
+template <class T>
+typename T::V tanh_v(typename T::V x) {
+  using V = typename T::V;
+  const V a = T::abs(x);
+  const V big = T::sub(T::set1(1.0f), T::div(T::set1(2.0f), T::add(T::exp(T::add(a, a)), T::set1(1.0f))));
+  const V s = T::mul(x, x);
+  V p = T::set1(-5.70498872745E-3f);
+  p = T::fma(p, s, T::set1(2.06390887954E-2f));
+  p = T::fma(p, s, T::set1(-5.37397155531E-2f));
+  p = T::fma(p, s, T::set1(1.33314422036E-1f));
+  p = T::fma(p, s, T::set1(-3.33332819422E-1f));
+  const V small = T::fma(T::mul(p, s), x, x);
+  return T::select_lt(a, T::set1(0.625f), small, T::with_sign_of(big, x));
+}
+
 // x[i] = cap * tanh(x[i] / cap): logit soft-capping (Gemma 2).
 template <class T>
 void softcap_t(float* x, int64_t n, float cap) {
   constexpr int W = T::W;
   const typename T::V vc = T::set1(cap), vinv = T::set1(1.0f / cap);
   int64_t i = 0;
-  for (; i + W <= n; i += W) T::store(x + i, T::mul(vc, T::tanh(T::mul(T::load(x + i), vinv))));
+  for (; i + W <= n; i += W) T::store(x + i, T::mul(vc, tanh_v<T>(T::mul(T::load(x + i), vinv))));
   if (i < n) {
     const int rem = static_cast<int>(n - i);
-    T::store_n(x + i, T::mul(vc, T::tanh(T::mul(T::load_n(x + i, rem), vinv))), rem);
+    T::store_n(x + i, T::mul(vc, tanh_v<T>(T::mul(T::load_n(x + i, rem), vinv))), rem);
   }
 }
 
