@@ -4,24 +4,9 @@
 # llama-cli, side by side: the check of docs/models.md's "against a reference engine".
 # Reference binaries are read from ../shared/anchors; never part of `make test`.
 #
-#   scripts/arch_vs_anchor.sh [BUILD_DIR] [ANCHOR_BIN]
-#     BUILD_DIR   default build (needs tools/treespec/treespec and tests/tiny_model_tool)
-#     ANCHOR_BIN  default ${TREESPEC_SHARED:-../shared}/anchors/ik_llama.cpp/bin
+#   scripts/arch_vs_anchor.sh [BUILD_DIR] [ANCHOR_BIN]   (scripts/anchor_env.sh)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-shared=${TREESPEC_SHARED:-$root/../shared}
-anchor=${2:-$shared/anchors/ik_llama.cpp/bin}
-ts=$build/tools/treespec/treespec
-tool=$build/tests/tiny_model_tool
-for f in "$ts" "$tool" "$anchor/llama-cli"; do
-  [[ -x $f ]] || { echo "arch_vs_anchor: $f is missing (build with 'make', or pass the anchor's bin)" >&2; exit 2; }
-done
-# llama.cpp's newer llama-cli starts a conversation unless told not to; ik's has no such flag.
-extra=()
-"$anchor/llama-cli" --help 2>&1 | grep -q -- '-no-cnv' && extra=(-no-cnv)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/anchor_env.sh"
 prompts=("Once upon a time" "The numbers 1234 and 5678 were")
 fail=0
 # One row of the table: family, arch, scale, prompt, context ("default" or a -c value).

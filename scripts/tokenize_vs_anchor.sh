@@ -5,21 +5,9 @@
 # prefix): the conformance check for the Gemma tokenizer, for which ../shared/data has no
 # vectors (docs/tokenizer.md). Never part of `make test`.
 #
-#   scripts/tokenize_vs_anchor.sh [BUILD_DIR] [ANCHOR_BIN]
-#     BUILD_DIR   default build (needs tools/treespec/treespec and tests/tiny_model_tool)
-#     ANCHOR_BIN  default ${TREESPEC_SHARED:-../shared}/anchors/ik_llama.cpp/bin
+#   scripts/tokenize_vs_anchor.sh [BUILD_DIR] [ANCHOR_BIN]   (scripts/anchor_env.sh)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-shared=${TREESPEC_SHARED:-$root/../shared}
-anchor=${2:-$shared/anchors/ik_llama.cpp/bin}
-ts=$build/tools/treespec/treespec
-tool=$build/tests/tiny_model_tool
-for f in "$ts" "$tool" "$anchor/llama-cli"; do
-  [[ -x $f ]] || { echo "tokenize_vs_anchor: $f is missing (build with 'make', or pass the anchor's bin)" >&2; exit 2; }
-done
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/anchor_env.sh"
 model=$work/gemma-vocab.gguf
 "$tool" gemma2_softcap_swa "$model" --gemma-vocab
 texts=(
@@ -41,7 +29,7 @@ printf '| text | tokens | same ids |\n|---|--:|---|\n'
 for t in "${texts[@]}"; do
   ours=$("$ts" tokenize -m "$model" "$t" | tr -d '[] ' | tr ',' ' ')
   # llama-cli prints "   ID -> 'piece'" per prompt token; pieces may span lines.
-  ref=$(cd "$work" && "$anchor/llama-cli" -m "$model" -p "$t" -n 0 --verbose-prompt </dev/null 2>&1 |
+  ref=$(cd "$work" && "$anchor/llama-cli" -m "$model" -p "$t" -n 0 --verbose-prompt "${extra[@]}" </dev/null 2>&1 |
         grep -aoE "^ *[0-9]+ -> '" | grep -oE "[0-9]+" | tr '\n' ' ' | sed 's/ $//')
   same=yes
   if [[ $ours != "$ref" ]]; then
