@@ -138,6 +138,7 @@ class Expander {
   using Vec = std::vector<float>;
   int64_t dmap(int64_t i) const;
   AxisMap head_axis(int64_t n_heads_src, int64_t n_heads_new, bool all_live) const;
+  Vec filler_gains(int64_t n, const char* kind);  // n gains around the kind's mean
   Vec gain(const Vec* src, const char* kind, float scale);
   void measure_fillers();
   // A source tensor as f32; the source type of a tensor; the type of a new tensor
@@ -302,13 +303,16 @@ void Expander::add(const std::string& name, DType type, const std::vector<int64_
   sum_.tensor_bytes += bytes.size();
 }
 
+Expander::Vec Expander::filler_gains(int64_t n, const char* kind) {
+  Vec g(static_cast<size_t>(n));
+  for (auto& x : g) x = gain_mean_[kind] + filler(rng_, 0.1f * std::fabs(gain_mean_[kind]) + 1e-3f);
+  return g;
+}
+
 // A norm gain of width E: the source's times `scale` on live dims, filler around the
 // kind's mean elsewhere (it multiplies zeros).
 Expander::Vec Expander::gain(const Vec* src, const char* kind, float scale) {
-  Vec g(static_cast<size_t>(E));
-  for (int64_t i = 0; i < E; ++i) {
-    g[static_cast<size_t>(i)] = gain_mean_[kind] + filler(rng_, 0.1f * std::fabs(gain_mean_[kind]) + 1e-3f);
-  }
+  Vec g = filler_gains(E, kind);
   if (src) {
     for (int64_t i = 0; i < E0; ++i) g[static_cast<size_t>(i)] = (*src)[static_cast<size_t>(i)] * scale;
   }
@@ -444,8 +448,7 @@ void Expander::write_layer(int64_t li, int64_t l) {
   };
   // Per-head norm gains [hd]: mapped dims from the source, times `scale`.
   auto head_norm = [&](const char* kind, float scale) {
-    Vec g(static_cast<size_t>(hd));
-    for (auto& x : g) x = gain_mean_[kind] + filler(rng_, 0.1f * std::fabs(gain_mean_[kind]) + 1e-3f);
+    Vec g = filler_gains(hd, kind);
     if (real) {
       const auto src = read(sp + kind + ".weight");
       for (int64_t i = 0; i < hd0; ++i) g[static_cast<size_t>(dmap(i))] = src[static_cast<size_t>(i)] * scale;
