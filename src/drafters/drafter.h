@@ -18,9 +18,14 @@
 #include "tree/token_tree.h"
 #include "verify/verify.h"
 
-namespace treespec::drafters {
+namespace treespec::core {
+class ThreadPool;
+}
+namespace treespec::model {
+class Model;
+}
 
-class PruneHead;  // drafters/propd/prune_head.h
+namespace treespec::drafters {
 
 // One arm of a drafter that combines several methods (--spec auto, drafters/auto): a
 // method at a tree size. The budget policy picks one arm per step (Drafter::select_arm).
@@ -44,15 +49,30 @@ struct ArmSample {
   int64_t position = 0;  // context index of the tree's root
 };
 
+// What early pruning scores a tree's rows with after an early layer: next-token logits
+// from residual rows. The engine sees only this interface; the propd module's PruneHead
+// (a trained head, or the logit lens: final norm + the model's output matrix) implements
+// it, and any drafter may supply one through its PruneSpec.
+class PruneScorer {
+ public:
+  virtual ~PruneScorer() = default;
+  // logits[n, n_vocab] from residual rows x[n, n_embd] of model m taken after the
+  // PruneSpec's layer. work: [2 * n * n_embd] floats of scratch.
+  virtual void logits(const model::Model& m, const float* x, int32_t n, float* work, float* logits,
+                      core::ThreadPool* pool) const = 0;
+  // For reports (run --json stats.prune.head): "logit lens", "trained", ...
+  virtual const char* kind() const = 0;
+};
+
 // Early pruning of a drafter's candidate nodes inside the verification forward (ProPD,
 // docs/propd.md): after `layer` layers a child survives only if its token is among its
-// parent's `top_k` next tokens under `head` (the logit lens when head is null); pruned
-// subtrees skip the later layers. The root and aux nodes are never tested (an aux node
-// goes only with a pruned candidate ancestor). Off when layer == 0.
+// parent's `top_k` next tokens under `head` (sampling::top_k_ids); pruned subtrees skip
+// the later layers. The root and aux nodes are never tested (an aux node goes only with
+// a pruned candidate ancestor). Off when layer == 0; when on, `head` must be set.
 struct PruneSpec {
   int32_t layer = 0;
   int32_t top_k = 0;
-  std::shared_ptr<const PruneHead> head;  // null: logit lens (final norm + output matrix)
+  std::shared_ptr<const PruneScorer> head;
   bool enabled() const { return layer > 0 && top_k > 0; }
 };
 

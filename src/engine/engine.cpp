@@ -9,8 +9,6 @@
 #include "core/assert.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "drafters/medusa/medusa_drafter.h"
-#include "drafters/propd/prune_head.h"
 #include "engine/grammar_step.h"
 #include "engine/row_logits.h"
 #include "gguf/gguf.h"
@@ -333,139 +331,29 @@ void Engine::emit(Sequence& seq, std::span<const int32_t> tokens) {
 double Engine::forward_trees(std::span<Sequence* const> seqs, std::span<const tree::TokenTree> trees) {
   const auto& hp = model_.hparams();
   const int32_t L = hp.n_layer;
-  const int64_t E = hp.n_embd;
-  const size_t n_seq = seqs.size();
-  prune_layer_.assign(n_seq, 0);
-  survived_.resize(n_seq);
-  for (size_t i = 0; i < n_seq; ++i) {
-    survived_[i].clear();
-    const drafters::PruneSpec& ps = seqs[i]->drafter_->prune();
-    // Only trees with a drafted candidate can lose rows; the root is never tested.
-    if (ps.enabled() && ps.layer < L && trees[i].n_candidates() > 0) prune_layer_[i] = ps.layer;
-  }
-  std::vector<int32_t> layers;
-  for (int32_t l : prune_layer_) {
-    if (l > 0 && std::find(layers.begin(), layers.end(), l) == layers.end()) layers.push_back(l);
-  }
-  std::sort(layers.begin(), layers.end());
+  std::vector<const drafters::PruneSpec*> specs(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) specs[i] = &seqs[i]->drafter_->prune();
+  const std::vector<int32_t> layers = pruning_.plan(specs, trees, L);
 
   batch_.clear();
-  for (size_t i = 0; i < n_seq; ++i) batch_.add_tree(seqs[i]->slot_, kv_.n_past(seqs[i]->slot_), trees[i]);
-  const int32_t n_rows = batch_.n_rows();
-  ctx_.reserve(n_rows, params_.n_ctx);
+  for (size_t i = 0; i < seqs.size(); ++i) batch_.add_tree(seqs[i]->slot_, kv_.n_past(seqs[i]->slot_), trees[i]);
+  ctx_.reserve(batch_.n_rows(), params_.n_ctx);
   float* x = ctx_.x();
   model_.embed(batch_, x);
   double row_layers = 0.0;
   int32_t cur = 0;
-  for (int32_t l : layers) {
+  auto run_to = [&](int32_t l) {
     Status st = model_.run_layers(ctx_, batch_, cur, l, x, kv_);
     TREESPEC_ASSERT(st.ok(), "tree rows must fit (budget clamped to free cells)");
     row_layers += static_cast<double>(batch_.n_rows()) * (l - cur);
     cur = l;
-    // Score the parent rows of every sequence pruned at this layer: a row whose node has a
-    // candidate child gets its top-k next tokens under the sequence's prune head.
-    std::vector<int32_t> parent_row;   // batch rows scored
-    std::vector<int32_t> score_of_row(static_cast<size_t>(batch_.n_rows()), -1);
-    std::vector<const drafters::PruneHead*> head_of;  // per scored row
-    std::shared_ptr<const drafters::PruneHead> lens;
-    for (size_t i = 0; i < n_seq; ++i) {
-      if (prune_layer_[i] != l) continue;
-      const tree::TokenTree& t = trees[i];
-      const auto& seg = batch_.segs[i];
-      const drafters::PruneSpec& ps = seqs[i]->drafter_->prune();
-      const drafters::PruneHead* head = ps.head.get();
-      if (head == nullptr) {
-        if (!lens) lens = drafters::PruneHead::logit_lens(l);
-        head = lens.get();
-      }
-      for (int32_t r = seg.row_begin; r < seg.row_begin + seg.n_rows; ++r) {
-        const int32_t node = batch_.node[static_cast<size_t>(r)];
-        bool has_cand_child = false;
-        for (int32_t c : t.children(node)) has_cand_child = has_cand_child || t.is_candidate(c);
-        if (!has_cand_child) continue;
-        score_of_row[static_cast<size_t>(r)] = static_cast<int32_t>(parent_row.size());
-        parent_row.push_back(r);
-        head_of.push_back(head);
-      }
-    }
-    const auto np = static_cast<int32_t>(parent_row.size());
-    prune_x_.reserve(static_cast<size_t>(np) * E, "prune head inputs");
-    prune_work_.reserve(2 * static_cast<size_t>(np) * E, "prune head scratch");
-    prune_logits_.reserve(static_cast<size_t>(np) * hp.n_vocab, "prune head logits");
-    for (int32_t k = 0; k < np; ++k) {
-      std::memcpy(prune_x_.data() + k * E, x + static_cast<int64_t>(parent_row[static_cast<size_t>(k)]) * E, static_cast<size_t>(E) * sizeof(float));
-    }
-    // Rows with the same head (usually all) go through it together.
-    for (int32_t k0 = 0; k0 < np;) {
-      int32_t k1 = k0 + 1;
-      while (k1 < np && head_of[static_cast<size_t>(k1)] == head_of[static_cast<size_t>(k0)]) ++k1;
-      head_of[static_cast<size_t>(k0)]->logits(model_, prune_x_.data() + k0 * E, k1 - k0, prune_work_.data(),
-                                              prune_logits_.data() + static_cast<int64_t>(k0) * hp.n_vocab, &ctx_.pool());
-      k0 = k1;
-    }
-    // Keep a node iff its parent is kept and (it is aux, or its token is among the
-    // parent's top-k). Topological order makes one pass enough; the survivors are
-    // closed under ancestors, so their mask is the sub-matrix of the tree's.
-    next_batch_.clear();
-    std::vector<int32_t> topk, nodes;
-    for (size_t i = 0; i < n_seq; ++i) {
-      const tree::TokenTree& t = trees[i];
-      const auto& seg = batch_.segs[i];
-      nodes.clear();
-      if (prune_layer_[i] != l) {
-        for (int32_t r = seg.row_begin; r < seg.row_begin + seg.n_rows; ++r) nodes.push_back(batch_.node[static_cast<size_t>(r)]);
-        next_batch_.add_tree_rows(seg.seq, seg.n_past, t, nodes);
-        continue;
-      }
-      const int32_t k = std::min(seqs[i]->drafter_->prune().top_k, hp.n_vocab);
-      topk.resize(static_cast<size_t>(k));
-      auto& keep = survived_[i];
-      keep.assign(static_cast<size_t>(t.size()), 0);
-      keep[0] = 1;
-      // Rows of this segment are every node 0..n-1 (a sequence is pruned once).
-      TREESPEC_ASSERT(seg.n_rows == t.size(), "pruning: a tree is pruned once, from all its rows");
-      std::vector<std::vector<int32_t>> top_of(static_cast<size_t>(t.size()));
-      for (int32_t u = 1; u < t.size(); ++u) {
-        const int32_t p = t.parent(u);
-        if (!keep[static_cast<size_t>(p)]) continue;
-        if (!t.is_candidate(u)) {
-          keep[static_cast<size_t>(u)] = 1;
-          continue;
-        }
-        auto& tp = top_of[static_cast<size_t>(p)];
-        if (tp.empty()) {
-          const int32_t sr = score_of_row[static_cast<size_t>(seg.row_begin + p)];
-          TREESPEC_ASSERT(sr >= 0, "pruning: a candidate's parent was scored");
-          tp.resize(static_cast<size_t>(k));
-          drafters::top_k_ids(prune_logits_.data() + static_cast<int64_t>(sr) * hp.n_vocab, hp.n_vocab, k, tp.data());
-        }
-        keep[static_cast<size_t>(u)] = std::find(tp.begin(), tp.end(), t.token(u)) != tp.end() ? 1 : 0;
-      }
-      for (int32_t u = 0; u < t.size(); ++u) {
-        if (keep[static_cast<size_t>(u)]) nodes.push_back(u);
-      }
-      next_batch_.add_tree_rows(seg.seq, seg.n_past, t, nodes);
-    }
-    // Gather the survivors' hidden states. Rows only move towards the front, in order.
-    int32_t dst = 0;
-    for (size_t i = 0; i < n_seq; ++i) {
-      const auto& seg = batch_.segs[i];
-      const auto& nseg = next_batch_.segs[i];
-      int32_t r = seg.row_begin;
-      for (int32_t q = nseg.row_begin; q < nseg.row_begin + nseg.n_rows; ++q) {
-        const int32_t want = next_batch_.node[static_cast<size_t>(q)];
-        while (batch_.node[static_cast<size_t>(r)] != want) ++r;
-        if (r != q) std::memmove(x + static_cast<int64_t>(q) * E, x + static_cast<int64_t>(r) * E, static_cast<size_t>(E) * sizeof(float));
-        ++r;
-        ++dst;
-      }
-    }
-    TREESPEC_ASSERT(dst == next_batch_.n_rows(), "pruning: every survivor gathered");
+  };
+  for (int32_t l : layers) {
+    run_to(l);
+    pruning_.prune_at(l, model_, &ctx_.pool(), trees, batch_, x, next_batch_);
     std::swap(batch_, next_batch_);
   }
-  Status st = model_.run_layers(ctx_, batch_, cur, L, x, kv_);
-  TREESPEC_ASSERT(st.ok(), "tree rows must fit (budget clamped to free cells)");
-  row_layers += static_cast<double>(batch_.n_rows()) * (L - cur);
+  run_to(L);
   const int32_t n_late = batch_.n_rows();
   logits_.reserve(static_cast<size_t>(n_late) * hp.n_vocab, "logits");
   normed_.reserve(static_cast<size_t>(n_late) * hp.n_embd, "normed hidden states");
@@ -614,9 +502,9 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     }
     s.stats_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
     totals_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
-    if (prune_layer_[i] > 0) {
-      s.stats_.record_prune(n_fwd, n_fwd - seg.n_rows, prune_layer_[i], hp.n_layer);
-      totals_.record_prune(n_fwd, n_fwd - seg.n_rows, prune_layer_[i], hp.n_layer);
+    if (pruning_.layer(i) > 0) {
+      s.stats_.record_prune(n_fwd, n_fwd - seg.n_rows, pruning_.layer(i), hp.n_layer);
+      totals_.record_prune(n_fwd, n_fwd - seg.n_rows, pruning_.layer(i), hp.n_layer);
     }
     s.stats_.t_draft += t_draft[i];
     s.stats_.t_forward += t_fwd;
@@ -631,8 +519,8 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     rep.budget = budgets[i];
     rep.n_nodes = n_fwd;
     rep.n_late = seg.n_rows;
-    rep.prune_layer = prune_layer_[i];
-    rep.survived = prune_layer_[i] > 0 ? std::span<const uint8_t>(survived_[i]) : std::span<const uint8_t>();
+    rep.prune_layer = pruning_.layer(i);
+    rep.survived = pruning_.survived(i);
     rep.n_accepted = res.n_accepted();
     if (s.finished()) {
       release(s, s.finish_);

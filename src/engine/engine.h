@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "drafters/drafter.h"
+#include "engine/early_prune.h"
 #include "engine/stats.h"
 #include "grammar/token_mask.h"
 #include "kv/kv_cache.h"
@@ -245,9 +246,9 @@ class Engine {
   void cache_prefix(const Sequence& seq);  // keeps a finishing sequence's committed cells
   bool evict_prefix();                     // drops the oldest cached prefix; false if none
   // Embedding to logits for every tree, pruning each sequence whose drafter asks for it
-  // (Drafter::prune()). Afterwards batch_ holds the rows that reached the last layer,
-  // logits_/normed_ their outputs, and prune_layer_[i] / survived_[i] what happened to
-  // sequence i. Returns row-layers computed / n_layer.
+  // (Drafter::prune(), early_prune.h). Afterwards batch_ holds the rows that reached the
+  // last layer, logits_/normed_ their outputs, and pruning_ what happened to sequence i.
+  // Returns row-layers computed / n_layer.
   double forward_trees(std::span<Sequence* const> seqs, std::span<const tree::TokenTree> trees);
 
   const model::Model& model_;
@@ -271,12 +272,7 @@ class Engine {
   model::Batch next_batch_;
   core::AlignedBuffer<float> logits_;  // [rows, n_vocab]
   core::AlignedBuffer<float> normed_;  // [rows, n_embd]
-  // Early pruning: prune-head inputs, scratch and outputs of the parent rows scored.
-  core::AlignedBuffer<float> prune_x_;       // [parents, n_embd]
-  core::AlignedBuffer<float> prune_work_;    // [2 * parents, n_embd]
-  core::AlignedBuffer<float> prune_logits_;  // [parents, n_vocab]
-  std::vector<int32_t> prune_layer_;                // per sequence of the step (0 = none)
-  std::vector<std::vector<uint8_t>> survived_;      // per sequence, per node
+  EarlyPruning pruning_;  // what forward_trees pruned, per sequence of the step
   std::vector<SeqStepReport> seq_reports_;
 };
 

@@ -103,7 +103,7 @@ int run(const RunArgs& a) {
     if (policy) s["budget"] = policy->stats_json();
     if (seq.drafter().prune().enabled()) {
       const auto& ps = seq.drafter().prune();
-      s["prune"] = {{"layer", ps.layer}, {"top_k", ps.top_k}, {"head", ps.head ? "trained" : "logit lens"}, {"n_layer", hp.n_layer}};
+      s["prune"] = {{"layer", ps.layer}, {"top_k", ps.top_k}, {"head", ps.head ? ps.head->kind() : "none"}, {"n_layer", hp.n_layer}};
     }
     nlohmann::json dj = nlohmann::json::object();
     for (const auto& [k, v] : seq.drafter().counters()) dj[k] = v;

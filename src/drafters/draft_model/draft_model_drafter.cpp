@@ -10,6 +10,7 @@
 #include "drafters/draft_model/compat.h"
 #include "drafters/draft_model/layer_list.h"
 #include "model/model.h"
+#include "sampling/top_k.h"
 #include "treespec/status.h"
 
 namespace treespec::drafters {
@@ -48,10 +49,8 @@ Ranked top_softmax(const float* logits, int32_t n_vocab, int32_t k) {
   double sum = 0.0;
   for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
   k = std::min(k, n_vocab);
-  std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  std::vector<int32_t> idx(static_cast<size_t>(k));
+  sampling::top_k_ids(logits, n_vocab, k, idx.data());
   Ranked r;
   for (int32_t i = 0; i < k; ++i) {
     const int32_t id = idx[static_cast<size_t>(i)];

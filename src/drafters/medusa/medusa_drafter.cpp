@@ -12,6 +12,7 @@
 #include "core/assert.h"
 #include "core/log.h"
 #include "model/model.h"
+#include "sampling/top_k.h"
 #include "treespec/status.h"
 
 namespace treespec::drafters {
@@ -24,32 +25,6 @@ void MedusaParams::validate() const {
 }
 
 // ---------------------------------------------------------------------------------------
-
-void top_k_ids(const float* logits, int32_t n, int32_t k, int32_t* out) {
-  // Insertion into a sorted run of at most k entries; ids are scanned in increasing
-  // order, so an equal logit never displaces an earlier (lower) id.
-  std::vector<float> val;
-  val.reserve(static_cast<size_t>(k));
-  int32_t filled = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    const float v = logits[i];
-    if (std::isnan(v)) continue;
-    if (filled == k && !(v > val[static_cast<size_t>(k - 1)])) continue;
-    int32_t pos = filled < k ? filled : k - 1;
-    if (filled < k) {
-      val.push_back(v);
-      ++filled;
-    }
-    while (pos > 0 && v > val[static_cast<size_t>(pos - 1)]) {
-      val[static_cast<size_t>(pos)] = val[static_cast<size_t>(pos - 1)];
-      out[pos] = out[pos - 1];
-      --pos;
-    }
-    val[static_cast<size_t>(pos)] = v;
-    out[pos] = i;
-  }
-  for (int32_t j = filled; j < k; ++j) out[j] = j < n ? j : 0;  // fewer than k usable logits (tiny vocab, NaNs)
-}
 
 MedusaCandidates::MedusaCandidates(std::shared_ptr<const MedusaHeads> heads, int32_t top_k, core::ThreadPool* pool)
     : heads_(std::move(heads)), top_k_(top_k), pool_(pool) {
@@ -65,7 +40,7 @@ MedusaCandidates::MedusaCandidates(std::shared_ptr<const MedusaHeads> heads, int
 void MedusaCandidates::compute(const float* h) {
   for (int32_t k = 0; k < heads_->n_heads(); ++k) {
     heads_->forward(k, h, 1, work_.data(), logits_.data(), pool_);
-    top_k_ids(logits_.data(), heads_->n_vocab(), top_k_, ids_.data() + static_cast<size_t>(k) * static_cast<size_t>(top_k_));
+    sampling::top_k_ids(logits_.data(), heads_->n_vocab(), top_k_, ids_.data() + static_cast<size_t>(k) * static_cast<size_t>(top_k_));
   }
 }
 

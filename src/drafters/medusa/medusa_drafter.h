@@ -63,9 +63,6 @@ class MedusaCandidates {
   std::vector<float> logits_;  // [n_vocab]
 };
 
-// Top-k ids of logits[n], most likely first, ties to the lower id; NaNs never picked.
-void top_k_ids(const float* logits, int32_t n, int32_t k, int32_t* out);
-
 // The tree for one step: node i of `shape` takes token cand.top(depth - 1)[rank]; at most
 // `budget` nodes (a prefix: ancestor-closed). The shape must fit (depth <= heads, rank < top_k).
 tree::TokenTree fill_medusa_tree(int32_t root, const tree::TreeShape& shape, const MedusaCandidates& cand, int32_t budget);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "core/assert.h"
 #include "drafters/medusa/medusa_heads.h"
@@ -43,9 +45,18 @@ std::string prune_block_bias_name(int32_t layer, int32_t block) { return fmt::fo
 std::string prune_output_name(int32_t layer) { return fmt::format("propd.prune.{}.output.weight", layer); }
 
 std::shared_ptr<const PruneHead> PruneHead::logit_lens(int32_t layer) {
-  std::shared_ptr<PruneHead> h(new PruneHead());
-  h->layer_ = layer;
-  h->lens_ = true;
+  // One lens per layer for the whole process (it holds no model state), so sequences
+  // pruned at the same layer share a scorer and the engine scores their rows in one call.
+  static std::mutex mu;
+  static std::map<int32_t, std::shared_ptr<const PruneHead>> lenses;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& h = lenses[layer];
+  if (!h) {
+    std::shared_ptr<PruneHead> lens(new PruneHead());
+    lens->layer_ = layer;
+    lens->lens_ = true;
+    h = std::move(lens);
+  }
   return h;
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "drafters/drafter.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
 
@@ -36,14 +37,15 @@ class Model;
 
 namespace treespec::drafters {
 
-class PruneHead {
+class PruneHead final : public PruneScorer {
  public:
   struct Block {
     kernels::WeightView w;  // [n_embd, n_embd]
     std::vector<float> b;   // [n_embd]
   };
 
-  // The logit lens after `layer` layers: final norm + the model's output matrix.
+  // The logit lens after `layer` layers: final norm + the model's output matrix (one
+  // shared instance per layer).
   static std::shared_ptr<const PruneHead> logit_lens(int32_t layer);
   // A trained head from f32 parameters: blocks (W [E*E], b [E]) and projection [V*E].
   static std::shared_ptr<PruneHead> from_f32(int32_t layer, int32_t n_embd, int32_t n_vocab,
@@ -60,7 +62,9 @@ class PruneHead {
 
   // logits[n, n_vocab] from residual rows x[n, n_embd] of model m (after layer() layers).
   // work: [2 * n * n_embd] floats.
-  void logits(const model::Model& m, const float* x, int32_t n, float* work, float* logits, core::ThreadPool* pool) const;
+  void logits(const model::Model& m, const float* x, int32_t n, float* work, float* logits,
+              core::ThreadPool* pool) const override;
+  const char* kind() const override { return lens_ ? "logit lens" : "trained"; }
   // The same from rows already through the final norm: h[n, n_embd]. work: [2 * n * n_embd].
   void logits_normed(const model::Model& m, const float* h, int32_t n, float* work, float* logits, core::ThreadPool* pool) const;
 

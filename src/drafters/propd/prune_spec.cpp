@@ -15,6 +15,7 @@
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "sampling/sampling.h"
+#include "sampling/top_k.h"
 #include "treespec/status.h"
 
 namespace treespec::drafters {
@@ -28,14 +29,6 @@ void PruneParams::validate() const {
 }
 
 namespace {
-
-// Rank of `target` among logits[n] (ties rank the lower id first, as top_k_ids does).
-int32_t rank_of(const float* logits, int32_t n, int32_t target) {
-  const float v = logits[target];
-  int32_t rank = 0;
-  for (int32_t i = 0; i < n; ++i) rank += (logits[i] > v || (logits[i] == v && i < target)) ? 1 : 0;
-  return rank;
-}
 
 std::string file_key(const std::string& path) {
   std::error_code ec;
@@ -112,7 +105,7 @@ PruneCalibration calibrate_logit_lens(const model::Model& m, int32_t k, float ta
     kernels::matmul(m.output(), xn.data(), n_rows, lg.data(), &ctx.pool());
     std::vector<int64_t> hits(static_cast<size_t>(k), 0);
     for (int32_t r = 0; r < n_rows; ++r) {
-      const int32_t rk = rank_of(lg.data() + static_cast<size_t>(r) * V, V, final_argmax[static_cast<size_t>(r)]);
+      const int32_t rk = sampling::rank_of(lg.data() + static_cast<size_t>(r) * V, V, final_argmax[static_cast<size_t>(r)]);
       if (rk < k) ++hits[static_cast<size_t>(rk)];
     }
     int64_t acc = 0;
@@ -203,11 +196,16 @@ PruneSpec resolve_prune_spec(const PruneParams& p, const std::string& heads_path
                   spec.top_k, static_cast<double>(p.recall_target), spec.layer, L);
     }
   }
+  bool trained = false;
   if (heads_ok) {
-    if (auto it = set->heads.find(spec.layer); it != set->heads.end()) spec.head = it->second;
+    if (auto it = set->heads.find(spec.layer); it != set->heads.end()) {
+      spec.head = it->second;
+      trained = true;
+    }
   }
+  if (!trained) spec.head = PruneHead::logit_lens(spec.layer);
   TS_LOG_INFO("prune: after layer {} of {}, keep children in the parent's top-{} ({})", spec.layer, L, spec.top_k,
-              spec.head ? "trained prune head" : "logit lens");
+              trained ? "trained prune head" : "logit lens");
   return spec;
 }
 

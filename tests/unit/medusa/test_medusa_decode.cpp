@@ -106,16 +106,6 @@ TEST(MedusaDecode, FactoryAndCommandLine) {
   EXPECT_NE(out.find("--medusa-topk"), std::string::npos) << out;
 }
 
-TEST(MedusaDrafterParts, TopKIdsOrderAndTies) {
-  const std::vector<float> lg = {0.5f, 2.0f, NAN, 2.0f, -1.0f, 3.0f, 0.5f};
-  int32_t out[4];
-  drafters::top_k_ids(lg.data(), static_cast<int32_t>(lg.size()), 4, out);
-  EXPECT_EQ(std::vector<int32_t>(out, out + 4), (std::vector<int32_t>{5, 1, 3, 0}));
-  int32_t one[1];
-  drafters::top_k_ids(lg.data(), static_cast<int32_t>(lg.size()), 1, one);
-  EXPECT_EQ(one[0], 5);
-}
-
 TEST(MedusaDrafterParts, FirstStepIsTheRootAloneThenTreesFromTheHeads) {
   TREESPEC_REQUIRE_SHARED();
   const auto m = test::load_stories();

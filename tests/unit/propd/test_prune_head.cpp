@@ -92,9 +92,9 @@ TEST(PruneHead, TrainingRaisesRecallAndTheFileRoundTrips) {
   EXPECT_EQ(spec.layer, drafters::smallest_layer_meeting(5, 10, 0.5f, [&](int32_t l, int32_t k) {
               return set->heads.count(l) ? c.head(l, k) : c.lens(l, k);
             }));
-  EXPECT_EQ(spec.head != nullptr, set->heads.count(spec.layer) == 1);
+  EXPECT_EQ(std::string(spec.head->kind()) == "trained", set->heads.count(spec.layer) == 1);
   pp.lens = true;
-  EXPECT_EQ(drafters::resolve_prune_spec(pp, path, *ps.m.model, nullptr).head, nullptr);
+  EXPECT_STREQ(drafters::resolve_prune_spec(pp, path, *ps.m.model, nullptr).head->kind(), "logit lens");
   pp.lens = false;
   pp.layer = 3;
   pp.top_k = 7;
@@ -163,7 +163,7 @@ TEST(PruneHead, StartUpLensCalibrationPicksTheSmallestLayerMeetingTheTarget) {
   pp.recall_target = 0.9f;
   const auto spec = drafters::resolve_prune_spec(pp, "", *m.model, nullptr);
   EXPECT_EQ(spec.layer, c.default_layer);
-  EXPECT_EQ(spec.head, nullptr);
+  EXPECT_STREQ(spec.head->kind(), "logit lens");
   pp.layer = 7;
   EXPECT_THROW(drafters::resolve_prune_spec(pp, "", *m.model, nullptr), InvalidArgument);
 }

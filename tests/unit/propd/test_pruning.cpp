@@ -107,6 +107,7 @@ TEST(Pruning, AcceptedTokensArePrefixOfTheUnprunedStep) {
       drafters::PruneSpec spec;
       spec.layer = 1 + static_cast<int32_t>(rng.uniform_int(4));  // lens after 1..4 layers
       spec.top_k = 1 + static_cast<int32_t>(rng.uniform_int(12));
+      spec.head = drafters::PruneHead::logit_lens(spec.layer);
       b.drafter().set_prune(spec);
       ASSERT_TRUE(full.add(a).ok());
       ASSERT_TRUE(pruned.add(b).ok());
@@ -175,6 +176,7 @@ TEST(Pruning, SurvivorsAreAncestorClosedAndAuxRowsStay) {
     drafters::PruneSpec spec;
     spec.layer = 1 + i;  // two sequences pruned at different layers in one batch
     spec.top_k = 2;
+    spec.head = drafters::PruneHead::logit_lens(spec.layer);
     seqs.back()->drafter().set_prune(spec);
     ASSERT_TRUE(eng.add(*seqs.back()).ok());
     ptrs.push_back(seqs.back().get());
