@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "gguf/byte_piece.h"
 #include "tensor/fp16.h"
 #include "treespec/status.h"
 
@@ -31,11 +32,6 @@ int32_t read_i32(const uint8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return v;
-}
-
-bool is_byte_piece(const std::string& s) {
-  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f'); };
-  return s.size() == 6 && s.compare(0, 3, "<0x") == 0 && hex(s[3]) && hex(s[4]) && s[5] == '>';
 }
 
 // llama2.c writes spaces as ' '; SentencePiece GGUF vocabs use U+2581.
@@ -216,7 +212,7 @@ GgufWriter convert_llama2c(const uint8_t* model, size_t model_size, const uint8_
     } else if (id == kBosId || id == kEosId) {
       type = kTypeControl;
       text = trim_newlines(text);
-    } else if (is_byte_piece(text)) {
+    } else if (parse_byte_piece(text) >= 0) {
       type = kTypeByte;
     } else {
       text = to_spm_piece(text);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "gguf/byte_piece.h"
 #include "gguf/gguf.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/spm.h"
@@ -31,7 +32,7 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
     if (!t.empty()) token_to_id_.emplace(t, i);  // emplace keeps the first (lowest) id
   }
   for (int b = 0; b < 256; ++b) {
-    int32_t id = token_id(fmt::format("<0x{:02X}>", b));
+    int32_t id = token_id(gguf::byte_piece(static_cast<uint8_t>(b)));
     if (id < 0 && b < 0x80) id = token_id(std::string(1, static_cast<char>(b)));
     byte_to_token_[static_cast<size_t>(b)] = id >= 0 ? id : vocab_.unk_id;
   }
