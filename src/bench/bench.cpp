@@ -9,9 +9,9 @@
 #include <numeric>
 
 #include "bench/machine.h"
-#include "bench/progress.h"
 #include "bench/report.h"
 #include "core/assert.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "engine/budget_controller.h"
@@ -431,7 +431,7 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
   for (const auto& set : sets) {
     total_units += static_cast<int64_t>(models.size() * cfg.batches.size() * cell_plan.size() * set.prompts.size()) * cfg.reps;
   }
-  Progress progress(hooks.progress, total_units);
+  core::ProgressCounter progress(hooks.progress, "bench", total_units, "sequences");
 
   engine::SequenceParams sp;
   sp.sampling = cfg.sampling;
