@@ -73,19 +73,17 @@ int32_t Tokenizer::token_id(std::string_view piece) const {
   return it == token_to_id_.end() ? -1 : it->second;
 }
 
-bool Tokenizer::is_eog(int32_t id) const {
-  return id >= 0 && (id == vocab_.eos_id || id == vocab_.eot_id || id == vocab_.eom_id);
-}
-
-std::vector<int32_t> Tokenizer::eog_ids() const {
+std::vector<int32_t> Vocab::eog_ids() const {
   std::vector<int32_t> ids;
-  for (int32_t id : {vocab_.eos_id, vocab_.eot_id, vocab_.eom_id}) {
+  for (int32_t id : {eos_id, eot_id, eom_id}) {
     if (id >= 0) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
 }
+
+std::vector<int32_t> eog_ids(const gguf::GgufFile& file) { return load_vocab(file).eog_ids(); }
 
 bool Tokenizer::is_control(int32_t id) const {
   return id >= 0 && id < n_vocab() && vocab_.type(id) == TokenType::control;
