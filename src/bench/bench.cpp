@@ -9,9 +9,9 @@
 #include <numeric>
 
 #include "bench/machine.h"
-#include "bench/progress.h"
 #include "bench/report.h"
 #include "core/assert.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
 #include "engine/budget_controller.h"
@@ -272,12 +272,9 @@ json bandwidth_json(int32_t n_threads, uint64_t bytes, double seconds) {
   return j;
 }
 
-json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
-  BenchHooks hooks = hooks_in;
-  if (!hooks.resolve_spec) hooks.resolve_spec = resolve_spec_without_params;
-  if (!hooks.make_drafter) hooks.make_drafter = [](const drafters::SpecConfig& c, const drafters::DrafterEnv& e) {
-    return drafters::make_drafter(c, e);
-  };
+namespace {
+
+void check_bench_config(const BenchConfig& cfg) {
   if (cfg.models.empty()) throw InvalidArgument("bench: no model (-m)");
   if (cfg.prompt_sources.empty()) throw InvalidArgument("bench: no prompt set (--prompts)");
   if (cfg.methods.empty() || cfg.methods.front().name != "none") {
@@ -288,8 +285,9 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
   if (cfg.n_threads < 1) throw InvalidArgument(fmt::format("bench: -t must be >= 1, got {}", cfg.n_threads));
   if (cfg.batches.empty() || cfg.budgets.empty()) throw InvalidArgument("bench: empty --batch or --budget list");
   if (cfg.max_prompt_tokens == 1) throw InvalidArgument("bench: --max-prompt-tokens must be 0 (off) or >= 2");
+}
 
-  // ---- Validate everything before timing anything. ----
+std::vector<PromptSet> load_prompt_sets(const BenchConfig& cfg) {
   std::vector<PromptSet> sets;
   for (const auto& src : cfg.prompt_sources) {
     sets.push_back(load_prompts(src, cfg.n_prompts));
@@ -299,64 +297,79 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
       }
     }
   }
-  std::vector<MethodSpec> methods = cfg.methods;
-  std::vector<drafters::SpecConfig> specs;
-  for (const auto& m : methods) specs.push_back(hooks.resolve_spec(m));
-  std::vector<bool> dropped(methods.size(), false);
-  json skipped = json::array();
+  return sets;
+}
 
-  std::vector<LoadedModel> models;
-  for (const auto& path : cfg.models) {
-    LoadedModel lm;
-    lm.path = path;
-    lm.model = model::Model::load(path);
-    lm.tok = tokenizer::Tokenizer::from_gguf(lm.model->gguf());
-    const auto& hp = lm.model->hparams();
-    if (lm.tok->n_vocab() != hp.n_vocab) {
-      throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", path, lm.tok->n_vocab(), hp.n_vocab));
+// A set's prompts as token ids for `lm`, cut to --max-prompt-tokens (BOS kept) and checked
+// against the context limit; n_truncated counts the cut ones.
+std::vector<std::vector<int32_t>> tokenize_prompt_set(const LoadedModel& lm, const PromptSet& set, const BenchConfig& cfg,
+                                                      int32_t limit, int64_t& n_truncated) {
+  std::vector<std::vector<int32_t>> toks;
+  n_truncated = 0;
+  for (size_t i = 0; i < set.prompts.size(); ++i) {
+    std::vector<int32_t> ids = lm.tok->encode(set.prompts[i], true, false);
+    if (ids.empty()) throw InvalidArgument(fmt::format("{}: prompt {} has no tokens", set.path, i));
+    if (cfg.max_prompt_tokens > 0 && static_cast<int32_t>(ids.size()) > cfg.max_prompt_tokens) {
+      std::vector<int32_t> kept = {ids.front()};
+      kept.insert(kept.end(), ids.end() - (cfg.max_prompt_tokens - 1), ids.end());
+      ids = std::move(kept);
+      ++n_truncated;
     }
-    lm.name = model_display_name(*lm.model, path);
-    for (const auto& other : models) {
-      if (other.name == lm.name) lm.name += fmt::format("#{}", models.size());
+    if (static_cast<int64_t>(ids.size()) + cfg.n_predict > limit) {
+      throw InvalidArgument(fmt::format(
+          "{}: prompt {} of '{}' has {} tokens; with -n {} it needs {} positions but the context limit is {} "
+          "(raise -c, lower -n, or cut prompts with --max-prompt-tokens)",
+          lm.name, i, set.name, ids.size(), cfg.n_predict, ids.size() + static_cast<size_t>(cfg.n_predict), limit));
     }
-    const int32_t limit = engine::resolve_context_size(cfg.n_ctx, hp.n_ctx_train);
-    for (const auto& set : sets) {
-      std::vector<std::vector<int32_t>> toks;
-      int64_t n_trunc = 0;
-      for (size_t i = 0; i < set.prompts.size(); ++i) {
-        std::vector<int32_t> ids = lm.tok->encode(set.prompts[i], true, false);
-        if (ids.empty()) throw InvalidArgument(fmt::format("{}: prompt {} has no tokens", set.path, i));
-        if (cfg.max_prompt_tokens > 0 && static_cast<int32_t>(ids.size()) > cfg.max_prompt_tokens) {
-          std::vector<int32_t> kept = {ids.front()};
-          kept.insert(kept.end(), ids.end() - (cfg.max_prompt_tokens - 1), ids.end());
-          ids = std::move(kept);
-          ++n_trunc;
-        }
-        if (static_cast<int64_t>(ids.size()) + cfg.n_predict > limit) {
-          throw InvalidArgument(fmt::format(
-              "{}: prompt {} of '{}' has {} tokens; with -n {} it needs {} positions but the context limit is {} "
-              "(raise -c, lower -n, or cut prompts with --max-prompt-tokens)",
-              lm.name, i, set.name, ids.size(), cfg.n_predict, ids.size() + static_cast<size_t>(cfg.n_predict), limit));
-        }
-        toks.push_back(std::move(ids));
-      }
-      lm.prompts.push_back(std::move(toks));
-      lm.n_truncated.push_back(n_trunc);
-    }
-    drafters::DrafterEnv env{lm.model.get(), lm.tok->eog_ids(), 1};
-    for (size_t k = 0; k < specs.size(); ++k) {  // bad parameters fail here, before timing
-      try {
-        (void)hooks.make_drafter(specs[k], env);
-      } catch (const Error& e) {
-        if (!methods[k].from_all) throw;
-        // Expanded from "all" and this model cannot run it: drop it, say so.
-        dropped[k] = true;
-        skipped.push_back({{"method", methods[k].label}, {"model", lm.name}, {"reason", e.what()}});
-        if (hooks.progress) std::fprintf(hooks.progress, "bench: skipping %s on %s: %s\n", methods[k].label.c_str(), lm.name.c_str(), e.what());
-      }
-    }
-    models.push_back(std::move(lm));
+    toks.push_back(std::move(ids));
   }
+  return toks;
+}
+
+// Loads a model and its tokenizer, names it (unique among `loaded`) and tokenises every set.
+LoadedModel load_bench_model(const std::string& path, const BenchConfig& cfg, const std::vector<PromptSet>& sets,
+                             const std::vector<LoadedModel>& loaded) {
+  LoadedModel lm;
+  lm.path = path;
+  lm.model = model::Model::load(path);
+  lm.tok = tokenizer::Tokenizer::from_gguf(lm.model->gguf());
+  const auto& hp = lm.model->hparams();
+  if (lm.tok->n_vocab() != hp.n_vocab) {
+    throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", path, lm.tok->n_vocab(), hp.n_vocab));
+  }
+  lm.name = model_display_name(*lm.model, path);
+  for (const auto& other : loaded) {
+    if (other.name == lm.name) lm.name += fmt::format("#{}", loaded.size());
+  }
+  const int32_t limit = engine::resolve_context_size(cfg.n_ctx, hp.n_ctx_train);
+  for (const auto& set : sets) {
+    int64_t n_trunc = 0;
+    lm.prompts.push_back(tokenize_prompt_set(lm, set, cfg, limit, n_trunc));
+    lm.n_truncated.push_back(n_trunc);
+  }
+  return lm;
+}
+
+// Makes every method's drafter for `lm` once, so bad parameters fail before timing. A
+// method expanded from "all" that this model cannot run is marked dropped and listed in
+// `skipped`; a named one fails.
+void try_methods_on(const LoadedModel& lm, const std::vector<MethodSpec>& methods,
+                    const std::vector<drafters::SpecConfig>& specs, const BenchHooks& hooks, std::vector<bool>& dropped,
+                    json& skipped) {
+  drafters::DrafterEnv env{lm.model.get(), lm.tok->eog_ids(), 1};
+  for (size_t k = 0; k < specs.size(); ++k) {
+    try {
+      (void)hooks.make_drafter(specs[k], env);
+    } catch (const Error& e) {
+      if (!methods[k].from_all) throw;
+      dropped[k] = true;
+      skipped.push_back({{"method", methods[k].label}, {"model", lm.name}, {"reason", e.what()}});
+      if (hooks.progress) std::fprintf(hooks.progress, "bench: skipping %s on %s: %s\n", methods[k].label.c_str(), lm.name.c_str(), e.what());
+    }
+  }
+}
+
+void check_batches_fit(const std::vector<PromptSet>& sets, const BenchConfig& cfg) {
   for (const auto& set : sets) {
     for (int32_t b : cfg.batches) {
       if (static_cast<size_t>(b) > set.prompts.size()) {
@@ -365,14 +378,11 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
       }
     }
   }
+}
 
-  for (size_t k = methods.size(); k-- > 0;) {
-    if (!dropped[k]) continue;
-    methods.erase(methods.begin() + static_cast<std::ptrdiff_t>(k));
-    specs.erase(specs.begin() + static_cast<std::ptrdiff_t>(k));
-  }
-
-  // ---- Report header. ----
+// Everything in the report but the cells: schema, machine, configuration, models, sets.
+json report_header(const BenchConfig& cfg, const std::vector<MethodSpec>& methods, const std::vector<LoadedModel>& models,
+                   const std::vector<PromptSet>& sets) {
   json report;
   report["schema"] = "treespec-bench";
   report["schema_version"] = kSchemaVersion;
@@ -418,128 +428,207 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
     ps["n_truncated"] = models.front().n_truncated[s];
     report["prompt_sets"].push_back(ps);
   }
+  return report;
+}
 
-  // ---- Sweep. ----
-  const bool rss_per_cell = reset_peak_rss();
-  // Cells per group: none once (budget is meaningless for it), then method x budget.
-  std::vector<std::pair<size_t, int32_t>> cell_plan;  // (method index, budget)
-  cell_plan.emplace_back(0, 0);
-  for (size_t mi2 = 1; mi2 < methods.size(); ++mi2) {
-    for (int32_t b : cfg.budgets) cell_plan.emplace_back(mi2, b);
+// The timed part: every (model, prompt set, batch) group runs its cells (none once, then
+// method x budget) repetition-major with a rotated order, on one engine per group.
+class BenchSweep {
+ public:
+  BenchSweep(const BenchConfig& cfg, const BenchHooks& hooks, const std::vector<MethodSpec>& methods,
+             const std::vector<drafters::SpecConfig>& specs, const std::vector<PromptSet>& sets, json& report)
+      : cfg_(cfg), hooks_(hooks), methods_(methods), specs_(specs), sets_(sets), report_(report),
+        rss_per_cell_(reset_peak_rss()), check_outputs_(cfg.outputs_checked()) {
+    // Cells per group: none once (budget is meaningless for it), then method x budget.
+    cell_plan_.emplace_back(0, 0);
+    for (size_t mi2 = 1; mi2 < methods_.size(); ++mi2) {
+      for (int32_t b : cfg_.budgets) cell_plan_.emplace_back(mi2, b);
+    }
+    sp_.sampling = cfg_.sampling;
+    sp_.mode = cfg_.verify;
+    sp_.typical = cfg_.typical;
+    sp_.n_predict = cfg_.n_predict;
+    sp_.ignore_eog = cfg_.ignore_eos;
   }
-  int64_t total_units = 0;
-  for (const auto& set : sets) {
-    total_units += static_cast<int64_t>(models.size() * cfg.batches.size() * cell_plan.size() * set.prompts.size()) * cfg.reps;
-  }
-  Progress progress(hooks.progress, total_units);
 
-  engine::SequenceParams sp;
-  sp.sampling = cfg.sampling;
-  sp.mode = cfg.verify;
-  sp.typical = cfg.typical;
-  const bool check_outputs = cfg.outputs_checked();
-  sp.n_predict = cfg.n_predict;
-  sp.ignore_eog = cfg.ignore_eos;
-
-  report["cells"] = json::array();
-  bool greedy_ok = true;
-  for (auto& lm : models) {
-    drafters::DrafterEnv env{lm.model.get(), lm.tok->eog_ids(), sp.sampling.seed};
-    for (size_t s = 0; s < sets.size(); ++s) {
-      const auto& prompts = lm.prompts[s];
-      std::map<int64_t, std::vector<int32_t>> reference;  // prompt -> none's first output
-      size_t max_len = 0;
-      for (const auto& p : prompts) max_len = std::max(max_len, p.size());
-      for (int32_t batch : cfg.batches) {
-        std::vector<Cell> cells;
-        int32_t extra = 1;
-        for (const auto& [m, budget] : cell_plan) {
-          Cell c;
-          c.key = {lm.name, sets[s].name, batch, methods[m].label, budget};
-          c.method = &methods[m];
-          c.spec = specs[m];
-          if (budget == kBudgetDynamic) c.spec.budget.budget = "dynamic";
-          const int32_t own = hooks.make_drafter(c.spec, env)->max_nodes();
-          extra = std::max(extra, budget > 0 ? budget : own > 0 ? own : c.spec.budget.n_max);
-          cells.push_back(std::move(c));
-        }
-        engine::EngineParams ep;
-        ep.n_threads = cfg.n_threads;
-        ep.n_slots = batch;
-        ep.type_k = cfg.type_k;
-        ep.type_v = cfg.type_v;
-        // Room for the longest prompt, n tokens and a full tree past the end, so trees
-        // are never clamped by the context in the timed runs.
-        ep.n_ctx = static_cast<int32_t>(max_len) + cfg.n_predict + extra;
-        engine::Engine eng(*lm.model, ep);
-        eng.set_eog_ids(lm.tok->eog_ids());
-
-        auto run_cell = [&](Cell& c, const std::vector<std::vector<int32_t>>& ps, const engine::SequenceParams& p,
-                            const std::function<void(int64_t, std::vector<int32_t>)>& done) {
-          // --budget N, dynamic, or the method's own policy (propd's controller), from the
-          // factory run and serve use too.
-          if (!c.policy_made) {
-            if (c.key.budget > 0) c.spec.budget.budget = std::to_string(c.key.budget);
-            c.policy = engine::make_budget_policy(c.spec, eng);
-            c.policy_made = true;
-          }
-          eng.set_budget_policy(c.policy.get());
-          const engine::SpecStats before = eng.totals();
-          RepResult rr;
-          rr.wall_s = run_prompts(eng, ps, batch, p, [&] {
-            drafters::DrafterEnv e = env;
-            e.pool = &eng.ctx().pool();  // drafters that run a model (Medusa heads, draft models) share the engine's threads
-            return hooks.make_drafter(c.spec, e);
-          }, done);
-          eng.set_budget_policy(nullptr);
-          rr.stats = stats_diff(eng.totals(), before);
-          return rr;
-        };
-
-        if (cfg.warmup) {  // page in weights, warm caches and code paths; untimed
-          std::vector<std::vector<int32_t>> few(prompts.begin(), prompts.begin() + batch);
-          engine::SequenceParams wp = sp;
-          wp.n_predict = std::min(cfg.n_predict, 16);
-          for (auto& c : cells) run_cell(c, few, wp, [](int64_t, std::vector<int32_t>) {});
-        }
-        for (int32_t rep = 0; rep < cfg.reps; ++rep) {
-          for (size_t k = 0; k < cells.size(); ++k) {
-            Cell& c = cells[(k + static_cast<size_t>(rep)) % cells.size()];
-            if (rss_per_cell) reset_peak_rss();
-            RepResult rr = run_cell(c, prompts, sp, [&](int64_t pi, std::vector<int32_t> out) {
-              if (hooks.on_output) hooks.on_output(c.key, pi, out);
-              progress.advance(1);
-              if (!check_outputs) return;
-              auto ref = reference.find(pi);
-              if (ref == reference.end()) {
-                // none runs first in repetition 0 of the first batch size (rotation
-                // offset 0), so only it can see a prompt without a reference.
-                TREESPEC_ASSERT(c.method->name == "none", "bench: greedy reference missing");
-                reference.emplace(pi, std::move(out));
-                return;
-              }
-              if (out == ref->second) return;
-              const auto& e = ref->second;
-              size_t pos = 0;
-              while (pos < e.size() && pos < out.size() && e[pos] == out[pos]) ++pos;
-              c.mismatches.push_back({{"prompt", pi}, {"rep", rep}, {"position", pos},
-                                      {"expected", pos < e.size() ? e[pos] : -1},
-                                      {"got", pos < out.size() ? out[pos] : -1},
-                                      {"expected_len", e.size()}, {"got_len", out.size()}});
-            });
-            rr.peak_rss = peak_rss_bytes();
-            c.reps.push_back(std::move(rr));
-          }
-        }
-        for (const auto& c : cells) {
-          json cj = cell_json(c, cells.front(), lm, report["machine"]["membw"], cfg.n_threads, rss_per_cell);
-          greedy_ok = greedy_ok && cj["greedy_match"].get<bool>();
-          report["cells"].push_back(std::move(cj));
-        }
+  // Appends every cell to report["cells"]; false when some output differed from none's.
+  bool run(std::vector<LoadedModel>& models) {
+    int64_t total_units = 0;
+    for (const auto& set : sets_) {
+      total_units += static_cast<int64_t>(models.size() * cfg_.batches.size() * cell_plan_.size() * set.prompts.size()) * cfg_.reps;
+    }
+    core::ProgressCounter progress(hooks_.progress, "bench", total_units, "sequences");
+    progress_ = &progress;
+    report_["cells"] = json::array();
+    bool greedy_ok = true;
+    for (auto& lm : models) {
+      drafters::DrafterEnv env{lm.model.get(), lm.tok->eog_ids(), sp_.sampling.seed};
+      for (size_t s = 0; s < sets_.size(); ++s) {
+        std::map<int64_t, std::vector<int32_t>> reference;  // prompt -> none's first output
+        for (int32_t batch : cfg_.batches) greedy_ok = run_group(lm, env, s, batch, reference) && greedy_ok;
       }
     }
+    progress.finish();
+    progress_ = nullptr;
+    return greedy_ok;
   }
-  progress.finish();
+
+ private:
+  using Done = std::function<void(int64_t, std::vector<int32_t>)>;
+
+  bool run_group(const LoadedModel& lm, const drafters::DrafterEnv& env, size_t s, int32_t batch,
+                 std::map<int64_t, std::vector<int32_t>>& reference) {
+    const auto& prompts = lm.prompts[s];
+    size_t max_len = 0;
+    for (const auto& p : prompts) max_len = std::max(max_len, p.size());
+    int32_t extra = 1;
+    std::vector<Cell> cells = plan_cells(lm, env, sets_[s].name, batch, extra);
+    engine::EngineParams ep;
+    ep.n_threads = cfg_.n_threads;
+    ep.n_slots = batch;
+    ep.type_k = cfg_.type_k;
+    ep.type_v = cfg_.type_v;
+    // Room for the longest prompt, n tokens and a full tree past the end, so trees
+    // are never clamped by the context in the timed runs.
+    ep.n_ctx = static_cast<int32_t>(max_len) + cfg_.n_predict + extra;
+    engine::Engine eng(*lm.model, ep);
+    eng.set_eog_ids(lm.tok->eog_ids());
+
+    if (cfg_.warmup) {  // page in weights, warm caches and code paths; untimed
+      std::vector<std::vector<int32_t>> few(prompts.begin(), prompts.begin() + batch);
+      engine::SequenceParams wp = sp_;
+      wp.n_predict = std::min(cfg_.n_predict, 16);
+      for (auto& c : cells) run_cell(eng, env, batch, c, few, wp, [](int64_t, std::vector<int32_t>) {});
+    }
+    for (int32_t rep = 0; rep < cfg_.reps; ++rep) {
+      for (size_t k = 0; k < cells.size(); ++k) {
+        Cell& c = cells[(k + static_cast<size_t>(rep)) % cells.size()];
+        if (rss_per_cell_) reset_peak_rss();
+        RepResult rr = run_cell(eng, env, batch, c, prompts, sp_, [&](int64_t pi, std::vector<int32_t> out) {
+          if (hooks_.on_output) hooks_.on_output(c.key, pi, out);
+          progress_->advance(1);
+          if (check_outputs_) check_output(c, rep, pi, std::move(out), reference);
+        });
+        rr.peak_rss = peak_rss_bytes();
+        c.reps.push_back(std::move(rr));
+      }
+    }
+    bool greedy_ok = true;
+    for (const auto& c : cells) {
+      json cj = cell_json(c, cells.front(), lm, report_["machine"]["membw"], cfg_.n_threads, rss_per_cell_);
+      greedy_ok = greedy_ok && cj["greedy_match"].get<bool>();
+      report_["cells"].push_back(std::move(cj));
+    }
+    return greedy_ok;
+  }
+
+  // The group's cells in plan order; `extra` becomes the largest tree any of them may draft.
+  std::vector<Cell> plan_cells(const LoadedModel& lm, const drafters::DrafterEnv& env, const std::string& set_name,
+                               int32_t batch, int32_t& extra) const {
+    std::vector<Cell> cells;
+    for (const auto& [m, budget] : cell_plan_) {
+      Cell c;
+      c.key = {lm.name, set_name, batch, methods_[m].label, budget};
+      c.method = &methods_[m];
+      c.spec = specs_[m];
+      if (budget == kBudgetDynamic) c.spec.budget.budget = "dynamic";
+      const int32_t own = hooks_.make_drafter(c.spec, env)->max_nodes();
+      extra = std::max(extra, budget > 0 ? budget : own > 0 ? own : c.spec.budget.n_max);
+      cells.push_back(std::move(c));
+    }
+    return cells;
+  }
+
+  // One run of a cell over `ps`; the engine totals it added.
+  RepResult run_cell(engine::Engine& eng, const drafters::DrafterEnv& env, int32_t batch, Cell& c,
+                     const std::vector<std::vector<int32_t>>& ps, const engine::SequenceParams& p, const Done& done) {
+    // --budget N, dynamic, or the method's own policy (propd's controller), from the
+    // factory run and serve use too.
+    if (!c.policy_made) {
+      if (c.key.budget > 0) c.spec.budget.budget = std::to_string(c.key.budget);
+      c.policy = engine::make_budget_policy(c.spec, eng);
+      c.policy_made = true;
+    }
+    eng.set_budget_policy(c.policy.get());
+    const engine::SpecStats before = eng.totals();
+    RepResult rr;
+    rr.wall_s = run_prompts(eng, ps, batch, p, [&] {
+      drafters::DrafterEnv e = env;
+      e.pool = &eng.ctx().pool();  // drafters that run a model (Medusa heads, draft models) share the engine's threads
+      return hooks_.make_drafter(c.spec, e);
+    }, done);
+    eng.set_budget_policy(nullptr);
+    rr.stats = stats_diff(eng.totals(), before);
+    return rr;
+  }
+
+  // Compares an output with none's for the same prompt (none's first output becomes the
+  // reference) and records the first differing position.
+  static void check_output(Cell& c, int32_t rep, int64_t pi, std::vector<int32_t> out,
+                           std::map<int64_t, std::vector<int32_t>>& reference) {
+    auto ref = reference.find(pi);
+    if (ref == reference.end()) {
+      // none runs first in repetition 0 of the first batch size (rotation
+      // offset 0), so only it can see a prompt without a reference.
+      TREESPEC_ASSERT(c.method->name == "none", "bench: greedy reference missing");
+      reference.emplace(pi, std::move(out));
+      return;
+    }
+    if (out == ref->second) return;
+    const auto& e = ref->second;
+    size_t pos = 0;
+    while (pos < e.size() && pos < out.size() && e[pos] == out[pos]) ++pos;
+    c.mismatches.push_back({{"prompt", pi}, {"rep", rep}, {"position", pos},
+                            {"expected", pos < e.size() ? e[pos] : -1},
+                            {"got", pos < out.size() ? out[pos] : -1},
+                            {"expected_len", e.size()}, {"got_len", out.size()}});
+  }
+
+  const BenchConfig& cfg_;
+  const BenchHooks& hooks_;
+  const std::vector<MethodSpec>& methods_;
+  const std::vector<drafters::SpecConfig>& specs_;
+  const std::vector<PromptSet>& sets_;
+  json& report_;
+  const bool rss_per_cell_;
+  const bool check_outputs_;
+  std::vector<std::pair<size_t, int32_t>> cell_plan_;  // (method index, budget)
+  engine::SequenceParams sp_;
+  core::ProgressCounter* progress_ = nullptr;
+};
+
+}  // namespace
+
+json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
+  BenchHooks hooks = hooks_in;
+  if (!hooks.resolve_spec) hooks.resolve_spec = resolve_spec_without_params;
+  if (!hooks.make_drafter) hooks.make_drafter = [](const drafters::SpecConfig& c, const drafters::DrafterEnv& e) {
+    return drafters::make_drafter(c, e);
+  };
+  check_bench_config(cfg);
+
+  // ---- Validate everything before timing anything. ----
+  const std::vector<PromptSet> sets = load_prompt_sets(cfg);
+  std::vector<MethodSpec> methods = cfg.methods;
+  std::vector<drafters::SpecConfig> specs;
+  for (const auto& m : methods) specs.push_back(hooks.resolve_spec(m));
+  std::vector<bool> dropped(methods.size(), false);
+  json skipped = json::array();
+  std::vector<LoadedModel> models;
+  for (const auto& path : cfg.models) {
+    LoadedModel lm = load_bench_model(path, cfg, sets, models);
+    try_methods_on(lm, methods, specs, hooks, dropped, skipped);
+    models.push_back(std::move(lm));
+  }
+  check_batches_fit(sets, cfg);
+  for (size_t k = methods.size(); k-- > 0;) {
+    if (!dropped[k]) continue;
+    methods.erase(methods.begin() + static_cast<std::ptrdiff_t>(k));
+    specs.erase(specs.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+
+  json report = report_header(cfg, methods, models, sets);
+  const bool greedy_ok = BenchSweep(cfg, hooks, methods, specs, sets, report).run(models);
   report["skipped_methods"] = skipped;
   report["greedy_ok"] = greedy_ok;
   return report;

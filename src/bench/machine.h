@@ -23,15 +23,13 @@ struct BandwidthSample {
   double gb_per_s = 0.0;   // 1e9 bytes per second, best pass
 };
 
-// DRAM read bandwidth probe: each thread streams its share of a `bytes` buffer (much
-// larger than any cache) and sums it; the best of repeated passes lasting at least
-// `min_seconds` in total counts. One sample per entry of `threads`.
-//
-// A stand-in until the kernels module exports its own probe (kernels issue); the bench
-// records which probe ran (`probe` in the JSON) so reports stay comparable.
+// DRAM read bandwidth with each thread count of `threads`: kernels::measure_read_bandwidth
+// (the one probe; `treespec membw` runs it too) on a pool of that many threads, best of at
+// least 3 passes lasting `min_seconds` in all. One sample per entry of `threads`.
+// The bench records which probe ran (`probe` in the JSON) so reports stay comparable.
 std::vector<BandwidthSample> measure_read_bandwidth(const std::vector<int32_t>& threads, uint64_t bytes,
                                                     double min_seconds);
-constexpr const char* kBandwidthProbe = "bench.read_sum_u64";
+constexpr const char* kBandwidthProbe = "kernels.read_sse2";
 
 // Peak resident set size tracking. reset_peak_rss() asks Linux to restart the peak
 // (writing 5 to /proc/self/clear_refs); it returns false where that is not allowed, and

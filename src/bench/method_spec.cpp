@@ -185,15 +185,18 @@ std::vector<int32_t> parse_budget_list(std::string_view list) {
   std::vector<int32_t> out;
   for (std::string_view item : split(list, ',')) {
     item = trim(item);
-    // "auto": each drafter's own size (0); "dynamic": the budget controller (-1).
-    const int32_t v = item == "auto" ? 0 : item == "dynamic" ? kBudgetDynamic : parse_int_list(item, "--budget", 1, 4096).front();
+    // "own": each drafter's own size (0); "dynamic" or "auto": the budget controller (-1),
+    // as `--budget auto` means in run and serve (engine::make_budget_policy).
+    const int32_t v = item == "own" ? 0
+                      : item == "dynamic" || item == "auto" ? kBudgetDynamic
+                                                            : parse_int_list(item, "--budget", 1, 4096).front();
     if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
   }
   return out;
 }
 
 std::string budget_label(int32_t budget) {
-  return budget == kBudgetDynamic ? "dynamic" : budget <= 0 ? "auto" : std::to_string(budget);
+  return budget == kBudgetDynamic ? "dynamic" : budget <= 0 ? "own" : std::to_string(budget);
 }
 
 }  // namespace treespec::bench

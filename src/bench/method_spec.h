@@ -50,11 +50,12 @@ std::vector<MethodSpec> normalize_methods(std::vector<MethodSpec> methods, const
 // Comma-separated integers in [lo, hi], e.g. "1,2,4,8"; `flag` names the option in errors.
 std::vector<int32_t> parse_int_list(std::string_view list, std::string_view flag, int32_t lo, int32_t hi);
 
-// Tree budgets: comma-separated integers >= 1, "auto" (= 0: the drafter's own size) or
-// "dynamic" (= kBudgetDynamic: the budget controller, engine/budget_controller.h).
+// Tree budgets: comma-separated integers >= 1, "own" (= 0: each drafter's own size, the
+// default) or "dynamic" / its alias "auto" (= kBudgetDynamic: the budget controller,
+// engine/budget_controller.h; `auto` means the same in run, bench and serve).
 constexpr int32_t kBudgetDynamic = -1;
 std::vector<int32_t> parse_budget_list(std::string_view list);
 
-std::string budget_label(int32_t budget);  // "auto", "dynamic" or the number
+std::string budget_label(int32_t budget);  // "own", "dynamic" or the number
 
 }  // namespace treespec::bench

@@ -104,8 +104,8 @@ PromptSource parse_prompt_source(std::string_view arg) {
     if (key == "field") src.field = value;
     if (key == "name") src.name = value;
     if (key == "format") {
-      if (value != "jsonl" && value != "json" && value != "text") {
-        throw InvalidArgument(fmt::format("--prompts '{}': format must be jsonl, json or text, got '{}'", arg, value));
+      if (value != "jsonl" && value != "json" && value != "text" && value != "lines") {
+        throw InvalidArgument(fmt::format("--prompts '{}': format must be jsonl, json, text or lines, got '{}'", arg, value));
       }
       src.format = value;
     }
@@ -155,6 +155,26 @@ PromptSet load_prompts(const PromptSource& src, int64_t n_prompts) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines separate nothing
       all.push_back(line);
+    }
+  } else if (set.format == "lines") {
+    std::istringstream in(data);
+    std::string line;
+    for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.find_first_not_of(" \t") == std::string::npos) continue;
+      if (line.front() != '{') {
+        all.push_back(line);
+        continue;
+      }
+      const std::string where = fmt::format("{}:{}", src.path, lineno);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
+        throw FormatError(fmt::format("{}: line starts with '{{' but is not JSON: {}", where, e.what()));
+      }
+      std::string field = src.field;  // found per line: lines may mix sources
+      all.push_back(prompt_of(j, src, field, where));
     }
   } else if (set.format == "jsonl") {
     std::istringstream in(data);

@@ -1,5 +1,7 @@
-// Prompt sets for `treespec bench`: JSONL files (one object per line), JSON arrays of
-// objects, plain text (one prompt per line), each optionally gzip-compressed (.gz).
+// Prompt sets for `treespec bench` and `treespec train-heads` (the one prompt-file reader):
+// JSONL files (one object per line), JSON arrays of objects, plain text (one prompt per
+// line), or lines (one prompt per line, a line starting with '{' being a JSON object;
+// train-heads' default), each optionally gzip-compressed (.gz).
 //
 // The prompt of an object is one field: a string, or an array of strings (MT-Bench /
 // Spec-Bench "turns") from which `turn` is taken. Without an explicit field the first
@@ -16,12 +18,12 @@
 namespace treespec::bench {
 
 // One --prompts argument: PATH[:KEY=VALUE...] with keys field, turn, format
-// (jsonl | json | text), name.
+// (jsonl | json | text | lines), name.
 struct PromptSource {
   std::string path;
   std::string field;   // empty = auto-detect
   int32_t turn = 0;
-  std::string format;  // empty = from the extension (.jsonl, .json, otherwise text)
+  std::string format;  // empty = from the extension (.jsonl, .json, otherwise text) or the caller's default
   std::string name;    // label in tables; default = file name without extensions
 };
 

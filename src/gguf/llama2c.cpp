@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "gguf/byte_piece.h"
 #include "tensor/fp16.h"
 #include "treespec/status.h"
 
@@ -31,11 +32,6 @@ int32_t read_i32(const uint8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return v;
-}
-
-bool is_byte_piece(const std::string& s) {
-  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f'); };
-  return s.size() == 6 && s.compare(0, 3, "<0x") == 0 && hex(s[3]) && hex(s[4]) && s[5] == '>';
 }
 
 // llama2.c writes spaces as ' '; SentencePiece GGUF vocabs use U+2581.
@@ -174,20 +170,10 @@ std::vector<Llama2cToken> parse_llama2c_tokenizer(const uint8_t* data, size_t si
   return out;
 }
 
-GgufWriter convert_llama2c(const uint8_t* model, size_t model_size, const uint8_t* tok, size_t tok_size,
-                           const Llama2cConvertOptions& opts, const std::string& model_name,
-                           const std::string& tok_name) {
-  if (opts.type != tensor::DType::f32 && opts.type != tensor::DType::f16) {
-    throw InvalidArgument(fmt::format("llama2.c conversion writes f32 or f16, not {}", tensor::dtype_name(opts.type)));
-  }
-  const Llama2cConfig c = parse_llama2c_header(model, model_size, model_name);
-  const auto tokens = parse_llama2c_tokenizer(tok, tok_size, c.vocab_size, tok_name);
-  if (c.vocab_size <= std::max({kUnkId, kBosId, kEosId})) {
-    throw FormatError(fmt::format("{}: vocab_size {} is too small to hold <unk>, <s> and </s>", model_name,
-                                  c.vocab_size));
-  }
+namespace {
 
-  GgufWriter w(3);
+// general.* and llama.* hyperparameters of a converted checkpoint.
+void set_llama2c_hparams(GgufWriter& w, const Llama2cConfig& c, const Llama2cConvertOptions& opts) {
   w.set("general.architecture", Value::string("llama"));
   w.set("general.name", Value::string(opts.name));
   w.set("general.file_type", Value::u32(opts.type == tensor::DType::f16 ? 1 : 0));  // LLAMA_FTYPE_ALL_F32 / MOSTLY_F16
@@ -201,8 +187,10 @@ GgufWriter convert_llama2c(const uint8_t* model, size_t model_size, const uint8_
   w.set("llama.attention.layer_norm_rms_epsilon", Value::f32(1e-5f));
   w.set("llama.rope.dimension_count", Value::u32(static_cast<uint32_t>(c.head_size())));
   w.set("llama.vocab_size", Value::u32(static_cast<uint32_t>(c.vocab_size)));
+}
 
-  // Tokenizer.
+// tokenizer.ggml.*: the llama2.c vocabulary as a SentencePiece ("llama") GGUF vocabulary.
+void set_llama2c_vocab(GgufWriter& w, const std::vector<Llama2cToken>& tokens) {
   std::vector<std::string> texts;
   std::vector<float> scores;
   std::vector<int32_t> types;
@@ -216,7 +204,7 @@ GgufWriter convert_llama2c(const uint8_t* model, size_t model_size, const uint8_
     } else if (id == kBosId || id == kEosId) {
       type = kTypeControl;
       text = trim_newlines(text);
-    } else if (is_byte_piece(text)) {
+    } else if (parse_byte_piece(text) >= 0) {
       type = kTypeByte;
     } else {
       text = to_spm_piece(text);
@@ -238,27 +226,39 @@ GgufWriter convert_llama2c(const uint8_t* model, size_t model_size, const uint8_
   w.set("tokenizer.ggml.add_bos_token", Value::boolean(true));
   w.set("tokenizer.ggml.add_eos_token", Value::boolean(false));
   w.set("tokenizer.ggml.add_space_prefix", Value::boolean(true));
+}
 
-  // Weights, in file order. `p` walks the fp32 payload.
-  const uint8_t* p = model + 28;
-  const int64_t dim = c.dim, hid = c.hidden_dim, L = c.n_layers, V = c.vocab_size, kv = c.kv_dim();
-  std::vector<uint16_t> half;
+// Adds fp32 payload tensors to a writer; matrices become f16 when the conversion asks.
+class Llama2cTensorAdder {
+ public:
+  Llama2cTensorAdder(GgufWriter& w, tensor::DType type) : w_(w), type_(type) {}
   // A row-major [rows, cols] matrix is GGML ne {cols, rows}; vectors are ne {n}.
-  auto add = [&](const std::string& tname, std::vector<int64_t> ne, const uint8_t* src, bool matrix) {
+  void add(const std::string& tname, std::vector<int64_t> ne, const uint8_t* src, bool matrix) {
     int64_t n = 1;
     for (int64_t d : ne) n *= d;
-    if (matrix && opts.type == tensor::DType::f16) {
-      half.resize(static_cast<size_t>(n));
+    if (matrix && type_ == tensor::DType::f16) {
+      half_.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
         float f;
         std::memcpy(&f, src + 4 * i, 4);
-        half[static_cast<size_t>(i)] = tensor::fp32_to_fp16(f);
+        half_[static_cast<size_t>(i)] = tensor::fp32_to_fp16(f);
       }
-      w.add_tensor(tname, tensor::DType::f16, std::move(ne), half.data(), static_cast<size_t>(n) * 2);
+      w_.add_tensor(tname, tensor::DType::f16, std::move(ne), half_.data(), static_cast<size_t>(n) * 2);
     } else {
-      w.add_tensor(tname, tensor::DType::f32, std::move(ne), src, static_cast<size_t>(n) * 4);
+      w_.add_tensor(tname, tensor::DType::f32, std::move(ne), src, static_cast<size_t>(n) * 4);
     }
-  };
+  }
+
+ private:
+  GgufWriter& w_;
+  tensor::DType type_;
+  std::vector<uint16_t> half_;
+};
+
+// The weights, in file order: `payload` is the fp32 data after the 28-byte header.
+void add_llama2c_weights(GgufWriter& w, const Llama2cConfig& c, const uint8_t* payload, tensor::DType type) {
+  const uint8_t* p = payload;
+  const int64_t dim = c.dim, hid = c.hidden_dim, L = c.n_layers, V = c.vocab_size, kv = c.kv_dim();
   const uint8_t* tok_embd = p;
   p += V * dim * 4;
   const uint8_t* rms_att = p;
@@ -284,21 +284,42 @@ GgufWriter convert_llama2c(const uint8_t* model, size_t model_size, const uint8_
   p += static_cast<int64_t>(c.seq_len) * c.head_size() * 4;  // freq_cis_real + freq_cis_imag, unused
   const uint8_t* wcls = c.shared_classifier ? nullptr : p;
 
-  add("token_embd.weight", {dim, V}, tok_embd, true);
+  Llama2cTensorAdder t(w, type);
+  t.add("token_embd.weight", {dim, V}, tok_embd, true);
   for (int64_t il = 0; il < L; ++il) {
     const std::string b = fmt::format("blk.{}.", il);
-    add(b + "attn_norm.weight", {dim}, rms_att + il * dim * 4, false);
-    add(b + "attn_q.weight", {dim, dim}, wq + il * dim * dim * 4, true);
-    add(b + "attn_k.weight", {dim, kv}, wk + il * kv * dim * 4, true);
-    add(b + "attn_v.weight", {dim, kv}, wv + il * kv * dim * 4, true);
-    add(b + "attn_output.weight", {dim, dim}, wo + il * dim * dim * 4, true);
-    add(b + "ffn_norm.weight", {dim}, rms_ffn + il * dim * 4, false);
-    add(b + "ffn_gate.weight", {dim, hid}, w1 + il * hid * dim * 4, true);
-    add(b + "ffn_down.weight", {hid, dim}, w2 + il * dim * hid * 4, true);
-    add(b + "ffn_up.weight", {dim, hid}, w3 + il * hid * dim * 4, true);
+    t.add(b + "attn_norm.weight", {dim}, rms_att + il * dim * 4, false);
+    t.add(b + "attn_q.weight", {dim, dim}, wq + il * dim * dim * 4, true);
+    t.add(b + "attn_k.weight", {dim, kv}, wk + il * kv * dim * 4, true);
+    t.add(b + "attn_v.weight", {dim, kv}, wv + il * kv * dim * 4, true);
+    t.add(b + "attn_output.weight", {dim, dim}, wo + il * dim * dim * 4, true);
+    t.add(b + "ffn_norm.weight", {dim}, rms_ffn + il * dim * 4, false);
+    t.add(b + "ffn_gate.weight", {dim, hid}, w1 + il * hid * dim * 4, true);
+    t.add(b + "ffn_down.weight", {hid, dim}, w2 + il * dim * hid * 4, true);
+    t.add(b + "ffn_up.weight", {dim, hid}, w3 + il * hid * dim * 4, true);
   }
-  add("output_norm.weight", {dim}, rms_final, false);
-  if (wcls) add("output.weight", {dim, V}, wcls, true);
+  t.add("output_norm.weight", {dim}, rms_final, false);
+  if (wcls) t.add("output.weight", {dim, V}, wcls, true);
+}
+
+}  // namespace
+
+GgufWriter convert_llama2c(const uint8_t* model, size_t model_size, const uint8_t* tok, size_t tok_size,
+                           const Llama2cConvertOptions& opts, const std::string& model_name,
+                           const std::string& tok_name) {
+  if (opts.type != tensor::DType::f32 && opts.type != tensor::DType::f16) {
+    throw InvalidArgument(fmt::format("llama2.c conversion writes f32 or f16, not {}", tensor::dtype_name(opts.type)));
+  }
+  const Llama2cConfig c = parse_llama2c_header(model, model_size, model_name);
+  const auto tokens = parse_llama2c_tokenizer(tok, tok_size, c.vocab_size, tok_name);
+  if (c.vocab_size <= std::max({kUnkId, kBosId, kEosId})) {
+    throw FormatError(fmt::format("{}: vocab_size {} is too small to hold <unk>, <s> and </s>", model_name,
+                                  c.vocab_size));
+  }
+  GgufWriter w(3);
+  set_llama2c_hparams(w, c, opts);
+  set_llama2c_vocab(w, tokens);
+  add_llama2c_weights(w, c, model + 28, opts.type);
   return w;
 }
 

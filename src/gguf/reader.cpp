@@ -213,9 +213,17 @@ GgufFile::~GgufFile() {
   }
 }
 
-void GgufFile::parse() {
-  Cursor c(base_, size_, path_);
-  if (size_ < 4) c.fail(fmt::format("file is {} bytes, too small to be GGUF", size_), 0);
+namespace {
+
+struct GgufCounts {
+  uint32_t version = 0;
+  uint64_t n_tensors = 0;
+  uint64_t n_kv = 0;
+};
+
+// Magic, version and the two counts, each checked against the bytes that must hold them.
+GgufCounts read_gguf_header(Cursor& c, uint64_t size) {
+  if (size < 4) c.fail(fmt::format("file is {} bytes, too small to be GGUF", size), 0);
   const auto magic = c.read<uint32_t>("magic");
   if (magic != kMagic) {
     char m[4];
@@ -224,30 +232,139 @@ void GgufFile::parse() {
     for (char ch : m) shown += (ch >= 0x20 && ch < 0x7f) ? std::string(1, ch) : fmt::format("\\x{:02x}", (uint8_t)ch);
     c.fail(fmt::format("bad magic \"{}\", expected \"GGUF\" (not a GGUF file)", shown), 0);
   }
-  version_ = c.read<uint32_t>("version");
-  if (version_ == 1) {
+  GgufCounts h;
+  h.version = c.read<uint32_t>("version");
+  if (h.version == 1) {
     c.fail("GGUF version 1 is not supported (only versions 2 and 3); re-convert the model", 4);
   }
-  if (version_ != 2 && version_ != 3) {
-    const bool swapped = (version_ & 0xffffu) == 0 && (version_ >> 16) != 0;
-    c.fail(fmt::format("unsupported GGUF version {}{} (only versions 2 and 3)", version_,
+  if (h.version != 2 && h.version != 3) {
+    const bool swapped = (h.version & 0xffffu) == 0 && (h.version >> 16) != 0;
+    c.fail(fmt::format("unsupported GGUF version {}{} (only versions 2 and 3)", h.version,
                        swapped ? " (a big-endian file?)" : ""),
            4);
   }
-  const auto n_tensors = c.read<uint64_t>("tensor count");
-  const auto n_kv = c.read<uint64_t>("metadata count");
-  if (n_kv > c.remaining() / kMinKvBytes) {
-    c.fail(fmt::format("metadata count n_kv = {} cannot fit in the {} bytes left", n_kv, c.remaining()), 16);
+  h.n_tensors = c.read<uint64_t>("tensor count");
+  h.n_kv = c.read<uint64_t>("metadata count");
+  if (h.n_kv > c.remaining() / kMinKvBytes) {
+    c.fail(fmt::format("metadata count n_kv = {} cannot fit in the {} bytes left", h.n_kv, c.remaining()), 16);
   }
-  if (n_tensors > c.remaining() / kMinTensorInfoBytes ||
-      n_kv * kMinKvBytes + n_tensors * kMinTensorInfoBytes > c.remaining()) {
-    c.fail(fmt::format("tensor count n_tensors = {} cannot fit in the {} bytes left", n_tensors, c.remaining()), 8);
+  if (h.n_tensors > c.remaining() / kMinTensorInfoBytes ||
+      h.n_kv * kMinKvBytes + h.n_tensors * kMinTensorInfoBytes > c.remaining()) {
+    c.fail(fmt::format("tensor count n_tensors = {} cannot fit in the {} bytes left", h.n_tensors, c.remaining()), 8);
   }
+  return h;
+}
+
+// general.alignment if present (an unsigned power of two up to 2^30), else the default.
+uint64_t gguf_alignment(const Cursor& c, const Value* a) {
+  if (a == nullptr) return kDefaultAlignment;
+  if (!a->is_integer()) {
+    c.fail(fmt::format("metadata key 'general.alignment' has type {}, expected u32", value_type_name(a->type())),
+           c.pos());
+  }
+  uint64_t av = 0;
+  bool ok = true;
+  try {
+    av = a->as_uint();
+  } catch (const InvalidArgument&) {
+    ok = false;  // negative
+  }
+  if (!ok || !is_power_of_two(av) || av > (1ull << 30)) {
+    c.fail(fmt::format("metadata key 'general.alignment' = {} is not a power of two in [1, 2^30]",
+                       value_to_display(*a)),
+           c.pos());
+  }
+  return av;
+}
+
+// Entry #i of the tensor table: name (not in `seen`), dims, type, byte size and an aligned
+// offset relative to the data section (checked against the file later).
+TensorInfo read_tensor_info(Cursor& c, uint64_t i, uint64_t alignment,
+                            const std::map<std::string, size_t, std::less<>>& seen) {
+  const uint64_t at = c.pos();
+  TensorInfo ti;
+  ti.name = c.read_string(fmt::format("tensor #{} name", i));
+  const std::string what = fmt::format("tensor '{}'", ti.name);
+  if (seen.count(ti.name)) c.fail(fmt::format("duplicate tensor name '{}'", ti.name), at);
+  const uint64_t dims_at = c.pos();
+  const auto n_dims = c.read<uint32_t>(what + " n_dims");
+  if (n_dims < 1 || n_dims > static_cast<uint32_t>(kMaxDims)) {
+    c.fail(fmt::format("{}: n_dims = {} is outside 1..{}", what, n_dims, kMaxDims), dims_at);
+  }
+  int64_t n_el = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    const uint64_t d_at = c.pos();
+    const auto dim = c.read<uint64_t>(fmt::format("{} ne[{}]", what, d));
+    if (dim == 0) c.fail(fmt::format("{}: ne[{}] is zero", what, d), d_at);
+    if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        __builtin_mul_overflow(n_el, static_cast<int64_t>(dim), &n_el)) {
+      c.fail(fmt::format("{}: element count overflows (ne[{}] = {})", what, d, dim), d_at);
+    }
+    ti.ne.push_back(static_cast<int64_t>(dim));
+  }
+  const uint64_t type_at = c.pos();
+  ti.type_id = c.read<uint32_t>(what + " type");
+  const auto traits = tensor::dtype_traits(ti.type_id);
+  if (!traits) c.fail(fmt::format("{}: unknown ggml type id {}", what, ti.type_id), type_at);
+  ti.type = static_cast<tensor::DType>(ti.type_id);
+  if (ti.ne[0] % traits->block_size != 0) {
+    c.fail(fmt::format("{}: ne[0] = {} is not a multiple of the {} block size {}", what, ti.ne[0], traits->name,
+                       traits->block_size),
+           dims_at);
+  }
+  int64_t nbytes = 0;
+  if (__builtin_mul_overflow(n_el / traits->block_size, traits->type_size, &nbytes)) {
+    c.fail(fmt::format("{}: byte size overflows ({} elements of {})", what, n_el, traits->name), dims_at);
+  }
+  ti.nbytes = static_cast<uint64_t>(nbytes);
+  const uint64_t off_at = c.pos();
+  ti.offset = c.read<uint64_t>(what + " offset");
+  if (ti.offset % alignment != 0) {
+    c.fail(fmt::format("{}: data offset {} is not a multiple of the alignment {}", what, ti.offset, alignment),
+           off_at);
+  }
+  return ti;
+}
+
+// Every tensor's data lies inside the data section [data_offset, size) and no two overlap.
+void check_tensor_extents(const std::vector<TensorInfo>& tensors, const std::string& path, uint64_t data_offset,
+                          uint64_t size) {
+  const uint64_t data_size = size - data_offset;
+  for (const auto& ti : tensors) {
+    if (ti.offset > data_size) {
+      throw FormatError(fmt::format("{}: tensor '{}': data offset {} (absolute {}) is past the end of the file ({} bytes)",
+                                    path, ti.name, ti.offset, data_offset + ti.offset, size));
+    }
+    if (ti.nbytes > data_size - ti.offset) {
+      throw FormatError(fmt::format(
+          "{}: tensor '{}': data [{}, {} + {}) (absolute offset {}) runs past the end of the file ({} bytes)", path,
+          ti.name, ti.offset, ti.offset, ti.nbytes, data_offset + ti.offset, size));
+    }
+  }
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tensors[a].offset < tensors[b].offset; });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const auto& prev = tensors[order[k - 1]];
+    const auto& cur = tensors[order[k]];
+    if (cur.offset < prev.offset + prev.nbytes) {
+      throw FormatError(fmt::format("{}: tensor '{}' (data offset {}) overlaps tensor '{}' (data offset {}, {} bytes)",
+                                    path, cur.name, cur.offset, prev.name, prev.offset, prev.nbytes));
+    }
+  }
+}
+
+}  // namespace
+
+void GgufFile::parse() {
+  Cursor c(base_, size_, path_);
+  const GgufCounts h = read_gguf_header(c, size_);
+  version_ = h.version;
 
   // Metadata.
   ParseState st;
-  kv_.reserve(static_cast<size_t>(std::min<uint64_t>(n_kv, 1024)));
-  for (uint64_t i = 0; i < n_kv; ++i) {
+  kv_.reserve(static_cast<size_t>(std::min<uint64_t>(h.n_kv, 1024)));
+  for (uint64_t i = 0; i < h.n_kv; ++i) {
     const uint64_t at = c.pos();
     std::string key = c.read_string(fmt::format("metadata entry #{} key", i));
     const std::string what = fmt::format("metadata key '{}'", key);
@@ -259,74 +376,12 @@ void GgufFile::parse() {
     kv_index_.emplace(key, kv_.size());
     kv_.emplace_back(std::move(key), std::move(v));
   }
-
-  // Alignment.
-  alignment_ = kDefaultAlignment;
-  if (const Value* a = find("general.alignment")) {
-    if (!a->is_integer()) {
-      c.fail(fmt::format("metadata key 'general.alignment' has type {}, expected u32", value_type_name(a->type())),
-             c.pos());
-    }
-    uint64_t av = 0;
-    bool ok = true;
-    try {
-      av = a->as_uint();
-    } catch (const InvalidArgument&) {
-      ok = false;  // negative
-    }
-    if (!ok || !is_power_of_two(av) || av > (1ull << 30)) {
-      c.fail(fmt::format("metadata key 'general.alignment' = {} is not a power of two in [1, 2^30]",
-                         value_to_display(*a)),
-             c.pos());
-    }
-    alignment_ = av;
-  }
+  alignment_ = gguf_alignment(c, find("general.alignment"));
 
   // Tensor table.
-  tensors_.reserve(static_cast<size_t>(std::min<uint64_t>(n_tensors, 4096)));
-  for (uint64_t i = 0; i < n_tensors; ++i) {
-    const uint64_t at = c.pos();
-    TensorInfo ti;
-    ti.name = c.read_string(fmt::format("tensor #{} name", i));
-    const std::string what = fmt::format("tensor '{}'", ti.name);
-    if (tensor_index_.count(ti.name)) c.fail(fmt::format("duplicate tensor name '{}'", ti.name), at);
-    const uint64_t dims_at = c.pos();
-    const auto n_dims = c.read<uint32_t>(what + " n_dims");
-    if (n_dims < 1 || n_dims > static_cast<uint32_t>(kMaxDims)) {
-      c.fail(fmt::format("{}: n_dims = {} is outside 1..{}", what, n_dims, kMaxDims), dims_at);
-    }
-    int64_t n_el = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      const uint64_t d_at = c.pos();
-      const auto dim = c.read<uint64_t>(fmt::format("{} ne[{}]", what, d));
-      if (dim == 0) c.fail(fmt::format("{}: ne[{}] is zero", what, d), d_at);
-      if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-          __builtin_mul_overflow(n_el, static_cast<int64_t>(dim), &n_el)) {
-        c.fail(fmt::format("{}: element count overflows (ne[{}] = {})", what, d, dim), d_at);
-      }
-      ti.ne.push_back(static_cast<int64_t>(dim));
-    }
-    const uint64_t type_at = c.pos();
-    ti.type_id = c.read<uint32_t>(what + " type");
-    const auto traits = tensor::dtype_traits(ti.type_id);
-    if (!traits) c.fail(fmt::format("{}: unknown ggml type id {}", what, ti.type_id), type_at);
-    ti.type = static_cast<tensor::DType>(ti.type_id);
-    if (ti.ne[0] % traits->block_size != 0) {
-      c.fail(fmt::format("{}: ne[0] = {} is not a multiple of the {} block size {}", what, ti.ne[0], traits->name,
-                         traits->block_size),
-             dims_at);
-    }
-    int64_t nbytes = 0;
-    if (__builtin_mul_overflow(n_el / traits->block_size, traits->type_size, &nbytes)) {
-      c.fail(fmt::format("{}: byte size overflows ({} elements of {})", what, n_el, traits->name), dims_at);
-    }
-    ti.nbytes = static_cast<uint64_t>(nbytes);
-    const uint64_t off_at = c.pos();
-    ti.offset = c.read<uint64_t>(what + " offset");
-    if (ti.offset % alignment_ != 0) {
-      c.fail(fmt::format("{}: data offset {} is not a multiple of the alignment {}", what, ti.offset, alignment_),
-             off_at);
-    }
+  tensors_.reserve(static_cast<size_t>(std::min<uint64_t>(h.n_tensors, 4096)));
+  for (uint64_t i = 0; i < h.n_tensors; ++i) {
+    TensorInfo ti = read_tensor_info(c, i, alignment_, tensor_index_);
     tensor_index_.emplace(ti.name, tensors_.size());
     tensors_.push_back(std::move(ti));
   }
@@ -343,30 +398,8 @@ void GgufFile::parse() {
                        data_offset_, alignment_, size_),
            table_end);
   }
-  const uint64_t data_size = size_ - data_offset_;
-  for (auto& ti : tensors_) {
-    if (ti.offset > data_size) {
-      throw FormatError(fmt::format("{}: tensor '{}': data offset {} (absolute {}) is past the end of the file ({} bytes)",
-                                    path_, ti.name, ti.offset, data_offset_ + ti.offset, size_));
-    }
-    if (ti.nbytes > data_size - ti.offset) {
-      throw FormatError(fmt::format(
-          "{}: tensor '{}': data [{}, {} + {}) (absolute offset {}) runs past the end of the file ({} bytes)", path_,
-          ti.name, ti.offset, ti.offset, ti.nbytes, data_offset_ + ti.offset, size_));
-    }
-    ti.data = base_ + data_offset_ + ti.offset;
-  }
-  std::vector<size_t> order(tensors_.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tensors_[a].offset < tensors_[b].offset; });
-  for (size_t k = 1; k < order.size(); ++k) {
-    const auto& prev = tensors_[order[k - 1]];
-    const auto& cur = tensors_[order[k]];
-    if (cur.offset < prev.offset + prev.nbytes) {
-      throw FormatError(fmt::format("{}: tensor '{}' (data offset {}) overlaps tensor '{}' (data offset {}, {} bytes)",
-                                    path_, cur.name, cur.offset, prev.name, prev.offset, prev.nbytes));
-    }
-  }
+  check_tensor_extents(tensors_, path_, data_offset_, size_);
+  for (auto& ti : tensors_) ti.data = base_ + data_offset_ + ti.offset;
 }
 
 const Value* GgufFile::find(std::string_view key) const {

@@ -153,12 +153,15 @@ void attention_rows(const AttentionRows& a);
 
 // Streams `bytes` of memory (a buffer allocated and touched here, so it lives in DRAM
 // when bytes >> last-level cache) with every thread of `pool` (null: one thread) and
-// returns the best of `reps` read bandwidths in GB/s (1e9 bytes per second).
+// returns the best of its read bandwidths in GB/s (1e9 bytes per second): at least `reps`
+// passes, and more until they have taken `min_seconds` in all (at most 1000 passes).
+// The one bandwidth probe: `treespec membw` and bench's machine record both use it.
 // If per_cpu_s is given it receives bytes / (process CPU seconds) of the best repetition
 // divided by the thread count: the rate while the threads actually ran, which is what
 // to compare with on a machine shared with other jobs (wall-clock there includes time
 // the threads spent descheduled).
-double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps = 5, double* per_cpu_s = nullptr);
+double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps = 5, double* per_cpu_s = nullptr,
+                              double min_seconds = 0.0);
 
 // One attention row: out[n_head, head_dim] for query q[n_head, head_dim] against the
 // keys/values of one sequence. K and V are [n_head_kv, n_cells, head_dim] (per layer,

@@ -40,14 +40,14 @@ double process_cpu_s() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps, double* per_cpu_s) {
+double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps, double* per_cpu_s, double min_seconds) {
   const int n_threads = pool ? pool->n_threads() : 1;
   bytes = std::max<size_t>(bytes, size_t{64} * 1024 * static_cast<size_t>(n_threads));
   const size_t slice = bytes / static_cast<size_t>(n_threads) / 64 * 64;
   core::AlignedBuffer<uint8_t> buf(slice * static_cast<size_t>(n_threads), "bandwidth probe buffer");
   std::memset(buf.data(), 1, buf.size());  // touch every page so reads hit real memory
-  double best = 0.0, best_cpu = 0.0;
-  for (int r = 0; r < std::max(1, reps); ++r) {
+  double best = 0.0, best_cpu = 0.0, spent = 0.0;
+  for (int r = 0; (r < std::max(1, reps) || spent < min_seconds) && r < std::max(1000, reps); ++r) {
     const double c0 = process_cpu_s();
     const double t0 = core::now_s();
     if (pool && n_threads > 1) {
@@ -59,6 +59,7 @@ double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps, do
     }
     const double dt = core::now_s() - t0;
     const double dc = process_cpu_s() - c0;
+    spent += dt;
     const double total = static_cast<double>(slice) * n_threads;
     if (dt > 0) best = std::max(best, total / dt / 1e9);
     if (dc > 0) best_cpu = std::max(best_cpu, total / (dc / n_threads) / 1e9);

@@ -152,6 +152,12 @@ void Server::Impl::answer_preflight(const httplib::Request& req, httplib::Respon
 }
 
 void Server::Impl::setup_routes() {
+  install_http_hooks();
+  add_status_routes();
+  add_api_routes();
+}
+
+void Server::Impl::install_http_hooks() {
   // Preflights first: browsers send them without the API key.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (req.method == "OPTIONS") {
@@ -220,7 +226,77 @@ void Server::Impl::setup_routes() {
     }
     TS_LOG_DEBUG("{} {} -> {}", req.method, req.path, res.status);
   });
+}
 
+json Server::Impl::model_json() const {
+  json m;
+  m["id"] = model_id;
+  m["object"] = "model";
+  m["created"] = created;
+  m["owned_by"] = "treespec";
+  if (owner.state() == State::ready) {
+    m["meta"] = {{"n_ctx", n_ctx},
+                 {"n_kv_cells", n_kv_cells},
+                 {"cache_type_k", kv::cache_type_name(cfg.type_k)},
+                 {"cache_type_v", kv::cache_type_name(cfg.type_v)},
+                 {"n_vocab", model->hparams().n_vocab},
+                 {"n_slots", cfg.n_slots},
+                 {"spec", cfg.spec.method},
+                 {"chat_template", chat::chat_family_name(formatter->family())},
+                 {"chat_template_engine", formatter->engine_name()}};
+  }
+  return m;
+}
+
+// llama-server's /props (the part that exists here; docs/server.md), with the KV pool's
+// fixed sizes (its usage changes every step: /metrics has it).
+json Server::Impl::props_json() const {
+  require_ready();
+  const kv::KvCache& kvc = scheduler->kv();
+  json gen = {{"n_ctx", n_ctx},
+              {"speculative", cfg.spec.method},
+              {"params",
+               {{"temperature", cfg.sampling.temp},
+                {"top_k", cfg.sampling.top_k},
+                {"top_p", cfg.sampling.top_p},
+                {"min_p", cfg.sampling.min_p},
+                {"typical_p", cfg.sampling.typical_p},
+                {"seed", cfg.default_seed}}}};
+  return json{{"default_generation_settings", gen},
+              {"total_slots", cfg.n_slots},
+              {"speculative_methods", scheduler->request_methods()},
+              {"model_path", cfg.model_path},
+              {"chat_template", formatter->source()},
+              {"bos_token", formatter->bos_text()},
+              {"eos_token", formatter->eos_text()},
+              {"kv_cache",
+               {{"n_cells", kvc.n_pool_cells()},
+                {"n_blocks", kvc.n_blocks()},
+                {"block_cells", kv::kBlockCells},
+                {"max_cells_per_request", n_ctx},
+                {"type_k", kv::cache_type_name(cfg.type_k)},
+                {"type_v", kv::cache_type_name(cfg.type_v)},
+                {"bytes", kvc.bytes()},
+                {"prefix_cache", cfg.prefix_cache}}}};
+}
+
+json Server::Impl::slots_json() const {
+  require_ready();
+  json out = json::array();
+  for (const SlotInfo& s : scheduler->slots()) {
+    out.push_back({{"id", s.id},
+                   {"is_processing", s.is_processing},
+                   {"id_task", s.id_task.empty() ? json(nullptr) : json(s.id_task)},
+                   {"n_ctx", n_ctx},
+                   {"speculative", s.is_processing ? s.spec : cfg.spec.method},
+                   {"n_prompt_tokens", s.n_prompt_tokens},
+                   {"n_prompt_tokens_cached", s.n_prompt_tokens_cached},
+                   {"n_decoded", s.n_decoded}});
+  }
+  return out;
+}
+
+void Server::Impl::add_status_routes() {
   // The chat page (src/server/web/chat.html). Its script and style are inline and it loads
   // nothing else: the policy forbids any other origin.
   http.Get("/", [](const httplib::Request&, httplib::Response& res) {
@@ -248,59 +324,14 @@ void Server::Impl::setup_routes() {
   });
 
   auto models = [this](const httplib::Request&, httplib::Response& res) {
-    json m;
-    m["id"] = model_id;
-    m["object"] = "model";
-    m["created"] = created;
-    m["owned_by"] = "treespec";
-    if (owner.state() == State::ready) {
-      m["meta"] = {{"n_ctx", n_ctx},
-                   {"n_kv_cells", n_kv_cells},
-                   {"cache_type_k", kv::cache_type_name(cfg.type_k)},
-                   {"cache_type_v", kv::cache_type_name(cfg.type_v)},
-                   {"n_vocab", model->hparams().n_vocab},
-                   {"n_slots", cfg.n_slots},
-                   {"spec", cfg.spec.method},
-                   {"chat_template", chat::chat_family_name(formatter->family())},
-                   {"chat_template_engine", formatter->engine_name()}};
-    }
-    send_json(res, 200, json{{"object", "list"}, {"data", json::array({m})}});
+    send_json(res, 200, json{{"object", "list"}, {"data", json::array({model_json()})}});
   };
   http.Get("/v1/models", models);
   http.Get("/models", models);
 
-  // llama-server's /props (the part that exists here; docs/server.md), with the KV pool's
-  // fixed sizes (its usage changes every step: /metrics has it).
   http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
     try {
-      require_ready();
-      const kv::KvCache& kvc = scheduler->kv();
-      json gen = {{"n_ctx", n_ctx},
-                  {"speculative", cfg.spec.method},
-                  {"params",
-                   {{"temperature", cfg.sampling.temp},
-                    {"top_k", cfg.sampling.top_k},
-                    {"top_p", cfg.sampling.top_p},
-                    {"min_p", cfg.sampling.min_p},
-                    {"typical_p", cfg.sampling.typical_p},
-                    {"seed", cfg.default_seed}}}};
-      send_json(res, 200,
-                json{{"default_generation_settings", gen},
-                     {"total_slots", cfg.n_slots},
-                     {"speculative_methods", scheduler->request_methods()},
-                     {"model_path", cfg.model_path},
-                     {"chat_template", formatter->source()},
-                     {"bos_token", formatter->bos_text()},
-                     {"eos_token", formatter->eos_text()},
-                     {"kv_cache",
-                      {{"n_cells", kvc.n_pool_cells()},
-                       {"n_blocks", kvc.n_blocks()},
-                       {"block_cells", kv::kBlockCells},
-                       {"max_cells_per_request", n_ctx},
-                       {"type_k", kv::cache_type_name(cfg.type_k)},
-                       {"type_v", kv::cache_type_name(cfg.type_v)},
-                       {"bytes", kvc.bytes()},
-                       {"prefix_cache", cfg.prefix_cache}}}});
+      send_json(res, 200, props_json());
     } catch (const ApiError& e) {
       send_error(res, e);
     }
@@ -311,6 +342,16 @@ void Server::Impl::setup_routes() {
     res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
   });
 
+  http.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
+    try {
+      send_json(res, 200, slots_json());
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  });
+}
+
+void Server::Impl::add_api_routes() {
   auto completions = [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { handle_generation(req, res, Endpoint::completions); });
   };
@@ -319,25 +360,6 @@ void Server::Impl::setup_routes() {
   };
   http.Post("/completion", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { handle_generation(req, res, Endpoint::native); });
-  });
-  http.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
-    try {
-      require_ready();
-      json out = json::array();
-      for (const SlotInfo& s : scheduler->slots()) {
-        out.push_back({{"id", s.id},
-                       {"is_processing", s.is_processing},
-                       {"id_task", s.id_task.empty() ? json(nullptr) : json(s.id_task)},
-                       {"n_ctx", n_ctx},
-                       {"speculative", s.is_processing ? s.spec : cfg.spec.method},
-                       {"n_prompt_tokens", s.n_prompt_tokens},
-                       {"n_prompt_tokens_cached", s.n_prompt_tokens_cached},
-                       {"n_decoded", s.n_decoded}});
-      }
-      send_json(res, 200, out);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    }
   });
   auto embeddings = [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { handle_embeddings(req, res); });

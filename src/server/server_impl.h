@@ -65,7 +65,18 @@ struct Server::Impl {
   // (its id, the -m path or its file name).
   void require_model(const std::string& name) const;
 
+  // Registers every route and the hooks around them (setup_routes calls the other three).
   void setup_routes();
+  // Authentication and CORS preflights, JSON bodies for httplib's errors, CORS headers,
+  // the exception handler and the access logger.
+  void install_http_hooks();
+  // GET: the chat page, /health, /v1/models, /props, /metrics, /slots.
+  void add_status_routes();
+  // POST: completions, chat, embeddings, tokenize, detokenize.
+  void add_api_routes();
+  nlohmann::json model_json() const;  // the served model's /v1/models entry
+  nlohmann::json props_json() const;  // /props (requires a loaded model)
+  nlohmann::json slots_json() const;  // /slots (requires a loaded model)
   // OPTIONS (a CORS preflight): 204 with the allowed methods and headers, 403 for an
   // origin --cors-origins does not allow.
   void answer_preflight(const httplib::Request& req, httplib::Response& res) const;

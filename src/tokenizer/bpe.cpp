@@ -6,30 +6,13 @@
 #include <functional>
 #include <optional>
 
+#include "gguf/byte_piece.h"
 #include "tokenizer/merge.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 #include "treespec/status.h"
 
 namespace treespec::tokenizer {
-
-namespace {
-
-// "<0xNN>" -> NN, else -1.
-int parse_byte_piece(const std::string& text) {
-  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;
-  int v = 0;
-  for (size_t k = 3; k < 5; ++k) {
-    const char c = text[k];
-    const int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                 : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
-    if (d < 0) return -1;
-    v = v * 16 + d;
-  }
-  return v;
-}
-
-}  // namespace
 
 BpeTokenizer::BpeTokenizer(Vocab vocab) : Tokenizer(std::move(vocab)), pre_(pre_tokenizer_from_name(vocab_.pre)) {
   ignore_merges_ = pre_ == PreTokenizer::llama3;
@@ -148,7 +131,7 @@ std::string BpeTokenizer::token_to_piece(int32_t id, bool render_special) const 
       return out;
     }
     case TokenType::byte: {
-      const int b = parse_byte_piece(text);
+      const int b = gguf::parse_byte_piece(text);
       return b >= 0 ? std::string(1, static_cast<char>(b)) : text;
     }
     case TokenType::user_defined: return text;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 
+#include "gguf/byte_piece.h"
 #include "tokenizer/merge.h"
 #include "tokenizer/utf8.h"
 #include "treespec/status.h"
@@ -104,18 +105,8 @@ std::string SpmTokenizer::token_to_piece(int32_t id, bool render_special) const 
     }
     case TokenType::byte: {
       // "<0xNN>"; a malformed byte piece renders as its text.
-      if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
-        unsigned v = 0;
-        for (size_t k = 3; k < 5; ++k) {
-          const char c = text[k];
-          const int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                       : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
-          if (d < 0) return text;
-          v = v * 16 + static_cast<unsigned>(d);
-        }
-        return std::string(1, static_cast<char>(v));
-      }
-      return text;
+      const int b = gguf::parse_byte_piece(text);
+      return b >= 0 ? std::string(1, static_cast<char>(b)) : text;
     }
     case TokenType::user_defined: return text;
     case TokenType::control:

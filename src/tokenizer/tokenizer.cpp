@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "gguf/byte_piece.h"
 #include "gguf/gguf.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/spm.h"
@@ -31,7 +32,7 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
     if (!t.empty()) token_to_id_.emplace(t, i);  // emplace keeps the first (lowest) id
   }
   for (int b = 0; b < 256; ++b) {
-    int32_t id = token_id(fmt::format("<0x{:02X}>", b));
+    int32_t id = token_id(gguf::byte_piece(static_cast<uint8_t>(b)));
     if (id < 0 && b < 0x80) id = token_id(std::string(1, static_cast<char>(b)));
     byte_to_token_[static_cast<size_t>(b)] = id >= 0 ? id : vocab_.unk_id;
   }
@@ -72,19 +73,17 @@ int32_t Tokenizer::token_id(std::string_view piece) const {
   return it == token_to_id_.end() ? -1 : it->second;
 }
 
-bool Tokenizer::is_eog(int32_t id) const {
-  return id >= 0 && (id == vocab_.eos_id || id == vocab_.eot_id || id == vocab_.eom_id);
-}
-
-std::vector<int32_t> Tokenizer::eog_ids() const {
+std::vector<int32_t> Vocab::eog_ids() const {
   std::vector<int32_t> ids;
-  for (int32_t id : {vocab_.eos_id, vocab_.eot_id, vocab_.eom_id}) {
+  for (int32_t id : {eos_id, eot_id, eom_id}) {
     if (id >= 0) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
 }
+
+std::vector<int32_t> eog_ids(const gguf::GgufFile& file) { return load_vocab(file).eog_ids(); }
 
 bool Tokenizer::is_control(int32_t id) const {
   return id >= 0 && id < n_vocab() && vocab_.type(id) == TokenType::control;

@@ -57,6 +57,12 @@ struct Vocab {
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   TokenType type(int32_t id) const { return types[static_cast<size_t>(id)]; }
+
+  // End of generation, the one rule: eos, eot and eom (those that exist), ascending,
+  // without repeats. Everything that stops generation takes its ids from here (through
+  // Tokenizer::eog_ids or eog_ids(file) below).
+  std::vector<int32_t> eog_ids() const;
+  bool is_eog(int32_t id) const { return id >= 0 && (id == eos_id || id == eot_id || id == eom_id); }
 };
 
 // Reads tokenizer.ggml.* from a GGUF file; FormatError naming the key on bad metadata
@@ -69,6 +75,11 @@ struct Vocab {
 // end-of-turn marker ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", ...;
 // "<|eom_id|>") is taken, as llama.cpp does. See docs/tokenizer.md.
 Vocab load_vocab(const gguf::GgufFile& file);
+
+// The end-of-generation ids of a GGUF's vocabulary (load_vocab(file).eog_ids(), so the
+// defaults and end-of-turn spellings above count): for code that has the model but no
+// Tokenizer. The same ids as Tokenizer::from_gguf(file)->eog_ids().
+std::vector<int32_t> eog_ids(const gguf::GgufFile& file);
 
 class Tokenizer {
  public:
@@ -96,9 +107,9 @@ class Tokenizer {
   int32_t n_vocab() const { return static_cast<int32_t>(vocab_.tokens.size()); }
   int32_t bos_id() const { return vocab_.bos_id; }
   int32_t eos_id() const { return vocab_.eos_id; }
-  // End of generation: eos, eot or eom.
-  bool is_eog(int32_t id) const;
-  std::vector<int32_t> eog_ids() const;
+  // End of generation: eos, eot or eom (Vocab::eog_ids).
+  bool is_eog(int32_t id) const { return vocab_.is_eog(id); }
+  std::vector<int32_t> eog_ids() const { return vocab_.eog_ids(); }
   bool is_control(int32_t id) const;
   bool is_byte(int32_t id) const;
 

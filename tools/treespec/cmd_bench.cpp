@@ -1,5 +1,5 @@
 // treespec bench -m MODEL [-m MODEL2 ...] --prompts FILE [...] [-n N] [--spec none,lookup,...]
-//   [--method NAME[:k=v,...]] [--budget auto,8,16] [--batch 1,2,4,8] [-r REPS]
+//   [--method NAME[:k=v,...]] [--budget own,8,16,dynamic] [--batch 1,2,4,8] [-r REPS]
 //   [--json OUT.json] [--csv OUT.csv] [--plot DIR]
 // treespec bench --compare A.json B.json | --from RUN.json [...] | --membw
 // treespec bench -m MODEL --pp 512 --tg 128 [-r 5] [-t N]   (llama-bench's tests, src/bench/pp_tg.h)
@@ -32,7 +32,7 @@ struct BenchArgs {
   int32_t n_predict = 128;
   std::string spec = "all";
   std::vector<std::string> method_args;
-  std::string budgets = "auto";
+  std::string budgets = "own";
   std::string batches = "1";
   int32_t reps = 3;
   int32_t n_threads = 0;
@@ -235,7 +235,7 @@ std::function<int()> setup_bench(CLI::App& sub) {
                              fmt::join(drafters::spec_methods(), ", ")))
       ->capture_default_str();
   sub.add_option("--method", a->method_args, "one more method variant: NAME[:KEY=VALUE,...] (repeatable)");
-  sub.add_option("--budget", a->budgets, "tree budgets (max nodes incl. root), comma-separated; auto = each drafter's own")
+  sub.add_option("--budget", a->budgets, "tree budgets (max nodes incl. root), comma-separated; own = each drafter's own size (default), dynamic or auto = the budget controller (as in run and serve)")
       ->capture_default_str();
   sub.add_option("--batch", a->batches, "batch sizes (sequences decoded together), comma-separated")->capture_default_str();
   sub.add_option("-r,--repetitions", a->reps, "repetitions (medians reported)")->capture_default_str();

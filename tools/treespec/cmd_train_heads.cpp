@@ -4,21 +4,20 @@
 // dataset), prints progress to stderr and the held-out calibration table to stdout, and
 // writes the heads (with the table in their metadata).
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "drafters/medusa/medusa_train.h"
 #include "drafters/propd/heads_file.h"
 #include "drafters/propd/prune_train.h"
 #include "model/model.h"
+#include "bench/prompts.h"
 #include "cli/options.h"
 #include "tokenizer/tokenizer.h"
 #include "treespec/status.h"
@@ -64,39 +63,12 @@ std::vector<int32_t> parse_prune_layers(const std::string& spec, int32_t n_layer
   return out;
 }
 
-// One prompt per line; a line holding a JSON object contributes its "prompt", "text" or
-// first "turns" entry (so Spec-Bench / MT-Bench .jsonl files work as they are).
-std::vector<std::string> read_prompts(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw IoError(fmt::format("cannot open prompts file '{}'", path));
-  std::vector<std::string> out;
-  std::string line;
-  for (int64_t ln = 1; std::getline(f, line); ++ln) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    if (line.front() == '{') {
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
-        throw FormatError(fmt::format("{}:{}: line starts with '{{' but is not JSON: {}", path, ln, e.what()));
-      }
-      if (j.contains("prompt") && j["prompt"].is_string()) out.push_back(j["prompt"]);
-      else if (j.contains("text") && j["text"].is_string()) out.push_back(j["text"]);
-      else if (j.contains("turns") && j["turns"].is_array() && !j["turns"].empty() && j["turns"][0].is_string()) out.push_back(j["turns"][0]);
-      else throw FormatError(fmt::format("{}:{}: JSON line has no string 'prompt', 'text' or 'turns'", path, ln));
-    } else {
-      out.push_back(line);
-    }
-  }
-  if (out.empty()) throw InvalidArgument(fmt::format("prompts file '{}' holds no prompts", path));
-  return out;
-}
-
-std::string hms(double s) {
-  if (!(s >= 0.0) || s > 1e7) return "--:--";
-  const auto t = static_cast<int64_t>(s + 0.5);
-  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, (t / 60) % 60, t % 60) : fmt::format("{}:{:02}", t / 60, t % 60);
+// --prompts FILE[:field=...]: bench's prompt reader; by default one prompt per line, a line
+// starting with '{' being a JSON object (its "prompt", "turns"[0], "text", ...).
+std::vector<std::string> read_prompts(const std::string& arg) {
+  bench::PromptSource src = bench::parse_prompt_source(arg);
+  if (src.format.empty()) src.format = "lines";
+  return bench::load_prompts(src).prompts;
 }
 
 std::string si(double v) {
@@ -105,38 +77,13 @@ std::string si(double v) {
   return fmt::format("{:.0f}", v);
 }
 
-// Progress bar on stderr: redrawn in place on a terminal, a line per 10% otherwise.
-class ProgressBar {
- public:
-  explicit ProgressBar(bool quiet) : quiet_(quiet), tty_(isatty(2) != 0) {}
-  void operator()(const drafters::TrainProgress& pr) {
-    if (quiet_) return;
-    const double frac = pr.total > 0 ? std::min(1.0, static_cast<double>(pr.done) / static_cast<double>(pr.total)) : 0.0;
-    const int decile = static_cast<int>(frac * 10.0);
-    if (!tty_ && pr.phase == phase_ && decile == decile_) return;
-    if (tty_ && pr.phase != phase_ && !phase_.empty()) std::fputc('\n', stderr);
-    phase_ = pr.phase;
-    decile_ = decile;
-    constexpr int width = 24;
-    const int fill = static_cast<int>(frac * width);
-    std::string bar(static_cast<size_t>(fill), '=');
-    if (fill < width) bar += '>' + std::string(static_cast<size_t>(width - fill - 1), ' ');
-    std::string line = fmt::format("{:<8} [{}] {:3.0f}% {}/{}", pr.phase, bar, frac * 100.0, pr.done, pr.total);
-    if (pr.phase == "train") line += fmt::format("  loss {:.4f}  {} tok/s", pr.loss, si(pr.rate));
-    if (pr.phase == "generate") line += fmt::format("  tokens  {} tok/s", si(pr.rate));
-    line += fmt::format("  elapsed {}  ETA {}", hms(pr.elapsed_s), hms(pr.eta_s));
-    std::fprintf(stderr, tty_ ? "\r%s\x1b[K" : "%s\n", line.c_str());
-    std::fflush(stderr);
-  }
-  void finish() {
-    if (!quiet_ && tty_ && !phase_.empty()) std::fputc('\n', stderr);
-  }
-
- private:
-  bool quiet_, tty_;
-  std::string phase_;
-  int decile_ = -1;
-};
+// The trainers' progress reports on core's progress bar (stderr), with loss and rate.
+void show_progress(core::ProgressBar& bar, const drafters::TrainProgress& pr) {
+  std::string detail;
+  if (pr.phase == "train") detail = fmt::format("  loss {:.4f}  {} tok/s", pr.loss, si(pr.rate));
+  if (pr.phase == "generate") detail = fmt::format("  tokens  {} tok/s", si(pr.rate));
+  bar.show(pr.phase, pr.done, pr.total, pr.elapsed_s, pr.eta_s, detail);
+}
 
 int run(TrainArgs& a) {
   auto model = model::Model::load(a.model);
@@ -161,14 +108,14 @@ int run(TrainArgs& a) {
                a.model.c_str(), p.n_heads, p.n_blocks, p.samples, p.seq_len,
                p.prompts.empty() ? "from BOS" : fmt::format("{} prompts", p.prompts.size()).c_str(), p.steps, p.batch,
                static_cast<double>(p.lr), p.n_threads);
-  ProgressBar bar(a.quiet);
+  core::ProgressBar bar(a.quiet ? nullptr : stderr);
   drafters::MedusaTrainReport rep;
-  auto heads = drafters::train_medusa_heads(*model, p, &rep, [&](const drafters::TrainProgress& pr) { bar(pr); });
+  auto heads = drafters::train_medusa_heads(*model, p, &rep, [&](const drafters::TrainProgress& pr) { show_progress(bar, pr); });
   std::shared_ptr<drafters::PruneHeadSet> prune;
   drafters::PruneTrainReport prep;
   if (!p.tap_layers.empty()) {
     core::ThreadPool pool(p.n_threads);
-    prune = drafters::train_prune_heads(*model, rep.taps, a.pp, pool, &prep, [&](const drafters::TrainProgress& pr) { bar(pr); });
+    prune = drafters::train_prune_heads(*model, rep.taps, a.pp, pool, &prep, [&](const drafters::TrainProgress& pr) { show_progress(bar, pr); });
   }
   bar.finish();
   drafters::write_heads_file(a.out, *heads, prune.get());
@@ -236,7 +183,7 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--seq-len", p.seq_len, "generated tokens per sample")->capture_default_str();
   sub.add_option("--samples", p.samples, "generated samples (some held out for calibration)")->capture_default_str();
   sub.add_option("--holdout", p.holdout, "fraction of samples held out")->capture_default_str();
-  sub.add_option("--prompts", a->prompts_file, "prompts to continue, one per line or JSON lines with prompt/text/turns (default: from BOS)");
+  sub.add_option("--prompts", a->prompts_file, "prompts to continue, one per line or JSON lines with prompt/turns/text (FILE[:field=F][:turn=N][:format=F] as bench's --prompts; default: from BOS)");
   sub.add_option("--temp", p.temp, "sampling temperature of the training text")->capture_default_str();
   sub.add_option("--top-p", p.top_p, "top-p of the training text")->capture_default_str();
   sub.add_option("--kl", p.kl_weight, "weight of the KL term to the base distribution (0 = cross-entropy only)")->capture_default_str();

@@ -32,12 +32,13 @@ size_t HeadTensors::n_params() const {
   return n;
 }
 
-double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, const float* h, int64_t M, const int32_t* target,
-                             const SoftTargets& soft, HeadTensors& grad, HeadScratch& sb, core::ThreadPool& pool) {
+namespace {
+
+// Sizes the scratch for M rows and runs the head: x_{r+1} = x_r + block_silu(W_r x_r + b_r);
+// sb.logits = Wout x_R. Keeps every x_r and z_r for the backward pass.
+void head_forward(const HeadTensors& params, int32_t E, int32_t V, const float* h, int64_t M, HeadScratch& sb,
+                  core::ThreadPool& pool) {
   const auto R = static_cast<int32_t>(params.w.size());
-  TREESPEC_ASSERT(params.b.size() == params.w.size() && grad.w.size() == params.w.size() && grad.b.size() == params.b.size() &&
-                      params.out.size() == static_cast<size_t>(V) * static_cast<size_t>(E) && grad.out.size() == params.out.size(),
-                  "head_forward_backward: parameter and gradient shapes");
   const size_t ME = static_cast<size_t>(M) * static_cast<size_t>(E);
   sb.x.resize(static_cast<size_t>(R) + 1);
   sb.z.resize(static_cast<size_t>(R));
@@ -48,7 +49,6 @@ double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, co
   sb.dz.resize(ME);
   sb.row_loss.assign(static_cast<size_t>(M), 0.0);
 
-  // Forward: x_{r+1} = x_r + block_silu(W_r x_r + b_r); logits = Wout x_R.
   std::memcpy(sb.x[0].data(), h, ME * sizeof(float));
   for (int32_t r = 0; r < R; ++r) {
     const kernels::WeightView W{params.w[static_cast<size_t>(r)].data(), tensor::DType::f32, E, E};
@@ -65,8 +65,12 @@ double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, co
   const float* xr = sb.x[static_cast<size_t>(R)].data();
   const kernels::WeightView Wout{params.out.data(), tensor::DType::f32, E, V};
   kernels::matmul(Wout, xr, M, sb.logits.data(), &pool);
+}
 
-  // Loss and G = dL/dlogits = (softmax - target) / n_valid, in place, one row per task.
+// Per-row loss into sb.row_loss and G = dL/dlogits = (softmax - target) / n_valid, in place
+// of sb.logits, one row per task. Returns n_valid (rows with a target).
+int64_t head_loss_and_logit_grad(int32_t V, int64_t M, const int32_t* target, const SoftTargets& soft, HeadScratch& sb,
+                                 core::ThreadPool& pool) {
   int64_t n_valid = 0;
   for (int64_t m = 0; m < M; ++m) n_valid += target[m] >= 0 ? 1 : 0;
   const float inv_n = n_valid ? 1.0f / static_cast<float>(n_valid) : 0.0f;
@@ -102,8 +106,15 @@ double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, co
       for (int32_t v = 0; v < V; ++v) lg[v] *= inv_n;
     }
   });
-  const float* G = sb.logits.data();  // [M, V]
+  return n_valid;
+}
 
+// From G = sb.logits: grad.out and, when there are blocks, sb.dx = dL/dx_R.
+void head_output_backward(const HeadTensors& params, int32_t E, int32_t V, int64_t M, HeadTensors& grad, HeadScratch& sb,
+                          core::ThreadPool& pool) {
+  const auto R = static_cast<int32_t>(params.w.size());
+  const float* G = sb.logits.data();  // [M, V]
+  const float* xr = sb.x[static_cast<size_t>(R)].data();
   // dWout[v, :] = sum_m G[m, v] x_R[m, :]   (a task owns a block of vocab rows)
   pool.parallel_for(V, 8, [&](int64_t b, int64_t e, int) {
     for (int64_t v = b; v < e; ++v) {
@@ -132,7 +143,13 @@ double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, co
       }
     });
   }
-  // Blocks, last to first: dz = dx * silu'(z); dW = dz^T x; db = sum_m dz; dx += dz W.
+}
+
+// Blocks, last to first: dz = dx * silu'(z); dW = dz^T x; db = sum_m dz; dx += dz W.
+void head_blocks_backward(const HeadTensors& params, int32_t E, int64_t M, HeadTensors& grad, HeadScratch& sb,
+                          core::ThreadPool& pool) {
+  const auto R = static_cast<int32_t>(params.w.size());
+  const size_t ME = static_cast<size_t>(M) * static_cast<size_t>(E);
   for (int32_t r = R - 1; r >= 0; --r) {
     const float* z = sb.z[static_cast<size_t>(r)].data();
     const float* x = sb.x[static_cast<size_t>(r)].data();
@@ -170,6 +187,19 @@ double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, co
       });
     }
   }
+}
+
+}  // namespace
+
+double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, const float* h, int64_t M, const int32_t* target,
+                             const SoftTargets& soft, HeadTensors& grad, HeadScratch& sb, core::ThreadPool& pool) {
+  TREESPEC_ASSERT(params.b.size() == params.w.size() && grad.w.size() == params.w.size() && grad.b.size() == params.b.size() &&
+                      params.out.size() == static_cast<size_t>(V) * static_cast<size_t>(E) && grad.out.size() == params.out.size(),
+                  "head_forward_backward: parameter and gradient shapes");
+  head_forward(params, E, V, h, M, sb, pool);
+  const int64_t n_valid = head_loss_and_logit_grad(V, M, target, soft, sb, pool);
+  head_output_backward(params, E, V, M, grad, sb, pool);
+  head_blocks_backward(params, E, M, grad, sb, pool);
   double loss = 0.0;
   for (int64_t m = 0; m < M; ++m) loss += sb.row_loss[static_cast<size_t>(m)];
   return n_valid ? loss / static_cast<double>(n_valid) : 0.0;

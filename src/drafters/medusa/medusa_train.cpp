@@ -76,179 +76,222 @@ int32_t rank_in(const float* lg, int32_t n, int32_t target) {
 }
 
 // The base model writes the training text, gen_batch sequences per forward pass.
-std::vector<Sample> generate_samples(const model::Model& m, const MedusaTrainParams& p, model::ForwardContext& ctx,
-                                     const TrainProgressFn& progress, MedusaTrainReport& rep) {
-  const auto& hp = m.hparams();
-  const int32_t E = hp.n_embd, V = hp.n_vocab;
-  size_t max_prompt = 1;
-  for (const auto& pr : p.prompts) {
-    max_prompt = std::max(max_prompt, pr.size());
-    for (int32_t t : pr) {
-      if (t < 0 || t >= V) throw InvalidArgument(fmt::format("prompt token {} is outside the vocabulary (0..{})", t, V - 1));
+class TrainingTextWriter {
+ public:
+  // Checks prompts, BOS, the context and the tapped layers; allocates the KV cache.
+  TrainingTextWriter(const model::Model& m, const MedusaTrainParams& p, model::ForwardContext& ctx, MedusaTrainReport& rep)
+      : m_(m), p_(p), ctx_(ctx), rep_(rep), hp_(m.hparams()), E_(hp_.n_embd), V_(hp_.n_vocab) {
+    size_t max_prompt = 1;
+    for (const auto& pr : p.prompts) {
+      max_prompt = std::max(max_prompt, pr.size());
+      for (int32_t t : pr) {
+        if (t < 0 || t >= V_) throw InvalidArgument(fmt::format("prompt token {} is outside the vocabulary (0..{})", t, V_ - 1));
+      }
+    }
+    if (p.bos_id < 0 || p.bos_id >= V_) throw InvalidArgument(fmt::format("BOS id {} is outside the vocabulary", p.bos_id));
+    n_cells_ = static_cast<int64_t>(max_prompt) + p.seq_len;
+    if (n_cells_ > hp_.n_ctx_train) {
+      throw InvalidArgument(fmt::format("--seq-len {} plus the longest prompt ({} tokens) exceeds the model's training context of {}",
+                                        p.seq_len, max_prompt, hp_.n_ctx_train));
+    }
+    B_ = std::min(p.gen_batch, p.samples);
+    kv_ = std::make_unique<kv::KvCache>(m.kv_shape(B_, static_cast<int32_t>(n_cells_)));
+    samples_.resize(static_cast<size_t>(p.samples));
+    kl_ = p.kl_weight > 0.0f;
+    kl_top_ = std::min(p.kl_top, V_);
+    logits_.resize(static_cast<size_t>(B_) * V_);
+    normed_.resize(static_cast<size_t>(B_) * E_);
+    probs_.resize(static_cast<size_t>(V_));
+    // ProPD taps: residual after every layer of the rows of one forward, normed taps, lens logits.
+    taps_ = !p.tap_layers.empty();
+    for (int32_t l : p.tap_layers) {
+      if (l >= hp_.n_layer) throw InvalidArgument(fmt::format("--prune-layer {} must be below the model's {} layers", l, hp_.n_layer));
+    }
+    first_heldout_ = p.samples - static_cast<int32_t>(std::clamp<int64_t>(std::llround(p.holdout * static_cast<float>(p.samples)), 1, p.samples - 1));
+    layer_x_.resize(taps_ ? static_cast<size_t>(hp_.n_layer) * B_ * E_ : 0);
+    tap_n_.resize(taps_ ? static_cast<size_t>(B_) * E_ : 0);
+    lens_logits_.resize(taps_ ? static_cast<size_t>(B_) * V_ : 0);
+    if (taps_) {
+      rep.taps.lens_top_k = std::clamp(p.tap_top_k, 1, V_);
+      rep.taps.lens_hits.assign(static_cast<size_t>(hp_.n_layer) * rep.taps.lens_top_k, 0);
     }
   }
-  if (p.bos_id < 0 || p.bos_id >= V) throw InvalidArgument(fmt::format("BOS id {} is outside the vocabulary", p.bos_id));
-  const int64_t n_cells = static_cast<int64_t>(max_prompt) + p.seq_len;
-  if (n_cells > hp.n_ctx_train) {
-    throw InvalidArgument(fmt::format("--seq-len {} plus the longest prompt ({} tokens) exceeds the model's training context of {}",
-                                      p.seq_len, max_prompt, hp.n_ctx_train));
-  }
-  const int32_t B = std::min(p.gen_batch, p.samples);
-  kv::KvCache kv(m.kv_shape(B, static_cast<int32_t>(n_cells)));
-  std::vector<Sample> samples(static_cast<size_t>(p.samples));
-  const bool kl = p.kl_weight > 0.0f;
-  const int32_t kl_top = std::min(p.kl_top, V);
-  std::vector<float> logits(static_cast<size_t>(B) * V), normed(static_cast<size_t>(B) * E), probs(static_cast<size_t>(V));
-  std::vector<int32_t> top(static_cast<size_t>(kl_top));
-  // ProPD taps: residual after every layer of the rows of one forward, normed taps, lens logits.
-  const bool taps = !p.tap_layers.empty();
-  for (int32_t l : p.tap_layers) {
-    if (l >= hp.n_layer) throw InvalidArgument(fmt::format("--prune-layer {} must be below the model's {} layers", l, hp.n_layer));
-  }
-  const int32_t first_heldout = p.samples - static_cast<int32_t>(std::clamp<int64_t>(std::llround(p.holdout * static_cast<float>(p.samples)), 1, p.samples - 1));
-  std::vector<float> layer_x(taps ? static_cast<size_t>(hp.n_layer) * B * E : 0), tap_n(taps ? static_cast<size_t>(B) * E : 0);
-  std::vector<float> lens_logits(taps ? static_cast<size_t>(B) * V : 0);
-  if (taps) {
-    rep.taps.lens_top_k = std::clamp(p.tap_top_k, 1, V);
-    rep.taps.lens_hits.assign(static_cast<size_t>(hp.n_layer) * rep.taps.lens_top_k, 0);
-  }
-  model::Batch batch;
-  const double t0 = core::now_s();
-  const int64_t total = static_cast<int64_t>(p.samples) * p.seq_len;
-  int64_t generated = 0;
-  double last_report = 0.0;
 
-  for (int32_t w = 0; w < p.samples; w += B) {
-    const int32_t nb = std::min(B, p.samples - w);
+  std::vector<Sample> run(const TrainProgressFn& progress) {
+    const double t0 = core::now_s();
+    const int64_t total = static_cast<int64_t>(p_.samples) * p_.seq_len;
+    int64_t generated = 0;
+    double last_report = 0.0;
+    for (int32_t w = 0; w < p_.samples; w += B_) {
+      const int32_t nb = std::min(B_, p_.samples - w);
+      std::vector<sampling::Sampler> samplers = start_window(w, nb);
+      std::vector<bool> active(static_cast<size_t>(nb), true);
+      for (;;) {
+        batch_.clear();
+        std::vector<int32_t> rows;  // sample slot of each row
+        for (int32_t s = 0; s < nb; ++s) {
+          if (!active[static_cast<size_t>(s)]) continue;
+          const int32_t last = samples_[static_cast<size_t>(w + s)].tokens.back();
+          batch_.add_chain(s, kv_->n_past(s), std::span<const int32_t>(&last, 1));
+          rows.push_back(s);
+        }
+        if (rows.empty()) break;
+        if (!taps_) {
+          const Status st = m_.forward(ctx_, batch_, *kv_, {}, logits_.data(), normed_.data());
+          TREESPEC_ASSERT(st.ok(), "train-heads: generation fits (context checked)");
+        } else {
+          forward_with_taps(w, rows);
+        }
+        for (size_t r = 0; r < rows.size(); ++r) {
+          const int32_t s = rows[r];
+          if (!take_row(w, s, r, samplers[static_cast<size_t>(s)])) active[static_cast<size_t>(s)] = false;
+          ++generated;
+        }
+        const double el = core::now_s() - t0;
+        if (progress && el - last_report > 0.2) {
+          last_report = el;
+          const double rate = static_cast<double>(generated) / std::max(el, 1e-9);
+          // Every sample running to seq_len is the upper bound (EOG ends some early).
+          const int64_t est_total = std::max<int64_t>(total, generated);
+          progress({"generate", generated, est_total, 0.0, rate, el, static_cast<double>(est_total - generated) / std::max(rate, 1e-9)});
+        }
+      }
+    }
+    rep_.generated_tokens = generated;
+    rep_.gen_seconds = core::now_s() - t0;
+    if (progress) progress({"generate", generated, generated, 0.0, static_cast<double>(generated) / std::max(rep_.gen_seconds, 1e-9), rep_.gen_seconds, 0.0});
+    return std::move(samples_);
+  }
+
+ private:
+  // Samples w .. w + nb - 1 start: a sampler each, their prompts prefilled but for the last
+  // token, which becomes tokens[0].
+  std::vector<sampling::Sampler> start_window(int32_t w, int32_t nb) {
     std::vector<sampling::Sampler> samplers;
-    std::vector<bool> active(static_cast<size_t>(nb), true);
     for (int32_t s = 0; s < nb; ++s) {
       const int32_t i = w + s;
-      const std::vector<int32_t> prompt = p.prompts.empty() ? std::vector<int32_t>{p.bos_id} : p.prompts[static_cast<size_t>(i) % p.prompts.size()];
+      const std::vector<int32_t> prompt = p_.prompts.empty() ? std::vector<int32_t>{p_.bos_id} : p_.prompts[static_cast<size_t>(i) % p_.prompts.size()];
       sampling::SamplingParams sp;
-      sp.temp = p.temp;
+      sp.temp = p_.temp;
       sp.top_k = 0;
-      sp.top_p = p.top_p;
+      sp.top_p = p_.top_p;
       sp.min_p = 0.0f;
-      sp.seed = core::derive_seed(p.seed, static_cast<uint64_t>(i));
+      sp.seed = core::derive_seed(p_.seed, static_cast<uint64_t>(i));
       samplers.emplace_back(sp);
-      kv.clear(s);
+      kv_->clear(s);
       if (prompt.size() > 1) {  // prefill all but the last prompt token
-        batch.clear();
+        batch_.clear();
         const std::span<const int32_t> pre(prompt.data(), prompt.size() - 1);
-        batch.add_chain(s, 0, pre);
-        ctx.reserve(batch.n_rows(), static_cast<int32_t>(n_cells));
-        m.embed(batch, ctx.x());
-        Status st = m.run_layers(ctx, batch, 0, hp.n_layer, ctx.x(), kv);
+        batch_.add_chain(s, 0, pre);
+        ctx_.reserve(batch_.n_rows(), static_cast<int32_t>(n_cells_));
+        m_.embed(batch_, ctx_.x());
+        Status st = m_.run_layers(ctx_, batch_, 0, hp_.n_layer, ctx_.x(), *kv_);
         TREESPEC_ASSERT(st.ok(), "train-heads: prefill fits (context checked)");
         std::vector<int32_t> chain(pre.size());
         for (size_t j = 0; j < chain.size(); ++j) chain[j] = static_cast<int32_t>(j);
-        st = kv.commit(s, chain);
+        st = kv_->commit(s, chain);
         TREESPEC_ASSERT(st.ok(), "train-heads: prefill commit fits");
       }
-      samples[static_cast<size_t>(i)].tokens.push_back(prompt.back());
+      samples_[static_cast<size_t>(i)].tokens.push_back(prompt.back());
     }
-    for (;;) {
-      batch.clear();
-      std::vector<int32_t> rows;  // sample slot of each row
-      for (int32_t s = 0; s < nb; ++s) {
-        if (!active[static_cast<size_t>(s)]) continue;
-        const int32_t last = samples[static_cast<size_t>(w + s)].tokens.back();
-        batch.add_chain(s, kv.n_past(s), std::span<const int32_t>(&last, 1));
-        rows.push_back(s);
+    return samplers;
+  }
+
+  // Layer by layer, keeping the residual after each one (ProPD taps and lens table).
+  void forward_with_taps(int32_t w, const std::vector<int32_t>& rows) {
+    const auto nr = static_cast<int32_t>(rows.size());
+    ctx_.reserve(nr, static_cast<int32_t>(n_cells_));
+    float* x = ctx_.x();
+    m_.embed(batch_, x);
+    for (int32_t l = 0; l < hp_.n_layer; ++l) {
+      std::copy(x, x + static_cast<size_t>(nr) * E_, layer_x_.data() + static_cast<size_t>(l) * B_ * E_);
+      const Status st = m_.run_layers(ctx_, batch_, l, l + 1, x, *kv_);
+      TREESPEC_ASSERT(st.ok(), "train-heads: generation fits (context checked)");
+    }
+    m_.final_norm(x, nr, {}, normed_.data());
+    m_.lm_head(ctx_, normed_.data(), nr, logits_.data());
+    // Tapped layers: the final norm of each row's residual.
+    for (size_t ti = 0; ti < p_.tap_layers.size(); ++ti) {
+      const int32_t l = p_.tap_layers[ti];
+      m_.final_norm(layer_x_.data() + static_cast<size_t>(l) * B_ * E_, nr, {}, tap_n_.data());
+      for (int32_t r = 0; r < nr; ++r) {
+        auto& dst = samples_[static_cast<size_t>(w + rows[static_cast<size_t>(r)])].taps;
+        if (dst.size() < p_.tap_layers.size()) dst.resize(p_.tap_layers.size());
+        dst[ti].insert(dst[ti].end(), tap_n_.data() + static_cast<size_t>(r) * E_, tap_n_.data() + static_cast<size_t>(r + 1) * E_);
       }
-      if (rows.empty()) break;
-      Status st;
-      if (!taps) {
-        st = m.forward(ctx, batch, kv, {}, logits.data(), normed.data());
-        TREESPEC_ASSERT(st.ok(), "train-heads: generation fits (context checked)");
-      } else {
-        // Layer by layer, keeping the residual after each one (ProPD taps and lens table).
-        const auto nr = static_cast<int32_t>(rows.size());
-        ctx.reserve(nr, static_cast<int32_t>(n_cells));
-        float* x = ctx.x();
-        m.embed(batch, x);
-        for (int32_t l = 0; l < hp.n_layer; ++l) {
-          std::copy(x, x + static_cast<size_t>(nr) * E, layer_x.data() + static_cast<size_t>(l) * B * E);
-          st = m.run_layers(ctx, batch, l, l + 1, x, kv);
-          TREESPEC_ASSERT(st.ok(), "train-heads: generation fits (context checked)");
-        }
-        m.final_norm(x, nr, {}, normed.data());
-        m.lm_head(ctx, normed.data(), nr, logits.data());
-        // Tapped layers: the final norm of each row's residual.
-        for (size_t ti = 0; ti < p.tap_layers.size(); ++ti) {
-          const int32_t l = p.tap_layers[ti];
-          m.final_norm(layer_x.data() + static_cast<size_t>(l) * B * E, nr, {}, tap_n.data());
-          for (int32_t r = 0; r < nr; ++r) {
-            auto& dst = samples[static_cast<size_t>(w + rows[static_cast<size_t>(r)])].taps;
-            if (dst.size() < p.tap_layers.size()) dst.resize(p.tap_layers.size());
-            dst[ti].insert(dst[ti].end(), tap_n.data() + static_cast<size_t>(r) * E, tap_n.data() + static_cast<size_t>(r + 1) * E);
-          }
-        }
-        // Logit lens after every layer, on held-out rows only.
-        std::vector<int32_t> held;
-        for (int32_t r = 0; r < nr; ++r) {
-          if (w + rows[static_cast<size_t>(r)] >= first_heldout) held.push_back(r);
-        }
-        if (!held.empty()) {
-          for (int32_t l = 0; l < hp.n_layer; ++l) {
-            m.final_norm(layer_x.data() + static_cast<size_t>(l) * B * E, nr, held, tap_n.data());
-            m.lm_head(ctx, tap_n.data(), static_cast<int32_t>(held.size()), lens_logits.data());
-            for (size_t h = 0; h < held.size(); ++h) {
-              const float* fl = logits.data() + static_cast<size_t>(held[h]) * V;
-              const int32_t rk = rank_in(lens_logits.data() + h * static_cast<size_t>(V), V, sampling::argmax(fl, V));
-              if (rk < rep.taps.lens_top_k) ++rep.taps.lens_hits[static_cast<size_t>(l * rep.taps.lens_top_k + rk)];
-            }
-          }
-          rep.taps.lens_rows += static_cast<int64_t>(held.size());
-        }
+    }
+    // Logit lens after every layer, on held-out rows only.
+    std::vector<int32_t> held;
+    for (int32_t r = 0; r < nr; ++r) {
+      if (w + rows[static_cast<size_t>(r)] >= first_heldout_) held.push_back(r);
+    }
+    if (held.empty()) return;
+    for (int32_t l = 0; l < hp_.n_layer; ++l) {
+      m_.final_norm(layer_x_.data() + static_cast<size_t>(l) * B_ * E_, nr, held, tap_n_.data());
+      m_.lm_head(ctx_, tap_n_.data(), static_cast<int32_t>(held.size()), lens_logits_.data());
+      for (size_t h = 0; h < held.size(); ++h) {
+        const float* fl = logits_.data() + static_cast<size_t>(held[h]) * V_;
+        const int32_t rk = rank_in(lens_logits_.data() + h * static_cast<size_t>(V_), V_, sampling::argmax(fl, V_));
+        if (rk < rep_.taps.lens_top_k) ++rep_.taps.lens_hits[static_cast<size_t>(l * rep_.taps.lens_top_k + rk)];
       }
-      for (size_t r = 0; r < rows.size(); ++r) {
-        const int32_t s = rows[r];
-        Sample& smp = samples[static_cast<size_t>(w + s)];
-        const float* lg = logits.data() + r * static_cast<size_t>(V);
-        smp.hidden.insert(smp.hidden.end(), normed.data() + r * static_cast<size_t>(E), normed.data() + (r + 1) * static_cast<size_t>(E));
-        if (taps) smp.argmax.push_back(sampling::argmax(lg, V));
-        if (kl) {
-          // Base distribution (temperature 1), its top entries renormalised.
-          float mx = lg[0];
-          for (int32_t v = 1; v < V; ++v) mx = std::max(mx, lg[v]);
-          for (int32_t v = 0; v < V; ++v) probs[static_cast<size_t>(v)] = lg[v];
-          std::vector<int32_t> idx(static_cast<size_t>(V));
-          for (int32_t v = 0; v < V; ++v) idx[static_cast<size_t>(v)] = v;
-          std::partial_sort(idx.begin(), idx.begin() + kl_top, idx.end(), [&](int32_t a, int32_t b) {
-            return probs[static_cast<size_t>(a)] > probs[static_cast<size_t>(b)] || (probs[static_cast<size_t>(a)] == probs[static_cast<size_t>(b)] && a < b);
-          });
-          double sum = 0.0;
-          for (int32_t j = 0; j < kl_top; ++j) sum += std::exp(static_cast<double>(lg[idx[static_cast<size_t>(j)]] - mx));
-          for (int32_t j = 0; j < kl_top; ++j) {
-            smp.kl_ids.push_back(idx[static_cast<size_t>(j)]);
-            smp.kl_p.push_back(static_cast<float>(std::exp(static_cast<double>(lg[idx[static_cast<size_t>(j)]] - mx)) / sum));
-          }
-        }
-        const int32_t next = samplers[static_cast<size_t>(s)].sample(lg, V);
-        const int32_t path0 = 0;
-        st = kv.commit(s, std::span<const int32_t>(&path0, 1));
-        TREESPEC_ASSERT(st.ok(), "train-heads: commit fits");
-        smp.tokens.push_back(next);
-        ++generated;
-        const bool eog = std::find(p.eog_ids.begin(), p.eog_ids.end(), next) != p.eog_ids.end();
-        if (eog || static_cast<int32_t>(smp.tokens.size()) > p.seq_len) active[static_cast<size_t>(s)] = false;
-      }
-      const double el = core::now_s() - t0;
-      if (progress && el - last_report > 0.2) {
-        last_report = el;
-        const double rate = static_cast<double>(generated) / std::max(el, 1e-9);
-        // Every sample running to seq_len is the upper bound (EOG ends some early).
-        const int64_t est_total = std::max<int64_t>(total, generated);
-        progress({"generate", generated, est_total, 0.0, rate, el, static_cast<double>(est_total - generated) / std::max(rate, 1e-9)});
-      }
+    }
+    rep_.taps.lens_rows += static_cast<int64_t>(held.size());
+  }
+
+  // Row r of the forward (sample slot s): records its hidden state (argmax, KL targets),
+  // samples and commits the next token. False when the sample has ended.
+  bool take_row(int32_t w, int32_t s, size_t r, sampling::Sampler& sampler) {
+    Sample& smp = samples_[static_cast<size_t>(w + s)];
+    const float* lg = logits_.data() + r * static_cast<size_t>(V_);
+    smp.hidden.insert(smp.hidden.end(), normed_.data() + r * static_cast<size_t>(E_), normed_.data() + (r + 1) * static_cast<size_t>(E_));
+    if (taps_) smp.argmax.push_back(sampling::argmax(lg, V_));
+    if (kl_) record_kl_targets(smp, lg);
+    const int32_t next = sampler.sample(lg, V_);
+    const int32_t path0 = 0;
+    const Status st = kv_->commit(s, std::span<const int32_t>(&path0, 1));
+    TREESPEC_ASSERT(st.ok(), "train-heads: commit fits");
+    smp.tokens.push_back(next);
+    const bool eog = std::find(p_.eog_ids.begin(), p_.eog_ids.end(), next) != p_.eog_ids.end();
+    return !(eog || static_cast<int32_t>(smp.tokens.size()) > p_.seq_len);
+  }
+
+  // Base distribution (temperature 1), its top entries renormalised.
+  void record_kl_targets(Sample& smp, const float* lg) {
+    float mx = lg[0];
+    for (int32_t v = 1; v < V_; ++v) mx = std::max(mx, lg[v]);
+    for (int32_t v = 0; v < V_; ++v) probs_[static_cast<size_t>(v)] = lg[v];
+    std::vector<int32_t> idx(static_cast<size_t>(V_));
+    for (int32_t v = 0; v < V_; ++v) idx[static_cast<size_t>(v)] = v;
+    std::partial_sort(idx.begin(), idx.begin() + kl_top_, idx.end(), [&](int32_t a, int32_t b) {
+      return probs_[static_cast<size_t>(a)] > probs_[static_cast<size_t>(b)] || (probs_[static_cast<size_t>(a)] == probs_[static_cast<size_t>(b)] && a < b);
+    });
+    double sum = 0.0;
+    for (int32_t j = 0; j < kl_top_; ++j) sum += std::exp(static_cast<double>(lg[idx[static_cast<size_t>(j)]] - mx));
+    for (int32_t j = 0; j < kl_top_; ++j) {
+      smp.kl_ids.push_back(idx[static_cast<size_t>(j)]);
+      smp.kl_p.push_back(static_cast<float>(std::exp(static_cast<double>(lg[idx[static_cast<size_t>(j)]] - mx)) / sum));
     }
   }
-  rep.generated_tokens = generated;
-  rep.gen_seconds = core::now_s() - t0;
-  if (progress) progress({"generate", generated, generated, 0.0, static_cast<double>(generated) / std::max(rep.gen_seconds, 1e-9), rep.gen_seconds, 0.0});
-  return samples;
+
+  const model::Model& m_;
+  const MedusaTrainParams& p_;
+  model::ForwardContext& ctx_;
+  MedusaTrainReport& rep_;
+  const model::Hparams& hp_;
+  const int32_t E_, V_;
+  int64_t n_cells_ = 0;
+  int32_t B_ = 1;
+  std::unique_ptr<kv::KvCache> kv_;
+  std::vector<Sample> samples_;
+  bool kl_ = false, taps_ = false;
+  int32_t kl_top_ = 0, first_heldout_ = 0;
+  std::vector<float> logits_, normed_, probs_, layer_x_, tap_n_, lens_logits_;
+  model::Batch batch_;
+};
+
+std::vector<Sample> generate_samples(const model::Model& m, const MedusaTrainParams& p, model::ForwardContext& ctx,
+                                     const TrainProgressFn& progress, MedusaTrainReport& rep) {
+  return TrainingTextWriter(m, p, ctx, rep).run(progress);
 }
 
 std::shared_ptr<MedusaHeads> to_heads(const MedusaHeadsInfo& info, const std::vector<HeadTensors>& params) {
@@ -336,81 +379,67 @@ MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n, c
   return ev;
 }
 
-std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const MedusaTrainParams& p, MedusaTrainReport* report,
-                                                const TrainProgressFn& progress) {
-  p.validate();
-  const auto& hpm = m.hparams();
-  const int32_t E = hpm.n_embd, V = hpm.n_vocab, K = p.n_heads, R = p.n_blocks;
-  if (p.eval_top_k > V) throw InvalidArgument(fmt::format("calibration top-k {} exceeds the vocabulary ({})", p.eval_top_k, V));
-  MedusaTrainReport local;
-  MedusaTrainReport& rep = report ? *report : local;
-  model::ForwardContext ctx(m, p.n_threads);
-  core::ThreadPool& pool = ctx.pool();
+namespace {
 
-  // 1. The base model writes its own training text.
-  std::vector<Sample> samples = generate_samples(m, p, ctx, progress, rep);
-  const auto n_hold = static_cast<size_t>(std::clamp<int64_t>(std::llround(p.holdout * static_cast<float>(p.samples)), 1, p.samples - 1));
-  const size_t n_train = samples.size() - n_hold;
-
-  // Training rows: (sample, t) where head 0 has a target.
+// Training rows: (sample, t) for the first n_train samples where head 0 has a target.
+std::vector<std::pair<int32_t, int32_t>> medusa_training_rows(const std::vector<Sample>& samples, size_t n_train) {
   std::vector<std::pair<int32_t, int32_t>> rows;
   for (size_t s = 0; s < n_train; ++s) {
     for (int64_t t = 0; t + 2 < static_cast<int64_t>(samples[s].tokens.size()); ++t) rows.emplace_back(static_cast<int32_t>(s), static_cast<int32_t>(t));
   }
-  rep.train_positions = static_cast<int64_t>(rows.size());
-  if (rows.empty()) throw InvalidArgument("train-heads: the generated training text is too short (every sample ended at once); raise --seq-len or use prompts");
-  if (!p.tap_layers.empty()) {
-    PruneTaps& tp = rep.taps;
-    tp.layers = p.tap_layers;
-    tp.h.assign(p.tap_layers.size(), {});
-    tp.kl_top = p.kl_weight > 0.0f ? std::min(p.kl_top, V) : 0;
-    for (size_t s = 0; s < samples.size(); ++s) {
-      const Sample& smp = samples[s];
-      const int64_t n = smp.n_rows();
-      for (size_t ti = 0; ti < tp.layers.size(); ++ti) {
-        if (n > 0 && ti < smp.taps.size()) tp.h[ti].insert(tp.h[ti].end(), smp.taps[ti].begin(), smp.taps[ti].end());
-      }
-      tp.argmax.insert(tp.argmax.end(), smp.argmax.begin(), smp.argmax.end());
-      tp.heldout.insert(tp.heldout.end(), static_cast<size_t>(n), s >= n_train ? 1 : 0);
-      if (tp.kl_top > 0) {
-        tp.kl_ids.insert(tp.kl_ids.end(), smp.kl_ids.begin(), smp.kl_ids.end());
-        tp.kl_p.insert(tp.kl_p.end(), smp.kl_p.begin(), smp.kl_p.end());
-      }
-      tp.n_rows += n;
-    }
-    // Free the per-sample copies early (the Medusa training below needs the rest).
-    for (auto& smp : samples) std::vector<std::vector<float>>().swap(smp.taps);
-  }
-  const EvalSet eval = make_eval_set(samples, n_train, K, E);
-  rep.heldout_positions = eval.n;
-  if (eval.n == 0) throw InvalidArgument("train-heads: the held-out samples have no positions to evaluate; raise --samples or --holdout");
+  return rows;
+}
 
-  // 2. Initialise: W, b zero; each vocab projection a copy of the base output matrix.
-  auto init = MedusaHeads::init_from_model(m, K, R);
-  MedusaHeadsInfo info = init->info();
-  {
-    const double t0 = core::now_s();
-    rep.before = evaluate_heads(*init, eval.h.data(), eval.n, eval.target, p.eval_top_k, &pool);
-    rep.eval_seconds += core::now_s() - t0;
-  }
-  std::vector<HeadTensors> params(static_cast<size_t>(K));
-  {
-    std::vector<float> base_out(static_cast<size_t>(V) * static_cast<size_t>(E));
-    for (int32_t v = 0; v < V; ++v) kernels::get_row(m.output(), v, base_out.data() + static_cast<size_t>(v) * static_cast<size_t>(E));
-    for (auto& hp : params) {
-      hp.w.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E) * static_cast<size_t>(E), 0.0f));
-      hp.b.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E), 0.0f));
-      hp.out = base_out;
+// Moves the samples' per-layer taps (and argmax, KL targets, held-out flags) into one
+// PruneTaps table for the prune-head trainer.
+void collect_prune_taps(PruneTaps& tp, std::vector<Sample>& samples, size_t n_train, const MedusaTrainParams& p, int32_t V) {
+  tp.layers = p.tap_layers;
+  tp.h.assign(p.tap_layers.size(), {});
+  tp.kl_top = p.kl_weight > 0.0f ? std::min(p.kl_top, V) : 0;
+  for (size_t s = 0; s < samples.size(); ++s) {
+    const Sample& smp = samples[s];
+    const int64_t n = smp.n_rows();
+    for (size_t ti = 0; ti < tp.layers.size(); ++ti) {
+      if (n > 0 && ti < smp.taps.size()) tp.h[ti].insert(tp.h[ti].end(), smp.taps[ti].begin(), smp.taps[ti].end());
     }
+    tp.argmax.insert(tp.argmax.end(), smp.argmax.begin(), smp.argmax.end());
+    tp.heldout.insert(tp.heldout.end(), static_cast<size_t>(n), s >= n_train ? 1 : 0);
+    if (tp.kl_top > 0) {
+      tp.kl_ids.insert(tp.kl_ids.end(), smp.kl_ids.begin(), smp.kl_ids.end());
+      tp.kl_p.insert(tp.kl_p.end(), smp.kl_p.begin(), smp.kl_p.end());
+    }
+    tp.n_rows += n;
   }
+  // Free the per-sample copies early (the Medusa training below needs the rest).
+  for (auto& smp : samples) std::vector<std::vector<float>>().swap(smp.taps);
+}
+
+// K heads of R blocks: W, b zero; each vocab projection a copy of the base output matrix.
+std::vector<HeadTensors> initial_head_params(const model::Model& m, int32_t K, int32_t R) {
+  const int32_t E = m.hparams().n_embd, V = m.hparams().n_vocab;
+  std::vector<HeadTensors> params(static_cast<size_t>(K));
+  std::vector<float> base_out(static_cast<size_t>(V) * static_cast<size_t>(E));
+  for (int32_t v = 0; v < V; ++v) kernels::get_row(m.output(), v, base_out.data() + static_cast<size_t>(v) * static_cast<size_t>(E));
+  for (auto& hp : params) {
+    hp.w.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E) * static_cast<size_t>(E), 0.0f));
+    hp.b.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E), 0.0f));
+    hp.out = base_out;
+  }
+  return params;
+}
+
+// Adam on minibatches of random training rows (one RNG stream: deterministic for a seed),
+// warm-up then cosine decay to 0.1 lr. Sets rep.train_seconds and rep.final_train_loss.
+void run_head_adam(std::vector<HeadTensors>& params, const std::vector<Sample>& samples,
+                   const std::vector<std::pair<int32_t, int32_t>>& rows, const MedusaTrainParams& p, int32_t E, int32_t V,
+                   core::ThreadPool& pool, const TrainProgressFn& progress, MedusaTrainReport& rep) {
+  const auto K = static_cast<int32_t>(params.size());
   std::vector<HeadTensors> grads;
   std::vector<AdamState> adam;
   for (const auto& hp : params) {
     grads.push_back(hp.like(0.0f));
     adam.emplace_back(hp);
   }
-
-  // 3. Adam on minibatches of random positions (one RNG stream: deterministic for a seed).
   const int64_t M = p.batch;
   const bool kl = p.kl_weight > 0.0f;
   const int32_t kl_top = std::min(p.kl_top, V);
@@ -463,18 +492,10 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
   }
   rep.train_seconds = core::now_s() - t_train0;
   rep.final_train_loss = smooth;
+}
 
-  // 4. Held-out calibration.
-  auto heads = to_heads(info, params);
-  {
-    const double t0 = core::now_s();
-    if (progress) progress({"eval", 0, eval.n, 0.0, 0.0, 0.0, 0.0});
-    rep.after = evaluate_heads(*heads, eval.h.data(), eval.n, eval.target, p.eval_top_k, &pool);
-    const double dt = core::now_s() - t0;
-    rep.eval_seconds += dt;
-    if (progress) progress({"eval", eval.n, eval.n, 0.0, static_cast<double>(eval.n) / std::max(dt, 1e-9), dt, 0.0});
-  }
-  MedusaHeadsInfo& out = heads->mutable_info();
+// The held-out calibration and the training summary, into the heads' metadata.
+void record_medusa_calibration(MedusaHeadsInfo& out, const MedusaTrainParams& p, const MedusaTrainReport& rep) {
   out.calib_top_k = p.eval_top_k;
   out.calibration = rep.after.topk_acc;
   out.calib_loss.assign(rep.after.loss.begin(), rep.after.loss.end());
@@ -497,6 +518,57 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
       {"medusa.train.heldout_loss_before", Value::f32_array(loss_before)},
       {"medusa.train.final_train_loss", Value::f32(static_cast<float>(rep.final_train_loss))},
   };
+}
+
+}  // namespace
+
+std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const MedusaTrainParams& p, MedusaTrainReport* report,
+                                                const TrainProgressFn& progress) {
+  p.validate();
+  const auto& hpm = m.hparams();
+  const int32_t E = hpm.n_embd, V = hpm.n_vocab, K = p.n_heads, R = p.n_blocks;
+  if (p.eval_top_k > V) throw InvalidArgument(fmt::format("calibration top-k {} exceeds the vocabulary ({})", p.eval_top_k, V));
+  MedusaTrainReport local;
+  MedusaTrainReport& rep = report ? *report : local;
+  model::ForwardContext ctx(m, p.n_threads);
+  core::ThreadPool& pool = ctx.pool();
+
+  // 1. The base model writes its own training text.
+  std::vector<Sample> samples = generate_samples(m, p, ctx, progress, rep);
+  const auto n_hold = static_cast<size_t>(std::clamp<int64_t>(std::llround(p.holdout * static_cast<float>(p.samples)), 1, p.samples - 1));
+  const size_t n_train = samples.size() - n_hold;
+  const auto rows = medusa_training_rows(samples, n_train);
+  rep.train_positions = static_cast<int64_t>(rows.size());
+  if (rows.empty()) throw InvalidArgument("train-heads: the generated training text is too short (every sample ended at once); raise --seq-len or use prompts");
+  if (!p.tap_layers.empty()) collect_prune_taps(rep.taps, samples, n_train, p, V);
+  const EvalSet eval = make_eval_set(samples, n_train, K, E);
+  rep.heldout_positions = eval.n;
+  if (eval.n == 0) throw InvalidArgument("train-heads: the held-out samples have no positions to evaluate; raise --samples or --holdout");
+
+  // 2. Initialise: W, b zero; each vocab projection a copy of the base output matrix.
+  auto init = MedusaHeads::init_from_model(m, K, R);
+  MedusaHeadsInfo info = init->info();
+  {
+    const double t0 = core::now_s();
+    rep.before = evaluate_heads(*init, eval.h.data(), eval.n, eval.target, p.eval_top_k, &pool);
+    rep.eval_seconds += core::now_s() - t0;
+  }
+  std::vector<HeadTensors> params = initial_head_params(m, K, R);
+
+  // 3. Adam on minibatches of random positions.
+  run_head_adam(params, samples, rows, p, E, V, pool, progress, rep);
+
+  // 4. Held-out calibration.
+  auto heads = to_heads(info, params);
+  {
+    const double t0 = core::now_s();
+    if (progress) progress({"eval", 0, eval.n, 0.0, 0.0, 0.0, 0.0});
+    rep.after = evaluate_heads(*heads, eval.h.data(), eval.n, eval.target, p.eval_top_k, &pool);
+    const double dt = core::now_s() - t0;
+    rep.eval_seconds += dt;
+    if (progress) progress({"eval", eval.n, eval.n, 0.0, static_cast<double>(eval.n) / std::max(dt, 1e-9), dt, 0.0});
+  }
+  record_medusa_calibration(heads->mutable_info(), p, rep);
   return heads;
 }
 

@@ -29,7 +29,7 @@ TEST(CliBench, GoldenSweepWritesEveryOutput) {
   const std::string golden = test::shared_dir() + "/models/golden/stories260K_greedy.jsonl";
   int rc = -1;
   const std::string out = bench_cmd("-m " + test::stories_gguf() + " --prompts " + golden +
-                                        " -n 16 -r 1 -t 1 --batch 1,2 --spec none,lookup:draft=4 --budget auto,4"
+                                        " -n 16 -r 1 -t 1 --batch 1,2 --spec none,lookup:draft=4 --budget own,4"
                                         " --membw-mib 8 --json " + dir + "/r.json --csv " + dir + "/r.csv --plot " + dir + "/plots",
                                     &rc, false);
   ASSERT_EQ(rc, 0) << out;

@@ -107,9 +107,12 @@ TEST(MethodSpec, IntAndBudgetLists) {
     EXPECT_NE(std::string(e.what()).find("--batch"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("999"), std::string::npos);
   }
-  EXPECT_EQ(bench::parse_budget_list("auto,8,16,32,64"), (std::vector<int32_t>{0, 8, 16, 32, 64}));
+  EXPECT_EQ(bench::parse_budget_list("own,8,16,32,64"), (std::vector<int32_t>{0, 8, 16, 32, 64}));
+  // `auto` is the budget controller, as in run and serve: an alias of `dynamic`.
+  EXPECT_EQ(bench::parse_budget_list("auto,dynamic,own"), (std::vector<int32_t>{bench::kBudgetDynamic, 0}));
   EXPECT_THROW(bench::parse_budget_list("0"), InvalidArgument);
   EXPECT_THROW(bench::parse_budget_list("big"), InvalidArgument);
-  EXPECT_EQ(bench::budget_label(0), "auto");
+  EXPECT_EQ(bench::budget_label(0), "own");
+  EXPECT_EQ(bench::budget_label(bench::kBudgetDynamic), "dynamic");
   EXPECT_EQ(bench::budget_label(16), "16");
 }
