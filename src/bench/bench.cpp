@@ -301,6 +301,7 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
   }
   std::vector<MethodSpec> methods = cfg.methods;
   std::vector<drafters::SpecConfig> specs;
+  specs.reserve(methods.size());
   for (const auto& m : methods) specs.push_back(hooks.resolve_spec(m));
   std::vector<bool> dropped(methods.size(), false);
   json skipped = json::array();
@@ -500,12 +501,13 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
           std::vector<std::vector<int32_t>> few(prompts.begin(), prompts.begin() + batch);
           engine::SequenceParams wp = sp;
           wp.n_predict = std::min(cfg.n_predict, 16);
-          for (auto& c : cells) run_cell(c, few, wp, [](int64_t, std::vector<int32_t>) {});
+          for (auto& c : cells) run_cell(c, few, wp, [](int64_t, const std::vector<int32_t>&) {});
         }
         for (int32_t rep = 0; rep < cfg.reps; ++rep) {
           for (size_t k = 0; k < cells.size(); ++k) {
             Cell& c = cells[(k + static_cast<size_t>(rep)) % cells.size()];
             if (rss_per_cell) reset_peak_rss();
+            // NOLINTNEXTLINE(performance-unnecessary-value-param): on_output takes a non-const reference
             RepResult rr = run_cell(c, prompts, sp, [&](int64_t pi, std::vector<int32_t> out) {
               if (hooks.on_output) hooks.on_output(c.key, pi, out);
               progress.advance(1);
