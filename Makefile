@@ -7,7 +7,7 @@ JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build install install-python uninstall run test soak test-sanitize test-tsan fuzz build-fuzz-targets fuzz-corpus bench clean
+.PHONY: all setup configure build install install-python uninstall run test soak test-sanitize test-tsan fuzz build-fuzz-targets fuzz-corpus bench format format-check lint clean
 
 all: build
 
@@ -154,5 +154,27 @@ fuzz-corpus: build-fuzz-targets
 	@find tests/fuzz/corpus -type f ! -name 'regress_*' -delete 2>/dev/null || true
 	@build-fuzz/tests/fuzz/make_fuzz_corpus tests/fuzz/corpus
 
+# Formatting (.clang-format, clang-format 14 from scripts/setup.sh): `make format` formats
+# the C/C++ files of src/, tools/, tests/, benchmarks/ and include/ in place;
+# `make format-check` changes nothing and fails listing the files it would change (.ci/run).
+format:
+	@scripts/setup.sh
+	@scripts/format.sh
+
+format-check:
+	@scripts/setup.sh
+	@scripts/format.sh --check
+
+# clang-tidy 14 (.clang-tidy) over src/ (scripts/lint.sh): a few minutes on 2 cores, not
+# run by CI. Its compile commands come from build-lint/, configured (not built) with
+# TREESPEC_UNITY=OFF: a unity build's compile_commands.json lists the unity TUs, not the
+# source files. LINT_FILES narrows it (a path regex, e.g. LINT_FILES=src/engine/).
+LINT_FILES ?= src/
+lint:
+	@scripts/setup.sh clang-tidy-14
+	@cmake -S . -B build-lint $(call cmake_gen,build-lint) -DCMAKE_BUILD_TYPE=Release -DTREESPEC_UNITY=OFF \
+	  -DTREESPEC_BUILD_TESTS=OFF -DTREESPEC_BUILD_BENCHMARKS=OFF >/dev/null
+	@LINT_JOBS=$(JOBS) scripts/lint.sh build-lint '$(LINT_FILES)'
+
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz build-lint

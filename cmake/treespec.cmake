@@ -29,8 +29,27 @@ if(TREESPEC_SANITIZE MATCHES "undefined")
 endif()
 add_compile_options(${TREESPEC_COMMON_FLAGS})
 
+# treespec_layer(<target> <name>): the include path of module <name> (docs/architecture.md,
+# "Layering"). src/ is no include directory of any target: each module gets its own
+# directory ${PROJECT_BINARY_DIR}/layers/<name>/ holding one symbolic link, <name> ->
+# src/<name>, and that directory (with include/, the C API's public headers) is its PUBLIC
+# include directory. Module dependencies are PUBLIC too, so a target sees "<m>/x.h" exactly
+# for its own module and those it depends on, directly or not; including a header of any
+# other module fails to compile ("No such file or directory"). The prefix map, PUBLIC as
+# well, spells __FILE__ (and debug-info paths) of a header reached through the link as its
+# path under src/, as before.
+function(treespec_layer target name)
+  set(dir ${PROJECT_BINARY_DIR}/layers/${name})
+  file(MAKE_DIRECTORY ${dir})
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${name} ${dir}/${name} SYMBOLIC)
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/include ${dir})
+  target_compile_options(${target} PUBLIC -ffile-prefix-map=${dir}/${name}/=${PROJECT_SOURCE_DIR}/src/${name}/)
+endfunction()
+
 # treespec_add_module(<name> [DEPS <targets>...] [SOURCES <extra>...])
-# Builds src/<name>/**/*.cpp into the static library treespec_<name>.
+# Builds src/<name>/**/*.cpp into the static library treespec_<name>. DEPS are the
+# modules (and external libraries) it may use: their headers are the only other ones
+# it can include (treespec_layer).
 function(treespec_add_module name)
   cmake_parse_arguments(ARG "" "" "DEPS;SOURCES" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
@@ -41,7 +60,7 @@ function(treespec_add_module name)
     file(WRITE ${srcs} "// module ${name} has no sources yet\n")
   endif()
   add_library(treespec_${name} STATIC ${srcs})
-  target_include_directories(treespec_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  treespec_layer(treespec_${name} ${name})
   target_compile_options(treespec_${name} PRIVATE ${TREESPEC_WARNINGS})
   target_link_libraries(treespec_${name} PUBLIC ${ARG_DEPS})
   treespec_unity(treespec_${name})

@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev libutf8proc-dev
   zlib1g-dev
+  clang-format-14  # make format / make format-check (.clang-format; the version fixes the output)
   chromium  # the chat page's browser test drives it headless (tests/integration/server/chat_page_browser.py)
   "$@"
 )

@@ -611,6 +611,7 @@ json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
   const std::vector<PromptSet> sets = load_prompt_sets(cfg);
   std::vector<MethodSpec> methods = cfg.methods;
   std::vector<drafters::SpecConfig> specs;
+  specs.reserve(methods.size());
   for (const auto& m : methods) specs.push_back(hooks.resolve_spec(m));
   std::vector<bool> dropped(methods.size(), false);
   json skipped = json::array();

@@ -48,7 +48,7 @@ ChatFamily chat_family_from_name(std::string_view name);
 std::vector<std::string> chat_family_names();
 
 // Picks the family for a Jinja template text (empty -> plain).
-ChatFamily detect_chat_family(std::string_view jinja_template);
+ChatFamily detect_chat_family(std::string_view t);
 
 struct RenderedChat {
   std::string prompt;                // text to tokenize (BOS is added by the tokenizer)

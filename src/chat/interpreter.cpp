@@ -13,8 +13,8 @@ std::optional<Value> ArgReader::get(size_t index, std::string_view name) {
   if (kw_read_.size() != a_.kw.size()) kw_read_.assign(a_.kw.size(), false);
   if (index < a_.pos.size()) {
     n_pos_read_ = std::max(n_pos_read_, index + 1);
-    for (size_t k = 0; k < a_.kw.size(); ++k)
-      if (a_.kw[k].first == name) type_error(fmt::format("{}() got multiple values for argument '{}'", fn_, name));
+    for (const auto& kw : a_.kw)
+      if (kw.first == name) type_error(fmt::format("{}() got multiple values for argument '{}'", fn_, name));
     return a_.pos[index];
   }
   for (size_t k = 0; k < a_.kw.size(); ++k) {
@@ -26,7 +26,7 @@ std::optional<Value> ArgReader::get(size_t index, std::string_view name) {
   return std::nullopt;
 }
 
-Value ArgReader::get_or(size_t index, std::string_view name, Value def) {
+Value ArgReader::get_or(size_t index, std::string_view name, const Value& def) {
   auto v = get(index, name);
   return v ? *v : def;
 }

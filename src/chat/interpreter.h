@@ -55,7 +55,7 @@ class ArgReader {
   ArgReader(Args& args, std::string fn) : a_(args), fn_(std::move(fn)) {}
   // The argument at `index` / called `name`; nullopt when absent.
   std::optional<Value> get(size_t index, std::string_view name);
-  Value get_or(size_t index, std::string_view name, Value def);
+  Value get_or(size_t index, std::string_view name, const Value& def);
   // TypeError for arguments nobody read.
   void done();
 

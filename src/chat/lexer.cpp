@@ -151,7 +151,7 @@ class Lexer {
   }
 
   // Applies `-` (strip all whitespace) or lstrip_blocks to the text before a tag.
-  std::string strip_before(std::string text, char sign, bool is_variable) {
+  std::string strip_before(std::string text, char sign, bool is_variable) const {
     if (sign == '-') return rstrip_space(text);
     if (sign != '+' && opt_.lstrip_blocks && !is_variable) {
       const size_t nl = text.rfind('\n');
@@ -210,7 +210,7 @@ class Lexer {
       return;
     }
     const char kind = s_[tag + 1];
-    const char sign = tag + 2 < s_.size() && (s_[tag + 2] == '-' || s_[tag + 2] == '+') ? s_[tag + 2] : 0;
+    const char sign = tag + 2 < s_.size() && (s_[tag + 2] == '-' || s_[tag + 2] == '+') ? s_[tag + 2] : '\0';
     std::string text = s_.substr(pos_, tag - pos_);
     if (kind == '%') {
       const size_t raw_end = match_raw_begin(tag);
@@ -248,7 +248,7 @@ class Lexer {
   void raw(size_t p, size_t tag) {
     for (size_t q = s_.find("{%", p); q != std::string::npos; q = s_.find("{%", q + 1)) {
       size_t i = q + 2;
-      const char sign = i < s_.size() && (s_[i] == '-' || s_[i] == '+') ? s_[i] : 0;
+      const char sign = i < s_.size() && (s_[i] == '-' || s_[i] == '+') ? s_[i] : '\0';
       if (sign) ++i;
       i += space_run(s_, i);
       if (s_.compare(i, 6, "endraw") != 0) continue;

@@ -16,7 +16,7 @@ namespace {
 
 using Method = Value (*)(Interpreter&, const Value& self, Args&);
 
-Value bind(Interpreter& in, const Value& self, std::string name, Method m) {
+Value bind(Interpreter& in, const Value& self, const std::string& name, Method m) {
   return in.track(std::make_shared<Function>(
       name, [self, m](Interpreter& i, Args& a) { return m(i, self, a); }, "method"));
 }

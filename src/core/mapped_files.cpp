@@ -1,6 +1,6 @@
 #include "core/mapped_files.h"
 
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigaction, not <csignal>
 #include <unistd.h>
 
 #include <atomic>

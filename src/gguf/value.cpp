@@ -159,7 +159,7 @@ bool Value::operator==(const Value& o) const {
     case ValueType::f32: {
       // Compare the f32 bit patterns: a round trip through a file must be exact.
       const float a = static_cast<float>(num_.f), b = static_cast<float>(o.num_.f);
-      return std::memcmp(&a, &b, sizeof a) == 0;
+      return std::memcmp(&a, &b, sizeof a) == 0;  // NOLINT(bugprone-suspicious-memory-comparison): the bits
     }
     default: return num_.u == o.num_.u;
   }

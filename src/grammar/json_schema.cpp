@@ -294,7 +294,7 @@ class JsConverter {
   std::string integer_body(const Json& n, const std::string& path);
   std::string merged(const std::vector<Json>& parts, const std::string& name, const std::string& path);
   std::string prim(const std::string& name);
-  std::string add_rule(const std::string& name, const std::string& body);
+  std::string add_rule(const std::string& base, const std::string& body);
   std::string unique_name(const std::string& base) const;
   bool taken(const std::string& name) const;
 
@@ -356,7 +356,7 @@ std::string JsConverter::prim(const std::string& name) {
 }
 
 std::string JsConverter::visit(const Json& s, const std::string& name, const std::string& path) {
-  const std::string b = body(s, name, path);
+  std::string b = body(s, name, path);
   if (taken(b) && b.find(' ') == std::string::npos) return b;  // already a rule
   return add_rule(name, b);
 }
@@ -393,7 +393,7 @@ std::string JsConverter::ref_rule(const std::string& ref, const std::string& pat
     return it->second;
   }
   const Json& target = resolve(ref, path);
-  const std::string name = unique_name(js_child("", ref.substr(ref.find_last_of('/') + 1)));
+  std::string name = unique_name(js_child("", ref.substr(ref.find_last_of('/') + 1)));
   order_.push_back(name);
   rules_[name] = "";  // reserved while its body is built (recursion refers to it)
   ref_names_[ref] = name;

@@ -5,7 +5,7 @@
 
 namespace treespec::grammar {
 
-TokenMask::TokenMask(std::vector<std::string> pieces, std::vector<int32_t> eog_ids)
+TokenMask::TokenMask(std::vector<std::string> pieces, const std::vector<int32_t>& eog_ids)
     : pieces_(std::move(pieces)), eog_(pieces_.size(), 0) {
   for (int32_t id : eog_ids) {
     if (id >= 0 && id < n_vocab()) {

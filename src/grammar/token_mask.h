@@ -20,7 +20,7 @@ namespace treespec::grammar {
 class TokenMask {
  public:
   // pieces[id]: the token's output bytes (tokenizer token_to_piece without specials).
-  TokenMask(std::vector<std::string> pieces, std::vector<int32_t> eog_ids);
+  TokenMask(std::vector<std::string> pieces, const std::vector<int32_t>& eog_ids);
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
   bool is_eog(int32_t tok) const { return tok >= 0 && tok < n_vocab() && eog_[static_cast<size_t>(tok)] != 0; }

@@ -97,7 +97,7 @@ void Model::read_hparams(const ArchTraits& arch) {
     const double factor = f.get_float(a + "rope.scaling.factor", 1.0);
     if (!(factor > 0.0)) throw FormatError(fmt::format("{}: {}rope.scaling.factor must be positive", path, a));
     hp_.rope_freq_scale = static_cast<float>(1.0 / factor);
-  } else if (scaling != "none" && scaling != "" && scaling != "longrope") {
+  } else if (scaling != "none" && !scaling.empty() && scaling != "longrope") {
     // Llama 3's scaling arrives as the rope_freqs.weight tensor (below), not as a type;
     // LongRoPE as rope_factors_long/short (bind_rope), with or without the type.
     throw Unsupported(fmt::format("{}: {}rope.scaling.type '{}' is not supported (supported: none, linear, longrope)",

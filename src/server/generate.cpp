@@ -266,6 +266,7 @@ void respond_plain(httplib::Response& res, const Reply& reply, const std::vector
     }
   }
   std::vector<Outcome> outs;
+  outs.reserve(states.size());
   for (const auto& state : states) outs.push_back(outcome_of(*state));
   for (const Outcome& o : outs) {
     if (!o.error.empty()) throw ApiError(500, "server_error", o.error);

@@ -31,7 +31,7 @@ LogprobWriter::LogprobWriter(const tokenizer::Tokenizer& tok, int32_t prev_token
 // The token's piece (special tokens spelled out); a piece that is not valid UTF-8 (a
 // byte of a longer character) as "bytes:\xNN...", vLLM's spelling.
 std::string LogprobWriter::token_text(int32_t id) const {
-  const std::string piece = tok_.token_to_piece(id, true);
+  std::string piece = tok_.token_to_piece(id, true);
   if (tokenizer::utf8::is_valid(piece)) return piece;
   std::string out = "bytes:";
   for (unsigned char c : piece) out += fmt::format("\\x{:02x}", c);

@@ -53,7 +53,7 @@ std::string label_value(const std::string& v) {
 }
 }  // namespace
 
-Metrics::Metrics(std::string prefix, std::string model_name)
+Metrics::Metrics(std::string prefix, const std::string& model_name)
     : prefix_(std::move(prefix)),
       base_labels_(model_name.empty() ? std::string() : fmt::format("model_name=\"{}\"", label_value(model_name))),
       ttft_(kTtftBounds),

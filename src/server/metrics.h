@@ -46,7 +46,7 @@ class Metrics {
  public:
   // `prefix`: the series' namespace ("treespec" or "vllm"); `model_name`: the label every
   // series carries (none when empty).
-  explicit Metrics(std::string prefix = "treespec", std::string model_name = {});
+  explicit Metrics(std::string prefix = "treespec", const std::string& model_name = {});
 
   // Every HTTP response (path is normalised to a known route or "other").
   void on_http_response(const std::string& path, int status);

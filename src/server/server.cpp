@@ -101,7 +101,7 @@ void Server::Impl::require_model(const std::string& name) const {
                  "model_not_found", "model");
 }
 
-void Server::Impl::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::handle_tokenize(const httplib::Request& req, httplib::Response& res) const {
   require_ready();
   const TokenizeRequest t = parse_tokenize_request(parse_body(req.body));
   const std::vector<int32_t> ids = tok->encode(t.content, t.add_special, true);
@@ -126,7 +126,7 @@ void Server::Impl::handle_tokenize(const httplib::Request& req, httplib::Respons
   send_json(res, 200, json{{"tokens", out}});
 }
 
-void Server::Impl::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::handle_detokenize(const httplib::Request& req, httplib::Response& res) const {
   require_ready();
   const std::vector<int32_t> ids = parse_detokenize_request(parse_body(req.body), tok->n_vocab());
   send_json(res, 200, json{{"content", tok->decode(ids)}});
@@ -202,7 +202,7 @@ void Server::Impl::install_http_hooks() {
     if (!cors.any()) res.set_header("Vary", "Origin");
   });
 
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, const std::exception_ptr& ep) {
     std::string what = "unknown exception";
     try {
       if (ep) std::rethrow_exception(ep);

@@ -82,8 +82,8 @@ struct Server::Impl {
   void answer_preflight(const httplib::Request& req, httplib::Response& res) const;
   void load();
   void handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint ep);
-  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
-  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res) const;
+  void handle_detokenize(const httplib::Request& req, httplib::Response& res) const;
   void handle_embeddings(const httplib::Request& req, httplib::Response& res);
 
   // /v1/embeddings runs one request at a time on its own forward context (the Model is

@@ -83,7 +83,7 @@ class DraftModelDrafter final : public Drafter {
     int32_t q_index = -1;  // >= 0: its one child was sampled from q_store_[q_index]
   };
 
-  void sync(std::span<const int32_t> context);
+  void sync(std::span<const int32_t> ctx);
   void prefill(std::span<const int32_t> tokens);
   int32_t add_node(int32_t token, int32_t parent, int32_t depth, float path_p, float step_p);
   // Runs dtree_ rows `nodes` through the draft; logits of every row into logits_.

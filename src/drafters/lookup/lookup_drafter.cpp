@@ -25,7 +25,7 @@ tree::TokenTree LookupDrafter::propose(const DraftInput& in) {
   const auto n_ctx = static_cast<int64_t>(ctx.size());
   tree::TokenTree t(ctx.back());
   int32_t branches = 0;
-  for (int32_t n = std::min<int64_t>(p_.ngram_max, n_ctx - 1); n >= p_.ngram_min && branches < p_.max_branches; --n) {
+  for (auto n = static_cast<int32_t>(std::min<int64_t>(p_.ngram_max, n_ctx - 1)); n >= p_.ngram_min && branches < p_.max_branches; --n) {
     const auto suffix = ctx.subspan(static_cast<size_t>(n_ctx - n));
     // Most recent occurrence first; the match must end before the suffix itself.
     for (int64_t end = n_ctx - 1; end >= n && branches < p_.max_branches && t.size() < in.budget; --end) {

@@ -43,7 +43,7 @@ struct HeadScratch {
 // h [M, E]; target[M] (-1 = row has no target). Writes every gradient in `grad` (same
 // shapes as params) and returns the mean loss over rows with a target (0 if none).
 double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, const float* h, int64_t M, const int32_t* target,
-                             const SoftTargets& soft, HeadTensors& grad, HeadScratch& scratch, core::ThreadPool& pool);
+                             const SoftTargets& soft, HeadTensors& grad, HeadScratch& sb, core::ThreadPool& pool);
 
 // Adam (beta 0.9 / 0.999, eps 1e-8, bias-corrected) at step t >= 1.
 struct AdamState {

@@ -87,7 +87,7 @@ void HeadAccuracyTracker::grade(std::span<const int32_t> context, tree::Acceptan
 
 // ---------------------------------------------------------------------------------------
 
-MedusaDrafter::MedusaDrafter(std::shared_ptr<const MedusaHeads> heads, tree::TreeShape shape, const MedusaParams& p,
+MedusaDrafter::MedusaDrafter(const std::shared_ptr<const MedusaHeads>& heads, tree::TreeShape shape, const MedusaParams& p,
                              core::ThreadPool* pool, tree::AcceptanceTable initial)
     : heads_(heads), shape_(std::move(shape)), p_(p), cand_(heads, p.top_k, pool), live_(std::move(initial)) {
   p_.validate();

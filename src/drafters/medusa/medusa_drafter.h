@@ -90,7 +90,7 @@ class HeadAccuracyTracker {
 class MedusaDrafter final : public Drafter {
  public:
   // `initial` seeds the live acceptance table (the calibration, or zeros).
-  MedusaDrafter(std::shared_ptr<const MedusaHeads> heads, tree::TreeShape shape, const MedusaParams& p,
+  MedusaDrafter(const std::shared_ptr<const MedusaHeads>& heads, tree::TreeShape shape, const MedusaParams& p,
                 core::ThreadPool* pool, tree::AcceptanceTable initial);
   std::string name() const override { return "medusa"; }
   void begin(std::span<const int32_t> prompt) override;

@@ -18,7 +18,7 @@ void PropdParams::validate() const {
   if (refresh_every < 0) throw InvalidArgument(fmt::format("propd: refresh interval must be >= 0, got {}", refresh_every));
 }
 
-PropdDrafter::PropdDrafter(std::shared_ptr<const MedusaHeads> heads, const PropdParams& p, int32_t top_k, core::ThreadPool* pool,
+PropdDrafter::PropdDrafter(const std::shared_ptr<const MedusaHeads>& heads, const PropdParams& p, int32_t top_k, core::ThreadPool* pool,
                            tree::AcceptanceTable initial, std::optional<tree::TreeShape> static_shape)
     : heads_(heads), p_(p), cand_(heads, top_k, pool), live_(std::move(initial)), static_(std::move(static_shape)) {
   p_.validate();

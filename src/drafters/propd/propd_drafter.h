@@ -48,7 +48,7 @@ struct PropdParams {
 class PropdDrafter final : public Drafter {
  public:
   // `initial` seeds the live table; `static_shape` fixes the tree (--static-tree).
-  PropdDrafter(std::shared_ptr<const MedusaHeads> heads, const PropdParams& p, int32_t top_k, core::ThreadPool* pool,
+  PropdDrafter(const std::shared_ptr<const MedusaHeads>& heads, const PropdParams& p, int32_t top_k, core::ThreadPool* pool,
                tree::AcceptanceTable initial, std::optional<tree::TreeShape> static_shape = std::nullopt);
   std::string name() const override { return "propd"; }
   void begin(std::span<const int32_t> prompt) override;
