@@ -387,9 +387,7 @@ void Engine::read_rows(Sequence& s, const model::BatchSegment& seg, const tree::
   }
 }
 
-void Engine::step(std::span<Sequence* const> seqs_in) {
-  const double t_step0 = core::now_s();
-  const auto& hp = model_.hparams();
+std::vector<Sequence*> Engine::runnable(std::span<Sequence* const> seqs_in) {
   std::vector<Sequence*> seqs;
   for (Sequence* s : seqs_in) {
     if (s->finished()) continue;
@@ -405,22 +403,25 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     seqs.push_back(s);
   }
   reserve_roots(seqs);
-  if (seqs.empty()) return;
+  return seqs;
+}
 
-  // Draft.
-  std::vector<int32_t> budgets(seqs.size());
-  for (size_t i = 0; i < seqs.size(); ++i) {
+void Engine::draft_trees(std::span<Sequence* const> seqs, Drafted& d) {
+  const auto& hp = model_.hparams();
+  const size_t n = seqs.size();
+  d.budgets.resize(n);
+  for (size_t i = 0; i < n; ++i) {
     // max_nodes() == 0 means "no limit": the free context bounds it (clamped below).
     const int32_t mx = seqs[i]->drafter_->max_nodes();
-    budgets[i] = mx > 0 ? mx : kv_.n_available(seqs[i]->slot_);
+    d.budgets[i] = mx > 0 ? mx : kv_.n_available(seqs[i]->slot_);
   }
-  if (budget_policy_) budget_policy_->plan(seqs, budgets);
-  std::vector<tree::TokenTree> trees(seqs.size());  // the trees forwarded
-  std::vector<double> t_draft(seqs.size());
-  // Sequences under a grammar: what it cut from the drafted tree, and the row masks.
-  std::vector<GrammarStep> gsteps(seqs.size());
-  std::vector<uint8_t> cut(seqs.size(), 0);
-  for (size_t i = 0; i < seqs.size(); ++i) {
+  if (budget_policy_) budget_policy_->plan(seqs, d.budgets);
+  d.trees.assign(n, tree::TokenTree());
+  d.t_draft.assign(n, 0.0);
+  d.gsteps.clear();
+  d.gsteps.resize(n);
+  d.cut.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
     Sequence& s = *seqs[i];
     const double t0 = core::now_s();
     drafters::DraftInput in;
@@ -429,8 +430,8 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     in.n_past = kv_.n_past(s.slot_);
     // Within the sequence's context and what the pool can still give it; the cells are
     // taken now, so the sequences after it see what is left.
-    in.budget = std::clamp(budgets[i], 1, kv_.n_available(s.slot_));
-    budgets[i] = in.budget;
+    in.budget = std::clamp(d.budgets[i], 1, kv_.n_available(s.slot_));
+    d.budgets[i] = in.budget;
     const Status reserved = kv_.reserve(s.slot_, in.budget);
     TREESPEC_ASSERT(reserved.ok(), "tree budget clamped to the available cells");
     in.sampling = &s.params_.sampling;
@@ -441,19 +442,89 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
     for (int32_t k = 0; k < t.size(); ++k) {
       TREESPEC_ASSERT(t.token(k) >= 0 && t.token(k) < hp.n_vocab, "drafter proposed a token outside the vocabulary");
     }
-    if (s.params_.grammar.mask && gsteps[i].cut(t, s.params_.grammar, s.gstate_, s.params_.ignore_eog)) {
-      cut[i] = 1;
-      t = gsteps[i].forwarded();
+    if (s.params_.grammar.mask && d.gsteps[i].cut(t, s.params_.grammar, s.gstate_, s.params_.ignore_eog)) {
+      d.cut[i] = 1;
+      t = d.gsteps[i].forwarded();
     }
-    trees[i] = std::move(t);
-    t_draft[i] = core::now_s() - t0;
+    d.trees[i] = std::move(t);
+    d.t_draft[i] = core::now_s() - t0;
   }
+}
+
+Engine::SeqTimes Engine::verify_and_commit(Sequence& s, size_t i, const Drafted& d, double t_fwd) {
+  const auto& hp = model_.hparams();
+  // Verification sees the drafted tree (cut nodes have no logits); KV rows are the
+  // forwarded tree's.
+  const GrammarStep* cut = d.cut[i] ? &d.gsteps[i] : nullptr;
+  const tree::TokenTree& t = cut ? cut->drafted() : d.trees[i];
+  const int32_t n_fwd = d.trees[i].size();
+  const auto& seg = batch_.segs[i];
+  const double t0 = core::now_s();
+  NodeRows rows;
+  read_rows(s, seg, t, cut, d.gsteps[i], rows);
+  const verify::VerifyResult res = verify::verify(s.params_.mode, t, rows.logits, hp.n_vocab, s.params_.sampling,
+                                                  s.params_.typical, s.rng_, s.drafter_->draft_distributions(),
+                                                  static_cast<int64_t>(s.context_.size()));
+  const double t1 = core::now_s();
+  const Status st = kv_.commit(s.slot_, cut ? cut->forwarded_path(res.path) : res.path);
+  TREESPEC_ASSERT(st.ok(), "commit of verified rows must fit");
+  std::vector<int32_t> out;
+  out.reserve(res.path.size());
+  for (size_t k = 1; k < res.path.size(); ++k) out.push_back(t.token(res.path[k]));
+  out.push_back(res.bonus);
+  const bool logprobs = s.params_.wants_logprobs();
+  if (logprobs) append_logprobs(s.logprobs_, rows.logits, res.path, out, hp.n_vocab, s.params_.top_logprobs);
+  emit(s, out);
+  if (logprobs) s.logprobs_.resize(s.generated_.size());  // what emit did not take (EOG, -n)
+  if (!s.finished()) {
+    drafters::StepFeedback fb{t, res, rows.argmax, rows.logits, rows.hidden, s.context_};
+    s.drafter_->observe(fb);
+  }
+  const double t2 = core::now_s();
+  int32_t max_cand_depth = 0;
+  for (int32_t k = 1; k < t.size(); ++k) {
+    if (t.is_candidate(k)) max_cand_depth = std::max(max_cand_depth, t.depth(k));
+  }
+  s.stats_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
+  totals_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
+  if (pruning_.layer(i) > 0) {
+    s.stats_.record_prune(n_fwd, n_fwd - seg.n_rows, pruning_.layer(i), hp.n_layer);
+    totals_.record_prune(n_fwd, n_fwd - seg.n_rows, pruning_.layer(i), hp.n_layer);
+  }
+  s.stats_.t_draft += d.t_draft[i];
+  s.stats_.t_forward += t_fwd;
+  s.stats_.n_forwards += 1;
+  s.stats_.t_verify += t1 - t0;
+  s.stats_.t_commit += t2 - t1;
+  totals_.t_draft += d.t_draft[i];
+  SeqStepReport& rep = seq_reports_[i];
+  rep.seq = &s;
+  rep.budget = d.budgets[i];
+  rep.n_nodes = n_fwd;
+  rep.n_late = seg.n_rows;
+  rep.prune_layer = pruning_.layer(i);
+  rep.survived = pruning_.survived(i);
+  rep.n_accepted = res.n_accepted();
+  if (s.finished()) {
+    release(s, s.finish_);
+  } else if (kv_.n_free(s.slot_) < 1) {
+    release(s, FinishReason::context);
+  }
+  return {t1 - t0, t2 - t1};
+}
+
+void Engine::step(std::span<Sequence* const> seqs_in) {
+  const double t_step0 = core::now_s();
+  const std::vector<Sequence*> seqs = runnable(seqs_in);
+  if (seqs.empty()) return;
+  Drafted d;
+  draft_trees(seqs, d);
 
   // One forward pass for every tree (early pruning inside, per sequence).
   const double t_fwd0 = core::now_s();
   int32_t n_rows = 0;
-  for (const auto& t : trees) n_rows += t.size();
-  const double rows_eff = forward_trees(seqs, trees);
+  for (const auto& t : d.trees) n_rows += t.size();
+  const double rows_eff = forward_trees(seqs, d.trees);
   const int32_t n_rows_late = batch_.n_rows();
   const double t_fwd = core::now_s() - t_fwd0;
   double mean_ctx = 0.0;
@@ -463,70 +534,10 @@ void Engine::step(std::span<Sequence* const> seqs_in) {
   // Verify, commit, observe.
   seq_reports_.assign(seqs.size(), SeqStepReport{});
   double t_verify_total = 0.0, t_commit_total = 0.0;
-  Status st;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    Sequence& s = *seqs[i];
-    // Verification sees the drafted tree (cut nodes have no logits); KV rows are the
-    // forwarded tree's.
-    const tree::TokenTree& t = cut[i] ? gsteps[i].drafted() : trees[i];
-    const int32_t n_fwd = trees[i].size();
-    const auto& seg = batch_.segs[i];
-    const double t0 = core::now_s();
-    NodeRows rows;
-    read_rows(s, seg, t, cut[i] ? &gsteps[i] : nullptr, gsteps[i], rows);
-    const auto& node_logits = rows.logits;
-    const auto& node_hidden = rows.hidden;
-    const auto& node_argmax = rows.argmax;
-    const verify::VerifyResult res = verify::verify(s.params_.mode, t, node_logits, hp.n_vocab, s.params_.sampling,
-                                                    s.params_.typical, s.rng_, s.drafter_->draft_distributions(),
-                                                    static_cast<int64_t>(s.context_.size()));
-    const double t1 = core::now_s();
-    st = kv_.commit(s.slot_, cut[i] ? gsteps[i].forwarded_path(res.path) : res.path);
-    TREESPEC_ASSERT(st.ok(), "commit of verified rows must fit");
-    std::vector<int32_t> out;
-    out.reserve(res.path.size());
-    for (size_t k = 1; k < res.path.size(); ++k) out.push_back(t.token(res.path[k]));
-    out.push_back(res.bonus);
-    const bool logprobs = s.params_.wants_logprobs();
-    if (logprobs) append_logprobs(s.logprobs_, node_logits, res.path, out, hp.n_vocab, s.params_.top_logprobs);
-    emit(s, out);
-    if (logprobs) s.logprobs_.resize(s.generated_.size());  // what emit did not take (EOG, -n)
-    if (!s.finished()) {
-      drafters::StepFeedback fb{t, res, node_argmax, node_logits, node_hidden, s.context_};
-      s.drafter_->observe(fb);
-    }
-    const double t2 = core::now_s();
-    int32_t max_cand_depth = 0;
-    for (int32_t k = 1; k < t.size(); ++k) {
-      if (t.is_candidate(k)) max_cand_depth = std::max(max_cand_depth, t.depth(k));
-    }
-    s.stats_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
-    totals_.record_step(t.size(), max_cand_depth, t.n_candidates(), res.n_accepted());
-    if (pruning_.layer(i) > 0) {
-      s.stats_.record_prune(n_fwd, n_fwd - seg.n_rows, pruning_.layer(i), hp.n_layer);
-      totals_.record_prune(n_fwd, n_fwd - seg.n_rows, pruning_.layer(i), hp.n_layer);
-    }
-    s.stats_.t_draft += t_draft[i];
-    s.stats_.t_forward += t_fwd;
-    s.stats_.n_forwards += 1;
-    s.stats_.t_verify += t1 - t0;
-    s.stats_.t_commit += t2 - t1;
-    totals_.t_draft += t_draft[i];
-    t_verify_total += t1 - t0;
-    t_commit_total += t2 - t1;
-    SeqStepReport& rep = seq_reports_[i];
-    rep.seq = &s;
-    rep.budget = budgets[i];
-    rep.n_nodes = n_fwd;
-    rep.n_late = seg.n_rows;
-    rep.prune_layer = pruning_.layer(i);
-    rep.survived = pruning_.survived(i);
-    rep.n_accepted = res.n_accepted();
-    if (s.finished()) {
-      release(s, s.finish_);
-    } else if (kv_.n_free(s.slot_) < 1) {
-      release(s, FinishReason::context);
-    }
+    const SeqTimes tm = verify_and_commit(*seqs[i], i, d, t_fwd);
+    t_verify_total += tm.verify;
+    t_commit_total += tm.commit;
   }
   totals_.n_forwards += 1;
   totals_.t_forward += t_fwd;

@@ -221,6 +221,21 @@ class Engine {
 
  private:
   bool is_eog(int32_t tok) const;
+  // step()'s parts: the sequences that can take a step (others are released or
+  // preempted), their drafted trees, and one sequence's verification and commit.
+  std::vector<Sequence*> runnable(std::span<Sequence* const> seqs_in);
+  struct Drafted {
+    std::vector<int32_t> budgets;           // nodes granted per sequence
+    std::vector<tree::TokenTree> trees;     // the trees forwarded
+    std::vector<double> t_draft;            // seconds drafting
+    std::vector<GrammarStep> gsteps;        // under a grammar: what it cut, and the row masks
+    std::vector<uint8_t> cut;               // 1 = the grammar cut the drafted tree
+  };
+  void draft_trees(std::span<Sequence* const> seqs, Drafted& d);
+  struct SeqTimes {
+    double verify = 0.0, commit = 0.0;
+  };
+  SeqTimes verify_and_commit(Sequence& s, size_t i, const Drafted& d, double t_fwd);
   void emit(Sequence& seq, std::span<const int32_t> tokens);
   // Gives every sequence at least one writable cell, preempting the newest active
   // sequences when the pool is out of blocks; drops preempted ones from `seqs`.

@@ -15,6 +15,7 @@
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "sampling/sampling.h"
+#include "sampling/top_k.h"
 #include "treespec/status.h"
 
 namespace treespec::drafters {
@@ -67,14 +68,6 @@ struct Sample {
   int64_t n_rows() const { return static_cast<int64_t>(tokens.size()) - 1; }
 };
 
-// Rank of `target` among logits[n], ties ranking the lower id first (as top_k_ids does).
-int32_t rank_in(const float* lg, int32_t n, int32_t target) {
-  const float v = lg[target];
-  int32_t rank = 0;
-  for (int32_t i = 0; i < n; ++i) rank += (lg[i] > v || (lg[i] == v && i < target)) ? 1 : 0;
-  return rank;
-}
-
 // The base model writes the training text, gen_batch sequences per forward pass.
 class TrainingTextWriter {
  public:
@@ -101,7 +94,6 @@ class TrainingTextWriter {
     kl_top_ = std::min(p.kl_top, V_);
     logits_.resize(static_cast<size_t>(B_) * V_);
     normed_.resize(static_cast<size_t>(B_) * E_);
-    probs_.resize(static_cast<size_t>(V_));
     // ProPD taps: residual after every layer of the rows of one forward, normed taps, lens logits.
     taps_ = !p.tap_layers.empty();
     for (int32_t l : p.tap_layers) {
@@ -231,7 +223,7 @@ class TrainingTextWriter {
       m_.lm_head(ctx_, tap_n_.data(), static_cast<int32_t>(held.size()), lens_logits_.data());
       for (size_t h = 0; h < held.size(); ++h) {
         const float* fl = logits_.data() + static_cast<size_t>(held[h]) * V_;
-        const int32_t rk = rank_in(lens_logits_.data() + h * static_cast<size_t>(V_), V_, sampling::argmax(fl, V_));
+        const int32_t rk = sampling::rank_of(lens_logits_.data() + h * static_cast<size_t>(V_), V_, sampling::argmax(fl, V_));
         if (rk < rep_.taps.lens_top_k) ++rep_.taps.lens_hits[static_cast<size_t>(l * rep_.taps.lens_top_k + rk)];
       }
     }
@@ -259,12 +251,8 @@ class TrainingTextWriter {
   void record_kl_targets(Sample& smp, const float* lg) {
     float mx = lg[0];
     for (int32_t v = 1; v < V_; ++v) mx = std::max(mx, lg[v]);
-    for (int32_t v = 0; v < V_; ++v) probs_[static_cast<size_t>(v)] = lg[v];
-    std::vector<int32_t> idx(static_cast<size_t>(V_));
-    for (int32_t v = 0; v < V_; ++v) idx[static_cast<size_t>(v)] = v;
-    std::partial_sort(idx.begin(), idx.begin() + kl_top_, idx.end(), [&](int32_t a, int32_t b) {
-      return probs_[static_cast<size_t>(a)] > probs_[static_cast<size_t>(b)] || (probs_[static_cast<size_t>(a)] == probs_[static_cast<size_t>(b)] && a < b);
-    });
+    std::vector<int32_t> idx(static_cast<size_t>(kl_top_));
+    sampling::top_k_ids(lg, V_, kl_top_, idx.data());
     double sum = 0.0;
     for (int32_t j = 0; j < kl_top_; ++j) sum += std::exp(static_cast<double>(lg[idx[static_cast<size_t>(j)]] - mx));
     for (int32_t j = 0; j < kl_top_; ++j) {
@@ -285,7 +273,7 @@ class TrainingTextWriter {
   std::vector<Sample> samples_;
   bool kl_ = false, taps_ = false;
   int32_t kl_top_ = 0, first_heldout_ = 0;
-  std::vector<float> logits_, normed_, probs_, layer_x_, tap_n_, lens_logits_;
+  std::vector<float> logits_, normed_, layer_x_, tap_n_, lens_logits_;
   model::Batch batch_;
 };
 
@@ -358,11 +346,8 @@ MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n, c
         float mx = lg[0];
         for (int32_t v = 1; v < V; ++v) mx = std::max(mx, lg[v]);
         double sum = 0.0;
-        int32_t rank = 0;  // same tie rule as top_k_ids: equal logits rank by lower id first
-        for (int32_t v = 0; v < V; ++v) {
-          sum += std::exp(static_cast<double>(lg[v] - mx));
-          if (lg[v] > lg[y] || (lg[v] == lg[y] && v < y)) ++rank;
-        }
+        for (int32_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - mx));
+        const int32_t rank = sampling::rank_of(lg, V, y);
         loss += std::log(sum) - static_cast<double>(lg[y] - mx);
         if (rank < top_k) ++hits[static_cast<size_t>(rank)];
         ++cnt;
