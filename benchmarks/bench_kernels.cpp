@@ -97,9 +97,9 @@ void BM_Matmul(benchmark::State& st, DType t, kernels::Isa isa, bool small) {
   kernels::set_active_isa(saved);
   const double bytes = static_cast<double>(w.bytes.size());
   st.SetBytesProcessed(static_cast<int64_t>(bytes) * st.iterations());
-  st.counters["FLOPS"] = benchmark::Counter(2.0 * static_cast<double>(kNIn * w.view.n_out * M) *
-                                                static_cast<double>(st.iterations()),
-                                            benchmark::Counter::kIsRate);
+  st.counters["FLOPS"] =
+      benchmark::Counter(2.0 * static_cast<double>(kNIn * w.view.n_out * M) * static_cast<double>(st.iterations()),
+                         benchmark::Counter::kIsRate);
 }
 
 void BM_Attention(benchmark::State& st) {
@@ -117,7 +117,8 @@ void BM_Attention(benchmark::State& st) {
   for (int64_t i = 0; i < n_rows; ++i) {
     if (i > 0) parent[static_cast<size_t>(i)] = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(i)));
     std::vector<int32_t> anc;
-    for (int64_t a = i; a >= 0; a = parent[static_cast<size_t>(a)]) anc.insert(anc.begin(), static_cast<int32_t>(n_committed + a));
+    for (int64_t a = i; a >= 0; a = parent[static_cast<size_t>(a)])
+      anc.insert(anc.begin(), static_cast<int32_t>(n_committed + a));
     extra[static_cast<size_t>(i)] = anc;
   }
   std::vector<const int32_t*> ptr;
@@ -170,18 +171,22 @@ void BM_Attention(benchmark::State& st) {
 void BM_ReadBandwidth(benchmark::State& st) {
   const int n_threads = static_cast<int>(st.range(0));
   double gbs = 0;
-  for (auto _ : st) gbs = kernels::measure_read_bandwidth(n_threads > 1 ? &pool(n_threads) : nullptr, size_t{1} << 30, 3);
+  for (auto _ : st)
+    gbs = kernels::measure_read_bandwidth(n_threads > 1 ? &pool(n_threads) : nullptr, size_t{1} << 30, 3);
   st.counters["GB_per_s"] = gbs;
 }
 
 int register_all() {
   const DType types[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
-  const kernels::Isa isas[] = {kernels::Isa::scalar, kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::avx512_vnni};
+  const kernels::Isa isas[] = {kernels::Isa::scalar, kernels::Isa::avx2, kernels::Isa::avx512,
+                               kernels::Isa::avx512_vnni};
   const int n = core::hardware_threads();
   for (DType t : types) {
     for (kernels::Isa isa : isas) {
       const std::string name = std::string("BM_Matmul/") + tensor::dtype_name(t) + "/" + kernels::isa_name(isa);
-      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, isa, false)->ArgNames({"M", "threads"})->UseRealTime();
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, isa, false)
+                    ->ArgNames({"M", "threads"})
+                    ->UseRealTime();
       for (int64_t M : {1, 16, 64}) {
         if (isa == kernels::Isa::scalar && M > 1) continue;  // minutes per call
         b->Args({M, 1});
@@ -193,14 +198,19 @@ int register_all() {
       for (int64_t M : {1, 16, 64}) c->Args({M, 1});
     }
   }
-  auto* a = benchmark::RegisterBenchmark("BM_Attention", BM_Attention)->ArgNames({"tree", "threads", "softcap"})->UseRealTime();
+  auto* a = benchmark::RegisterBenchmark("BM_Attention", BM_Attention)
+                ->ArgNames({"tree", "threads", "softcap"})
+                ->UseRealTime();
   for (int64_t rows : {1, 16, 64}) {
     for (int64_t cap : {0, 50}) {
       a->Args({rows, 1, cap});
       if (n > 1) a->Args({rows, n, cap});
     }
   }
-  auto* bw = benchmark::RegisterBenchmark("BM_ReadBandwidth", BM_ReadBandwidth)->ArgNames({"threads"})->Iterations(1)->UseRealTime();
+  auto* bw = benchmark::RegisterBenchmark("BM_ReadBandwidth", BM_ReadBandwidth)
+                 ->ArgNames({"threads"})
+                 ->Iterations(1)
+                 ->UseRealTime();
   bw->Arg(1);
   if (n > 1) bw->Arg(n);
   return 0;

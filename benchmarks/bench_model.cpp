@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "core/timer.h"
 #include "core/thread_pool.h"
+#include "core/timer.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "tree/token_tree.h"
@@ -144,7 +144,10 @@ int register_all() {
     b->Args({rows, 1});
     if (n > 1) b->Args({rows, n});
   }
-  auto* r = benchmark::RegisterBenchmark("BM_StepRatio", BM_StepRatio)->ArgNames({"rows", "threads"})->Iterations(1)->UseRealTime();
+  auto* r = benchmark::RegisterBenchmark("BM_StepRatio", BM_StepRatio)
+                ->ArgNames({"rows", "threads"})
+                ->Iterations(1)
+                ->UseRealTime();
   for (int64_t rows : {16, 64}) {
     r->Args({rows, 1});
     if (n > 1) r->Args({rows, n});

@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
       p.second += bad;
       total_bad += bad;
     }
-    for (const auto& [type, v] : per_type) std::printf("%-7s %3ld tensors, %ld values differ\n", type.c_str(), v.first, v.second);
+    for (const auto& [type, v] : per_type)
+      std::printf("%-7s %3ld tensors, %ld values differ\n", type.c_str(), v.first, v.second);
     return total_bad == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

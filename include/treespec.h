@@ -68,11 +68,11 @@ typedef enum treespec_status {
 } treespec_status;
 
 typedef enum treespec_finish_reason {
-  TREESPEC_FINISH_NONE = 0,      /* no generation has run yet */
-  TREESPEC_FINISH_EOG = 1,       /* the model emitted an end-of-generation token */
-  TREESPEC_FINISH_LENGTH = 2,    /* max_tokens reached */
-  TREESPEC_FINISH_CONTEXT = 3,   /* the context (n_ctx) is full */
-  TREESPEC_FINISH_CANCELLED = 4  /* the token callback returned nonzero */
+  TREESPEC_FINISH_NONE = 0,     /* no generation has run yet */
+  TREESPEC_FINISH_EOG = 1,      /* the model emitted an end-of-generation token */
+  TREESPEC_FINISH_LENGTH = 2,   /* max_tokens reached */
+  TREESPEC_FINISH_CONTEXT = 3,  /* the context (n_ctx) is full */
+  TREESPEC_FINISH_CANCELLED = 4 /* the token callback returned nonzero */
 } treespec_finish_reason;
 
 typedef struct treespec_model treespec_model;
@@ -136,11 +136,11 @@ TREESPEC_API treespec_status treespec_detokenize(const treespec_model* model, co
 typedef struct treespec_generation_params {
   /* Sampling (`treespec run --temp --top-k --top-p --min-p -s`): temperature first,
    * then top-k, top-p, min-p. temperature <= 0 is greedy. */
-  float temperature; /* default 0.8 */
-  int32_t top_k;     /* default 40; 0 = off */
-  float top_p;       /* default 0.95; 1 = off */
-  float min_p;       /* default 0.05; 0 = off */
-  int64_t seed;      /* default -1 = random; >= 0 reproducible */
+  float temperature;  /* default 0.8 */
+  int32_t top_k;      /* default 40; 0 = off */
+  float top_p;        /* default 0.95; 1 = off */
+  float min_p;        /* default 0.05; 0 = off */
+  int64_t seed;       /* default -1 = random; >= 0 reproducible */
   int32_t max_tokens; /* tokens to generate; default -1 = until end of generation or context */
   int ignore_eos;     /* nonzero: do not stop at end-of-generation tokens */
   /* The speculative method, as one `treespec run --spec` / `bench --spec` item:
@@ -216,11 +216,11 @@ TREESPEC_API const int32_t* treespec_generation_tokens(const treespec_generation
 
 typedef struct treespec_stats {
   int64_t n_prompt_tokens;
-  int64_t n_generated;    /* tokens delivered */
-  int64_t n_steps;        /* verification steps (forward passes of the decode) */
-  int64_t n_drafts;       /* steps that verified at least one drafted token */
-  int64_t n_draft_tokens; /* drafted tokens verified */
-  int64_t n_accepted;     /* drafted tokens accepted */
+  int64_t n_generated;           /* tokens delivered */
+  int64_t n_steps;               /* verification steps (forward passes of the decode) */
+  int64_t n_drafts;              /* steps that verified at least one drafted token */
+  int64_t n_draft_tokens;        /* drafted tokens verified */
+  int64_t n_accepted;            /* drafted tokens accepted */
   double mean_accepted_length;   /* tokens per step incl. the bonus token */
   double mean_acceptance_length; /* vLLM's: 1 + accepted / drafts */
   double acceptance_rate;        /* accepted / drafted */
@@ -229,7 +229,7 @@ typedef struct treespec_stats {
   double prompt_s;               /* prompt processing seconds */
   double decode_s;               /* decode seconds (draft + forward + verify + commit) */
   treespec_finish_reason finish_reason;
-  uint64_t seed;                 /* the seed sampled with (drawn when params.seed was -1):
+  uint64_t seed; /* the seed sampled with (drawn when params.seed was -1):
                                   * giving it as params.seed reproduces the run */
 } treespec_stats;
 

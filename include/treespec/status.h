@@ -43,11 +43,11 @@ class IoError : public Error {
 
 enum class StatusCode {
   ok = 0,
-  context_full,   // the sequence's KV cache cannot hold the requested rows
-  cancelled,      // the caller asked to stop
-  invalid,        // a request-level argument is invalid
-  no_slot,        // no free sequence slot
-  kv_full,        // the shared KV cache pool has no free block for the rows
+  context_full,  // the sequence's KV cache cannot hold the requested rows
+  cancelled,     // the caller asked to stop
+  invalid,       // a request-level argument is invalid
+  no_slot,       // no free sequence slot
+  kv_full,       // the shared KV cache pool has no free block for the rows
 };
 
 const char* status_code_name(StatusCode code);

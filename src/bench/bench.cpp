@@ -44,8 +44,8 @@ struct LoadedModel {
 };
 
 struct RepResult {
-  double wall_s = 0.0;        // decode steps only
-  engine::SpecStats stats;    // engine totals accumulated during the run
+  double wall_s = 0.0;      // decode steps only
+  engine::SpecStats stats;  // engine totals accumulated during the run
   uint64_t peak_rss = 0;
 };
 
@@ -205,14 +205,18 @@ json cell_json(const Cell& c, const Cell& none, const LoadedModel& lm, const jso
   j["accepted_per_pos"] = merged.accepted_per_pos;
   j["drafted_per_pos"] = merged.drafted_per_pos;
   j["rows_per_step"] = merged.rows_per_step();
-  j["seqs_per_forward"] = merged.n_forwards ? static_cast<double>(merged.n_steps) / static_cast<double>(merged.n_forwards) : 0.0;
+  j["seqs_per_forward"] =
+      merged.n_forwards ? static_cast<double>(merged.n_steps) / static_cast<double>(merged.n_forwards) : 0.0;
   const engine::SpecStats& first = c.reps.front().stats;
   j["n_generated"] = first.n_generated;
   j["n_steps"] = first.n_steps;
   j["n_forwards"] = first.n_forwards;
   j["decode_s"] = median(wall);
   j["prefill_s"] = median(prefill);
-  j["time_s"] = {{"draft", t_draft / nrep}, {"forward", t_forward / nrep}, {"verify", t_verify / nrep}, {"commit", t_commit / nrep}};
+  j["time_s"] = {{"draft", t_draft / nrep},
+                 {"forward", t_forward / nrep},
+                 {"verify", t_verify / nrep},
+                 {"commit", t_commit / nrep}};
   j["peak_rss_bytes"] = rss;
   j["peak_rss_scope"] = rss_per_cell ? "cell" : "process";
   const double w = median(wgbs);
@@ -249,7 +253,8 @@ json cell_json(const Cell& c, const Cell& none, const LoadedModel& lm, const jso
 
 drafters::SpecConfig resolve_spec_without_params(const MethodSpec& spec) {
   if (!spec.params.empty()) {
-    throw InvalidArgument(fmt::format("method spec '{}': parameters need the CLI's flag table (treespec bench)", spec.label));
+    throw InvalidArgument(
+        fmt::format("method spec '{}': parameters need the CLI's flag table (treespec bench)", spec.label));
   }
   drafters::SpecConfig c;
   c.method = spec.name;
@@ -293,7 +298,8 @@ std::vector<PromptSet> load_prompt_sets(const BenchConfig& cfg) {
     sets.push_back(load_prompts(src, cfg.n_prompts));
     for (size_t k = 0; k + 1 < sets.size(); ++k) {
       if (sets[k].name == sets.back().name) {
-        throw InvalidArgument(fmt::format("bench: two prompt sets are named '{}' (add :name=... to one)", sets.back().name));
+        throw InvalidArgument(
+            fmt::format("bench: two prompt sets are named '{}' (add :name=... to one)", sets.back().name));
       }
     }
   }
@@ -302,8 +308,8 @@ std::vector<PromptSet> load_prompt_sets(const BenchConfig& cfg) {
 
 // A set's prompts as token ids for `lm`, cut to --max-prompt-tokens (BOS kept) and checked
 // against the context limit; n_truncated counts the cut ones.
-std::vector<std::vector<int32_t>> tokenize_prompt_set(const LoadedModel& lm, const PromptSet& set, const BenchConfig& cfg,
-                                                      int32_t limit, int64_t& n_truncated) {
+std::vector<std::vector<int32_t>> tokenize_prompt_set(const LoadedModel& lm, const PromptSet& set,
+                                                      const BenchConfig& cfg, int32_t limit, int64_t& n_truncated) {
   std::vector<std::vector<int32_t>> toks;
   n_truncated = 0;
   for (size_t i = 0; i < set.prompts.size(); ++i) {
@@ -335,7 +341,8 @@ LoadedModel load_bench_model(const std::string& path, const BenchConfig& cfg, co
   lm.tok = tokenizer::Tokenizer::from_gguf(lm.model->gguf());
   const auto& hp = lm.model->hparams();
   if (lm.tok->n_vocab() != hp.n_vocab) {
-    throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", path, lm.tok->n_vocab(), hp.n_vocab));
+    throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", path,
+                                  lm.tok->n_vocab(), hp.n_vocab));
   }
   lm.name = model_display_name(*lm.model, path);
   for (const auto& other : loaded) {
@@ -364,7 +371,9 @@ void try_methods_on(const LoadedModel& lm, const std::vector<MethodSpec>& method
       if (!methods[k].from_all) throw;
       dropped[k] = true;
       skipped.push_back({{"method", methods[k].label}, {"model", lm.name}, {"reason", e.what()}});
-      if (hooks.progress) std::fprintf(hooks.progress, "bench: skipping %s on %s: %s\n", methods[k].label.c_str(), lm.name.c_str(), e.what());
+      if (hooks.progress)
+        std::fprintf(hooks.progress, "bench: skipping %s on %s: %s\n", methods[k].label.c_str(), lm.name.c_str(),
+                     e.what());
     }
   }
 }
@@ -373,16 +382,18 @@ void check_batches_fit(const std::vector<PromptSet>& sets, const BenchConfig& cf
   for (const auto& set : sets) {
     for (int32_t b : cfg.batches) {
       if (static_cast<size_t>(b) > set.prompts.size()) {
-        throw InvalidArgument(fmt::format("bench: batch size {} needs at least {} prompts but '{}' has {} "
-                                          "(raise --n-prompts or lower --batch)", b, b, set.name, set.prompts.size()));
+        throw InvalidArgument(
+            fmt::format("bench: batch size {} needs at least {} prompts but '{}' has {} "
+                        "(raise --n-prompts or lower --batch)",
+                        b, b, set.name, set.prompts.size()));
       }
     }
   }
 }
 
 // Everything in the report but the cells: schema, machine, configuration, models, sets.
-json report_header(const BenchConfig& cfg, const std::vector<MethodSpec>& methods, const std::vector<LoadedModel>& models,
-                   const std::vector<PromptSet>& sets) {
+json report_header(const BenchConfig& cfg, const std::vector<MethodSpec>& methods,
+                   const std::vector<LoadedModel>& models, const std::vector<PromptSet>& sets) {
   json report;
   report["schema"] = "treespec-bench";
   report["schema_version"] = kSchemaVersion;
@@ -390,31 +401,49 @@ json report_header(const BenchConfig& cfg, const std::vector<MethodSpec>& method
   report["command"] = cfg.command;
   const MachineInfo mi = machine_info();
   report["machine"] = {{"cpu_model", mi.cpu_model}, {"n_cpus", mi.n_cpus}, {"isa", mi.isa}, {"os", mi.os},
-                       {"compiler", mi.compiler}, {"membw", nullptr}};
+                       {"compiler", mi.compiler},   {"membw", nullptr}};
   if (cfg.measure_bandwidth) {
     report["machine"]["membw"] = bandwidth_json(cfg.n_threads, cfg.bandwidth_bytes, cfg.bandwidth_seconds);
   }
   json method_labels = json::array();
   for (const auto& m : methods) method_labels.push_back(m.label);
-  report["config"] = {{"n_predict", cfg.n_predict}, {"ignore_eos", cfg.ignore_eos}, {"reps", cfg.reps},
-                      {"n_threads", cfg.n_threads}, {"n_ctx", cfg.n_ctx}, {"type_k", kv::cache_type_name(cfg.type_k)},
-                      {"type_v", kv::cache_type_name(cfg.type_v)}, {"n_prompts", cfg.n_prompts},
-                      {"max_prompt_tokens", cfg.max_prompt_tokens}, {"batches", cfg.batches},
-                      {"budgets", cfg.budgets}, {"methods", method_labels}, {"warmup", cfg.warmup},
-                      {"sampling", sampling_label(cfg)}, {"outputs_checked", cfg.outputs_checked()},
+  report["config"] = {{"n_predict", cfg.n_predict},
+                      {"ignore_eos", cfg.ignore_eos},
+                      {"reps", cfg.reps},
+                      {"n_threads", cfg.n_threads},
+                      {"n_ctx", cfg.n_ctx},
+                      {"type_k", kv::cache_type_name(cfg.type_k)},
+                      {"type_v", kv::cache_type_name(cfg.type_v)},
+                      {"n_prompts", cfg.n_prompts},
+                      {"max_prompt_tokens", cfg.max_prompt_tokens},
+                      {"batches", cfg.batches},
+                      {"budgets", cfg.budgets},
+                      {"methods", method_labels},
+                      {"warmup", cfg.warmup},
+                      {"sampling", sampling_label(cfg)},
+                      {"outputs_checked", cfg.outputs_checked()},
                       {"order", "repetition-major, rotated"}};
   report["models"] = json::array();
   for (const auto& lm : models) {
     const auto& hp = lm.model->hparams();
-    report["models"].push_back({{"name", lm.name}, {"path", lm.path}, {"arch", hp.arch},
-                                {"n_params", lm.model->n_params()}, {"weight_bytes", lm.model->weight_bytes()},
-                                {"n_layer", hp.n_layer}, {"n_embd", hp.n_embd}, {"n_vocab", hp.n_vocab},
+    report["models"].push_back({{"name", lm.name},
+                                {"path", lm.path},
+                                {"arch", hp.arch},
+                                {"n_params", lm.model->n_params()},
+                                {"weight_bytes", lm.model->weight_bytes()},
+                                {"n_layer", hp.n_layer},
+                                {"n_embd", hp.n_embd},
+                                {"n_vocab", hp.n_vocab},
                                 {"n_ctx_train", hp.n_ctx_train}});
   }
   report["prompt_sets"] = json::array();
   for (size_t s = 0; s < sets.size(); ++s) {
-    json ps = {{"name", sets[s].name}, {"path", sets[s].path}, {"format", sets[s].format}, {"field", sets[s].field},
-               {"turn", sets[s].turn}, {"n_available", sets[s].n_available},
+    json ps = {{"name", sets[s].name},
+               {"path", sets[s].path},
+               {"format", sets[s].format},
+               {"field", sets[s].field},
+               {"turn", sets[s].turn},
+               {"n_available", sets[s].n_available},
                {"n_prompts", static_cast<int64_t>(sets[s].prompts.size())}};
     // Token statistics from the first model's tokenizer.
     const auto& toks = models.front().prompts[s];
@@ -437,8 +466,14 @@ class BenchSweep {
  public:
   BenchSweep(const BenchConfig& cfg, const BenchHooks& hooks, const std::vector<MethodSpec>& methods,
              const std::vector<drafters::SpecConfig>& specs, const std::vector<PromptSet>& sets, json& report)
-      : cfg_(cfg), hooks_(hooks), methods_(methods), specs_(specs), sets_(sets), report_(report),
-        rss_per_cell_(reset_peak_rss()), check_outputs_(cfg.outputs_checked()) {
+      : cfg_(cfg),
+        hooks_(hooks),
+        methods_(methods),
+        specs_(specs),
+        sets_(sets),
+        report_(report),
+        rss_per_cell_(reset_peak_rss()),
+        check_outputs_(cfg.outputs_checked()) {
     // Cells per group: none once (budget is meaningless for it), then method x budget.
     cell_plan_.emplace_back(0, 0);
     for (size_t mi2 = 1; mi2 < methods_.size(); ++mi2) {
@@ -455,7 +490,9 @@ class BenchSweep {
   bool run(std::vector<LoadedModel>& models) {
     int64_t total_units = 0;
     for (const auto& set : sets_) {
-      total_units += static_cast<int64_t>(models.size() * cfg_.batches.size() * cell_plan_.size() * set.prompts.size()) * cfg_.reps;
+      total_units +=
+          static_cast<int64_t>(models.size() * cfg_.batches.size() * cell_plan_.size() * set.prompts.size()) *
+          cfg_.reps;
     }
     core::ProgressCounter progress(hooks_.progress, "bench", total_units, "sequences");
     progress_ = &progress;
@@ -552,11 +589,15 @@ class BenchSweep {
     eng.set_budget_policy(c.policy.get());
     const engine::SpecStats before = eng.totals();
     RepResult rr;
-    rr.wall_s = run_prompts(eng, ps, batch, p, [&] {
-      drafters::DrafterEnv e = env;
-      e.pool = &eng.ctx().pool();  // drafters that run a model (Medusa heads, draft models) share the engine's threads
-      return hooks_.make_drafter(c.spec, e);
-    }, done);
+    rr.wall_s = run_prompts(
+        eng, ps, batch, p,
+        [&] {
+          drafters::DrafterEnv e = env;
+          e.pool =
+              &eng.ctx().pool();  // drafters that run a model (Medusa heads, draft models) share the engine's threads
+          return hooks_.make_drafter(c.spec, e);
+        },
+        done);
     eng.set_budget_policy(nullptr);
     rr.stats = stats_diff(eng.totals(), before);
     return rr;
@@ -578,10 +619,13 @@ class BenchSweep {
     const auto& e = ref->second;
     size_t pos = 0;
     while (pos < e.size() && pos < out.size() && e[pos] == out[pos]) ++pos;
-    c.mismatches.push_back({{"prompt", pi}, {"rep", rep}, {"position", pos},
+    c.mismatches.push_back({{"prompt", pi},
+                            {"rep", rep},
+                            {"position", pos},
                             {"expected", pos < e.size() ? e[pos] : -1},
                             {"got", pos < out.size() ? out[pos] : -1},
-                            {"expected_len", e.size()}, {"got_len", out.size()}});
+                            {"expected_len", e.size()},
+                            {"got_len", out.size()}});
   }
 
   const BenchConfig& cfg_;
@@ -602,9 +646,10 @@ class BenchSweep {
 json run_bench(const BenchConfig& cfg, const BenchHooks& hooks_in) {
   BenchHooks hooks = hooks_in;
   if (!hooks.resolve_spec) hooks.resolve_spec = resolve_spec_without_params;
-  if (!hooks.make_drafter) hooks.make_drafter = [](const drafters::SpecConfig& c, const drafters::DrafterEnv& e) {
-    return drafters::make_drafter(c, e);
-  };
+  if (!hooks.make_drafter)
+    hooks.make_drafter = [](const drafters::SpecConfig& c, const drafters::DrafterEnv& e) {
+      return drafters::make_drafter(c, e);
+    };
   check_bench_config(cfg);
 
   // ---- Validate everything before timing anything. ----
@@ -644,10 +689,10 @@ std::string greedy_failure_message(const json& report) {
     msg += fmt::format(
         "greedy output differs from 'none': model {}, method {}, budget {}, batch {}, prompt set {}, prompt {} "
         "(rep {}): token {} is {} but none gave {} ({} mismatching outputs in this cell)\n",
-        c.at("model").get<std::string>(), c.at("method").get<std::string>(), budget_label(c.at("budget").get<int32_t>()),
-        c.at("batch").get<int32_t>(), c.at("prompt_set").get<std::string>(), m.at("prompt").get<int64_t>(),
-        m.at("rep").get<int32_t>(), m.at("position").get<int64_t>(), m.at("got").get<int32_t>(),
-        m.at("expected").get<int32_t>(), ms.size());
+        c.at("model").get<std::string>(), c.at("method").get<std::string>(),
+        budget_label(c.at("budget").get<int32_t>()), c.at("batch").get<int32_t>(),
+        c.at("prompt_set").get<std::string>(), m.at("prompt").get<int64_t>(), m.at("rep").get<int32_t>(),
+        m.at("position").get<int64_t>(), m.at("got").get<int32_t>(), m.at("expected").get<int32_t>(), ms.size());
   }
   return msg;
 }

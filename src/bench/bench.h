@@ -39,25 +39,25 @@ namespace treespec::bench {
 constexpr int kSchemaVersion = 1;
 
 struct BenchConfig {
-  std::vector<std::string> models;           // GGUF paths
+  std::vector<std::string> models;  // GGUF paths
   std::vector<PromptSource> prompt_sources;
-  int64_t n_prompts = 0;                     // first K of each set; 0 = all
-  int32_t n_predict = 128;                   // tokens per prompt (fewer on end-of-generation)
-  bool ignore_eos = false;                   // always generate n_predict tokens
-  int32_t max_prompt_tokens = 0;             // > 0: keep BOS + the last max-1 tokens of longer prompts
-  std::vector<MethodSpec> methods;           // normalized: "none" first
-  std::vector<int32_t> budgets = {0};        // tree budgets (max nodes incl. root); 0 = drafter's own
+  int64_t n_prompts = 0;               // first K of each set; 0 = all
+  int32_t n_predict = 128;             // tokens per prompt (fewer on end-of-generation)
+  bool ignore_eos = false;             // always generate n_predict tokens
+  int32_t max_prompt_tokens = 0;       // > 0: keep BOS + the last max-1 tokens of longer prompts
+  std::vector<MethodSpec> methods;     // normalized: "none" first
+  std::vector<int32_t> budgets = {0};  // tree budgets (max nodes incl. root); 0 = drafter's own
   std::vector<int32_t> batches = {1};
   int32_t reps = 3;
   int32_t n_threads = 1;
-  int32_t n_ctx = 0;                         // limit on prompt + generated; 0 = model's (<= 4096)
+  int32_t n_ctx = 0;                          // limit on prompt + generated; 0 = model's (<= 4096)
   tensor::DType type_k = tensor::DType::f16;  // KV cache types (-ctk / -ctv)
   tensor::DType type_v = tensor::DType::f16;
-  bool warmup = true;                        // one short untimed pass of every cell per group
+  bool warmup = true;  // one short untimed pass of every cell per group
   bool measure_bandwidth = true;
   uint64_t bandwidth_bytes = uint64_t{256} << 20;
   double bandwidth_seconds = 0.3;
-  std::string command;                       // the command line, recorded in the JSON
+  std::string command;  // the command line, recorded in the JSON
   // Decoding: greedy by default. At temp > 0 with the coupled verifier every method must
   // still reproduce `none` token for token (same seed); with the other verifiers outputs
   // legitimately differ and are not compared (config.outputs_checked = false).
@@ -75,10 +75,10 @@ struct BenchConfig {
 
 // Identifies one cell of the sweep.
 struct CellKey {
-  std::string model;       // display name
+  std::string model;  // display name
   std::string prompt_set;
   int32_t batch = 1;
-  std::string method;      // label
+  std::string method;  // label
   int32_t budget = 0;
 };
 
@@ -86,7 +86,8 @@ struct BenchHooks {
   // Method spec -> drafter configuration. Default: specs without parameters only.
   std::function<drafters::SpecConfig(const MethodSpec&)> resolve_spec;
   // Drafter construction. Default: drafters::make_drafter.
-  std::function<std::unique_ptr<drafters::Drafter>(const drafters::SpecConfig&, const drafters::DrafterEnv&)> make_drafter;
+  std::function<std::unique_ptr<drafters::Drafter>(const drafters::SpecConfig&, const drafters::DrafterEnv&)>
+      make_drafter;
   // Sees (and may alter) every finished sequence's generated tokens before they are
   // compared with `none`. A test seam: lets a test stand in for a broken method.
   std::function<void(const CellKey&, int64_t prompt_index, std::vector<int32_t>& tokens)> on_output;

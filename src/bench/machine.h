@@ -10,17 +10,17 @@
 namespace treespec::bench {
 
 struct MachineInfo {
-  std::string cpu_model;   // /proc/cpuinfo "model name" ("unknown" if absent)
-  int32_t n_cpus = 0;      // hardware threads available to this process
-  std::string isa;         // kernels::active_isa()
-  std::string os;          // uname sysname release machine
-  std::string compiler;    // compiler that built treespec
+  std::string cpu_model;  // /proc/cpuinfo "model name" ("unknown" if absent)
+  int32_t n_cpus = 0;     // hardware threads available to this process
+  std::string isa;        // kernels::active_isa()
+  std::string os;         // uname sysname release machine
+  std::string compiler;   // compiler that built treespec
 };
 MachineInfo machine_info();
 
 struct BandwidthSample {
   int32_t n_threads = 0;
-  double gb_per_s = 0.0;   // 1e9 bytes per second, best pass
+  double gb_per_s = 0.0;  // 1e9 bytes per second, best pass
 };
 
 // DRAM read bandwidth with each thread count of `threads`: kernels::measure_read_bandwidth

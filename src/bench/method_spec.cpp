@@ -48,7 +48,8 @@ void add_param(MethodSpec& m, std::string_view seg, std::string_view whole) {
   const size_t eq = seg.find('=');
   const std::string_view key = trim(seg.substr(0, eq));
   if (!(key.substr(0, 2) == "--" ? is_name(key.substr(2)) : is_name(key))) {
-    throw InvalidArgument(fmt::format("method spec '{}': '{}' is not a parameter name (expected KEY or KEY=VALUE)", whole, key));
+    throw InvalidArgument(
+        fmt::format("method spec '{}': '{}' is not a parameter name (expected KEY or KEY=VALUE)", whole, key));
   }
   std::string value = eq == std::string_view::npos ? std::string() : std::string(trim(seg.substr(eq + 1)));
   if (eq != std::string_view::npos && value.empty()) {
@@ -144,8 +145,8 @@ std::vector<MethodSpec> normalize_methods(std::vector<MethodSpec> methods, const
   std::vector<MethodSpec> out;
   for (auto& m : methods) {
     if (std::find(known.begin(), known.end(), m.name) == known.end()) {
-      throw InvalidArgument(fmt::format("unknown speculative method '{}' in '{}' (known: {})", m.name, m.label,
-                                        fmt::join(known, ", ")));
+      throw InvalidArgument(
+          fmt::format("unknown speculative method '{}' in '{}' (known: {})", m.name, m.label, fmt::join(known, ", ")));
     }
     if (m.name == "none" && !m.params.empty()) {
       throw InvalidArgument(fmt::format("method 'none' takes no parameters (got '{}')", m.label));
@@ -187,7 +188,7 @@ std::vector<int32_t> parse_budget_list(std::string_view list) {
     item = trim(item);
     // "own": each drafter's own size (0); "dynamic" or "auto": the budget controller (-1),
     // as `--budget auto` means in run and serve (engine::make_budget_policy).
-    const int32_t v = item == "own" ? 0
+    const int32_t v = item == "own"                         ? 0
                       : item == "dynamic" || item == "auto" ? kBudgetDynamic
                                                             : parse_int_list(item, "--budget", 1, 4096).front();
     if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);

@@ -51,7 +51,9 @@ struct SeriesMap {
 std::string variant_label(const json& c) {
   const int budget = c.at("budget").get<int>();
   const std::string m = c.at("method").get<std::string>();
-  return budget != 0 && c.at("method_name").get<std::string>() != "none" ? fmt::format("{} (budget {})", m, budget_label(budget)) : m;
+  return budget != 0 && c.at("method_name").get<std::string>() != "none"
+             ? fmt::format("{} (budget {})", m, budget_label(budget))
+             : m;
 }
 
 std::vector<std::string> write_plots(const json& report, const std::string& dir) {
@@ -95,7 +97,8 @@ std::vector<std::string> write_plots(const json& report, const std::string& dir)
       SeriesMap sm;
       for (double b : batches) {
         for (const json* c : cells) {
-          if (c->at("batch").get<double>() == b) sm.get(variant_label(*c)).points.emplace_back(b, c->at("speedup").at("median").get<double>());
+          if (c->at("batch").get<double>() == b)
+            sm.get(variant_label(*c)).points.emplace_back(b, c->at("speedup").at("median").get<double>());
         }
       }
       ch.series = std::move(sm.list);
@@ -131,7 +134,8 @@ std::vector<std::string> write_plots(const json& report, const std::string& dir)
         for (const json* c : cells) {
           if (c->at("batch").get<double>() != b) continue;
           sm.get(fmt::format("{} b={}", c->at("method").get<std::string>(), b))
-              .points.emplace_back(c->at("rows_per_step").get<double>(), c->at("tokens_per_s").at("median").get<double>());
+              .points.emplace_back(c->at("rows_per_step").get<double>(),
+                                   c->at("tokens_per_s").at("median").get<double>());
         }
       }
       for (auto& s : sm.list) std::sort(s.points.begin(), s.points.end());
@@ -150,7 +154,8 @@ std::vector<std::string> write_plots(const json& report, const std::string& dir)
         const auto& t = c->at("time_s");
         svg::Bar bar;
         bar.label = fmt::format("{} b={}", variant_label(*c), c->at("batch").get<int>());
-        for (const char* k : {"draft", "forward", "verify", "commit"}) bar.values.push_back(t.at(k).get<double>() / n * 1e6);
+        for (const char* k : {"draft", "forward", "verify", "commit"})
+          bar.values.push_back(t.at(k).get<double>() / n * 1e6);
         ch.bars.push_back(std::move(bar));
       }
       write_file(path("time_split"), svg::render(ch));

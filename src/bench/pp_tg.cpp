@@ -50,7 +50,8 @@ class Runner {
   void step(int32_t first, int32_t n) {
     const int32_t vocab = m_.hparams().n_vocab;
     toks_.resize(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; ++i) toks_[static_cast<size_t>(i)] = static_cast<int32_t>((static_cast<int64_t>(first + i) * 7919 + 3) % vocab);
+    for (int32_t i = 0; i < n; ++i)
+      toks_[static_cast<size_t>(i)] = static_cast<int32_t>((static_cast<int64_t>(first + i) * 7919 + 3) % vocab);
     batch_.clear();
     batch_.add_chain(0, kv_.n_past(0), toks_);
     const int32_t last[1] = {n - 1};
@@ -71,8 +72,8 @@ class Runner {
   std::vector<float> logits_;
 };
 
-json summary(const std::string& model, const model::Model& m, int32_t n_threads, const std::string& test, int32_t n_prompt,
-             int32_t n_gen, const std::vector<double>& ts) {
+json summary(const std::string& model, const model::Model& m, int32_t n_threads, const std::string& test,
+             int32_t n_prompt, int32_t n_gen, const std::vector<double>& ts) {
   const size_t k = ts.size();
   const double mean = std::accumulate(ts.begin(), ts.end(), 0.0) / static_cast<double>(k);
   double var = 0.0;
@@ -80,9 +81,15 @@ json summary(const std::string& model, const model::Model& m, int32_t n_threads,
   const double sd = k > 1 ? std::sqrt(var / static_cast<double>(k - 1)) : 0.0;
   std::error_code ec;
   const auto size = std::filesystem::file_size(model, ec);
-  return {{"model", model},         {"size_bytes", ec ? 0 : size}, {"n_params", m.n_params()},
-          {"n_threads", n_threads}, {"test", test},                {"n_prompt", n_prompt},
-          {"n_gen", n_gen},         {"samples_ts", ts},            {"median_ts", median(ts)},
+  return {{"model", model},
+          {"size_bytes", ec ? 0 : size},
+          {"n_params", m.n_params()},
+          {"n_threads", n_threads},
+          {"test", test},
+          {"n_prompt", n_prompt},
+          {"n_gen", n_gen},
+          {"samples_ts", ts},
+          {"median_ts", median(ts)},
           {"min_ts", *std::min_element(ts.begin(), ts.end())},
           {"max_ts", *std::max_element(ts.begin(), ts.end())},
           {"stddev_ts", sd}};
@@ -99,10 +106,15 @@ json run_pp_tg(const PpTgConfig& cfg, std::FILE* progress) {
   report["kind"] = "pp_tg";
   report["command"] = cfg.command;
   const MachineInfo mi = machine_info();
-  report["machine"] = {{"cpu_model", mi.cpu_model}, {"n_cpus", mi.n_cpus}, {"isa", mi.isa}, {"os", mi.os},
-                       {"compiler", mi.compiler}};
-  report["config"] = {{"pp", cfg.pp}, {"tg", cfg.tg}, {"reps", cfg.reps}, {"n_threads", cfg.n_threads},
-                      {"n_batch", cfg.n_batch}, {"warmup", cfg.warmup}, {"type_k", kv::cache_type_name(cfg.type_k)},
+  report["machine"] = {
+      {"cpu_model", mi.cpu_model}, {"n_cpus", mi.n_cpus}, {"isa", mi.isa}, {"os", mi.os}, {"compiler", mi.compiler}};
+  report["config"] = {{"pp", cfg.pp},
+                      {"tg", cfg.tg},
+                      {"reps", cfg.reps},
+                      {"n_threads", cfg.n_threads},
+                      {"n_batch", cfg.n_batch},
+                      {"warmup", cfg.warmup},
+                      {"type_k", kv::cache_type_name(cfg.type_k)},
                       {"type_v", kv::cache_type_name(cfg.type_v)}};
   report["results"] = json::array();
   for (const auto& path : cfg.models) {
@@ -124,7 +136,9 @@ json run_pp_tg(const PpTgConfig& cfg, std::FILE* progress) {
       for (int32_t r = 0; r < cfg.reps; ++r) {
         const double s = is_prompt ? run.prompt(n) : run.generate(n);
         ts.push_back(static_cast<double>(n) / s);
-        if (progress != nullptr) std::fprintf(progress, "bench: %s %s rep %d/%d: %.2f t/s\n", path.c_str(), test.c_str(), r + 1, cfg.reps, ts.back());
+        if (progress != nullptr)
+          std::fprintf(progress, "bench: %s %s rep %d/%d: %.2f t/s\n", path.c_str(), test.c_str(), r + 1, cfg.reps,
+                       ts.back());
       }
       report["results"].push_back(summary(path, *m, cfg.n_threads, test, is_prompt ? n : 0, is_prompt ? 0 : n, ts));
     };
@@ -140,17 +154,18 @@ std::string render_pp_tg_markdown(const json& report) {
   for (const auto& r : report.at("results")) {
     const std::string model = std::filesystem::path(r.at("model").get<std::string>()).filename().string();
     const double np = r.at("n_params").get<double>();
-    const std::string params = np >= 1e9 ? fmt::format("{:.2f} B", np * 1e-9)
+    const std::string params = np >= 1e9   ? fmt::format("{:.2f} B", np * 1e-9)
                                : np >= 1e6 ? fmt::format("{:.2f} M", np * 1e-6)
                                            : fmt::format("{:.2f} K", np * 1e-3);
     out += fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.2f} - {:.2f} | {:.2f} |\n", model,
-                       human_bytes(r.at("size_bytes").get<double>()), params,
-                       r.at("n_threads").get<int>(), r.at("test").get<std::string>(), r.at("median_ts").get<double>(),
-                       r.at("min_ts").get<double>(), r.at("max_ts").get<double>(), r.at("stddev_ts").get<double>());
+                       human_bytes(r.at("size_bytes").get<double>()), params, r.at("n_threads").get<int>(),
+                       r.at("test").get<std::string>(), r.at("median_ts").get<double>(), r.at("min_ts").get<double>(),
+                       r.at("max_ts").get<double>(), r.at("stddev_ts").get<double>());
   }
   const auto& mc = report.at("machine");
-  out += fmt::format("\n{} ({} CPUs, kernels {}), {} timed runs per test after {}.\n", mc.at("cpu_model").get<std::string>(),
-                     mc.at("n_cpus").get<int>(), mc.at("isa").get<std::string>(), report.at("config").at("reps").get<int>(),
+  out += fmt::format("\n{} ({} CPUs, kernels {}), {} timed runs per test after {}.\n",
+                     mc.at("cpu_model").get<std::string>(), mc.at("n_cpus").get<int>(), mc.at("isa").get<std::string>(),
+                     report.at("config").at("reps").get<int>(),
                      report.at("config").at("warmup").get<bool>() ? "one warm-up run" : "no warm-up");
   return out;
 }

@@ -25,11 +25,11 @@ struct PpTgConfig {
   std::vector<int32_t> tg;  // generation lengths (tgN tests)
   int32_t reps = 5;
   int32_t n_threads = 1;
-  int32_t n_batch = 512;    // rows per prefill forward pass
+  int32_t n_batch = 512;                      // rows per prefill forward pass
   tensor::DType type_k = tensor::DType::f16;  // KV cache types (llama-bench's -ctk / -ctv, f16 there too)
   tensor::DType type_v = tensor::DType::f16;
   bool warmup = true;
-  std::string command;      // recorded in the report
+  std::string command;  // recorded in the report
 };
 
 // Runs every model x test; progress lines on `progress` (nullptr: quiet). Report JSON:

@@ -58,7 +58,8 @@ std::string gunzip(const std::string& path, const std::string& data) {
   return out;
 }
 
-std::string prompt_of(const nlohmann::json& obj, const PromptSource& src, std::string& field, const std::string& where) {
+std::string prompt_of(const nlohmann::json& obj, const PromptSource& src, std::string& field,
+                      const std::string& where) {
   if (!obj.is_object()) throw FormatError(fmt::format("{}: expected a JSON object, got {}", where, obj.type_name()));
   if (field.empty()) {
     for (const char* f : kAutoFields) {
@@ -77,13 +78,15 @@ std::string prompt_of(const nlohmann::json& obj, const PromptSource& src, std::s
   if (it->is_string()) return it->get<std::string>();
   if (it->is_array()) {
     if (src.turn >= static_cast<int64_t>(it->size())) {
-      throw FormatError(fmt::format("{}: field '{}' has {} turns, turn {} requested", where, field, it->size(), src.turn));
+      throw FormatError(
+          fmt::format("{}: field '{}' has {} turns, turn {} requested", where, field, it->size(), src.turn));
     }
     const auto& t = (*it)[static_cast<size_t>(src.turn)];
     if (!t.is_string()) throw FormatError(fmt::format("{}: field '{}'[{}] is not a string", where, field, src.turn));
     return t.get<std::string>();
   }
-  throw FormatError(fmt::format("{}: field '{}' is a {}, not a string or an array of strings", where, field, it->type_name()));
+  throw FormatError(
+      fmt::format("{}: field '{}' is a {}, not a string or an array of strings", where, field, it->type_name()));
 }
 
 }  // namespace
@@ -105,7 +108,8 @@ PromptSource parse_prompt_source(std::string_view arg) {
     if (key == "name") src.name = value;
     if (key == "format") {
       if (value != "jsonl" && value != "json" && value != "text" && value != "lines") {
-        throw InvalidArgument(fmt::format("--prompts '{}': format must be jsonl, json, text or lines, got '{}'", arg, value));
+        throw InvalidArgument(
+            fmt::format("--prompts '{}': format must be jsonl, json, text or lines, got '{}'", arg, value));
       }
       src.format = value;
     }
@@ -143,12 +147,16 @@ PromptSet load_prompts(const PromptSource& src, int64_t n_prompts) {
   set.field = src.field;
   std::string base = src.path;
   if (ends_with(base, ".gz")) base.resize(base.size() - 3);
-  set.format = !src.format.empty() ? src.format : ends_with(base, ".jsonl") ? "jsonl" : ends_with(base, ".json") ? "json" : "text";
+  set.format = !src.format.empty()         ? src.format
+               : ends_with(base, ".jsonl") ? "jsonl"
+               : ends_with(base, ".json")  ? "json"
+                                           : "text";
 
   const std::string data = read_file_maybe_gzip(src.path);
   std::vector<std::string> all;
   if (set.format == "text") {
-    if (!src.field.empty()) throw InvalidArgument(fmt::format("--prompts '{}': field= applies to JSON files only", src.path));
+    if (!src.field.empty())
+      throw InvalidArgument(fmt::format("--prompts '{}': field= applies to JSON files only", src.path));
     std::istringstream in(data);
     std::string line;
     while (std::getline(in, line)) {
@@ -199,8 +207,10 @@ PromptSet load_prompts(const PromptSource& src, int64_t n_prompts) {
     } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
       throw FormatError(fmt::format("{}: not valid JSON ({})", src.path, e.what()));
     }
-    if (!j.is_array()) throw FormatError(fmt::format("{}: expected a JSON array of objects, got {}", src.path, j.type_name()));
-    for (size_t i = 0; i < j.size(); ++i) all.push_back(prompt_of(j[i], src, set.field, fmt::format("{}[{}]", src.path, i)));
+    if (!j.is_array())
+      throw FormatError(fmt::format("{}: expected a JSON array of objects, got {}", src.path, j.type_name()));
+    for (size_t i = 0; i < j.size(); ++i)
+      all.push_back(prompt_of(j[i], src, set.field, fmt::format("{}[{}]", src.path, i)));
   }
   if (all.empty()) throw FormatError(fmt::format("{}: no prompts", src.path));
   set.n_available = static_cast<int64_t>(all.size());

@@ -21,7 +21,7 @@ namespace treespec::bench {
 // (jsonl | json | text | lines), name.
 struct PromptSource {
   std::string path;
-  std::string field;   // empty = auto-detect
+  std::string field;  // empty = auto-detect
   int32_t turn = 0;
   std::string format;  // empty = from the extension (.jsonl, .json, otherwise text) or the caller's default
   std::string name;    // label in tables; default = file name without extensions
@@ -32,10 +32,10 @@ PromptSource parse_prompt_source(std::string_view arg);
 struct PromptSet {
   std::string name;
   std::string path;
-  std::string format;   // resolved
-  std::string field;    // resolved ("" for text)
+  std::string format;  // resolved
+  std::string field;   // resolved ("" for text)
   int32_t turn = 0;
-  int64_t n_available = 0;       // prompts in the file
+  int64_t n_available = 0;           // prompts in the file
   std::vector<std::string> prompts;  // the first n_prompts (all if n_prompts == 0)
 };
 

@@ -38,7 +38,8 @@ std::string csv_field(const std::string& s) {
 std::string num(double v, int prec) { return fmt::format("{:.{}f}", v, prec); }
 
 std::string tps_text(const json& t) {
-  return fmt::format("{:.1f} [{:.1f}–{:.1f}]", t.at("median").get<double>(), t.at("min").get<double>(), t.at("max").get<double>());
+  return fmt::format("{:.1f} [{:.1f}–{:.1f}]", t.at("median").get<double>(), t.at("min").get<double>(),
+                     t.at("max").get<double>());
 }
 
 std::string time_split(const json& c) {
@@ -109,20 +110,25 @@ std::string render_markdown(const json& r) {
   const auto& cfg = r.at("config");
   for (const auto& ps : r.at("prompt_sets")) {
     out += fmt::format("Prompts {}: {} of {} ({}{}), mean {:.1f} tokens{}\n", ps.at("name").get<std::string>(),
-                       ps.at("n_prompts").get<int64_t>(), ps.at("n_available").get<int64_t>(), ps.at("format").get<std::string>(),
+                       ps.at("n_prompts").get<int64_t>(), ps.at("n_available").get<int64_t>(),
+                       ps.at("format").get<std::string>(),
                        ps.at("field").get<std::string>().empty() ? "" : ", field " + ps.at("field").get<std::string>(),
                        ps.at("prompt_tokens_mean").get<double>(),
-                       ps.at("n_truncated").get<int64_t>() ? fmt::format(", {} cut to --max-prompt-tokens", ps.at("n_truncated").get<int64_t>()) : "");
+                       ps.at("n_truncated").get<int64_t>()
+                           ? fmt::format(", {} cut to --max-prompt-tokens", ps.at("n_truncated").get<int64_t>())
+                           : "");
   }
   std::string decoding = cfg.value("sampling", std::string("greedy"));
   if (!decoding.empty()) decoding[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(decoding[0])));
-  out += fmt::format("{}, -n {}{}, {} repetition{}, {} thread{}; tok/s counts decode steps of all sequences "
-                     "(median [min–max]); speedup = median of per-repetition ratios to none\n\n",
-                     decoding, cfg.at("n_predict").get<int>(), cfg.at("ignore_eos").get<bool>() ? " (ignore EOS)" : "",
-                     cfg.at("reps").get<int>(), cfg.at("reps").get<int>() == 1 ? "" : "s", cfg.at("n_threads").get<int>(),
-                     cfg.at("n_threads").get<int>() == 1 ? "" : "s");
-  out += "| model | prompts | batch | method | budget | tok/s | speedup | tok/step | rows/step | acceptance by depth | "
-         "draft/fwd/verify/commit % | peak RSS | = none |\n";
+  out += fmt::format(
+      "{}, -n {}{}, {} repetition{}, {} thread{}; tok/s counts decode steps of all sequences "
+      "(median [min–max]); speedup = median of per-repetition ratios to none\n\n",
+      decoding, cfg.at("n_predict").get<int>(), cfg.at("ignore_eos").get<bool>() ? " (ignore EOS)" : "",
+      cfg.at("reps").get<int>(), cfg.at("reps").get<int>() == 1 ? "" : "s", cfg.at("n_threads").get<int>(),
+      cfg.at("n_threads").get<int>() == 1 ? "" : "s");
+  out +=
+      "| model | prompts | batch | method | budget | tok/s | speedup | tok/step | rows/step | acceptance by depth | "
+      "draft/fwd/verify/commit % | peak RSS | = none |\n";
   out += "|---|---|--:|---|--:|--:|--:|--:|--:|---|---|--:|---|\n";
   // Reports from before sampling in the bench have no outputs_checked: greedy, checked.
   const bool checked = cfg.value("outputs_checked", true);
@@ -135,16 +141,18 @@ std::string render_markdown(const json& r) {
                        c.at("speedup").at("median").get<double>(), c.at("mean_accepted_length").get<double>(),
                        c.at("rows_per_step").get<double>(), by_depth_text(c, 5), time_split(c),
                        human_bytes(c.at("peak_rss_bytes").get<double>()),
-                       !checked ? "n/a" : c.at("greedy_match").get<bool>() ? "yes" : "**NO**");
+                       !checked                           ? "n/a"
+                       : c.at("greedy_match").get<bool>() ? "yes"
+                                                          : "**NO**");
   }
   const size_t n = r.at("cells").size();
   if (!checked) {
     out += fmt::format("\nOutputs not compared: sampling ({}) with a verifier that is exact in distribution only.\n",
                        cfg.at("sampling").get<std::string>());
   } else {
-    out += r.at("greedy_ok").get<bool>()
-               ? fmt::format("\nOutputs: identical to none in all {} cells ({}).\n", n, cfg.at("sampling").get<std::string>())
-               : "\nOutputs: MISMATCH with none (see the = none column and stderr).\n";
+    out += r.at("greedy_ok").get<bool>() ? fmt::format("\nOutputs: identical to none in all {} cells ({}).\n", n,
+                                                       cfg.at("sampling").get<std::string>())
+                                         : "\nOutputs: MISMATCH with none (see the = none column and stderr).\n";
   }
   return out;
 }
@@ -165,21 +173,22 @@ std::string render_csv(const json& r) {
     const auto& s = c.at("speedup");
     const auto& ts = c.at("time_s");
     const auto& bf = c.at("bandwidth_fraction");
-    out += fmt::format("{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{:.3f},{:.3f},{},{},{},"
-                       "{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{:.4f},{},{}\n",
-                       csv_field(c.at("model").get<std::string>()), csv_field(c.at("prompt_set").get<std::string>()),
-                       c.at("batch").get<int>(), csv_field(c.at("method").get<std::string>()),
-                       csv_field(c.at("method_name").get<std::string>()), c.at("budget").get<int>(), c.at("reps").get<int>(),
-                       t.at("median").get<double>(), t.at("min").get<double>(), t.at("max").get<double>(),
-                       s.at("median").get<double>(), s.at("min").get<double>(), s.at("max").get<double>(),
-                       c.at("mean_accepted_length").get<double>(), c.at("acceptance_rate").get<double>(), depth,
-                       c.at("rows_per_step").get<double>(), c.at("seqs_per_forward").get<double>(),
-                       c.at("n_generated").get<int64_t>(), c.at("n_steps").get<int64_t>(), c.at("n_forwards").get<int64_t>(),
-                       c.at("decode_s").get<double>(), c.at("prefill_s").get<double>(), ts.at("draft").get<double>(),
-                       ts.at("forward").get<double>(), ts.at("verify").get<double>(), ts.at("commit").get<double>(),
-                       c.at("peak_rss_bytes").get<uint64_t>(), c.at("weight_read_gb_per_s").get<double>(),
-                       bf.is_null() ? std::string() : fmt::format("{:.4f}", bf.get<double>()),
-                       c.at("greedy_match").get<bool>() ? "true" : "false");
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{:.3f},{:.3f},{},{},{},"
+        "{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{:.4f},{},{}\n",
+        csv_field(c.at("model").get<std::string>()), csv_field(c.at("prompt_set").get<std::string>()),
+        c.at("batch").get<int>(), csv_field(c.at("method").get<std::string>()),
+        csv_field(c.at("method_name").get<std::string>()), c.at("budget").get<int>(), c.at("reps").get<int>(),
+        t.at("median").get<double>(), t.at("min").get<double>(), t.at("max").get<double>(),
+        s.at("median").get<double>(), s.at("min").get<double>(), s.at("max").get<double>(),
+        c.at("mean_accepted_length").get<double>(), c.at("acceptance_rate").get<double>(), depth,
+        c.at("rows_per_step").get<double>(), c.at("seqs_per_forward").get<double>(), c.at("n_generated").get<int64_t>(),
+        c.at("n_steps").get<int64_t>(), c.at("n_forwards").get<int64_t>(), c.at("decode_s").get<double>(),
+        c.at("prefill_s").get<double>(), ts.at("draft").get<double>(), ts.at("forward").get<double>(),
+        ts.at("verify").get<double>(), ts.at("commit").get<double>(), c.at("peak_rss_bytes").get<uint64_t>(),
+        c.at("weight_read_gb_per_s").get<double>(),
+        bf.is_null() ? std::string() : fmt::format("{:.4f}", bf.get<double>()),
+        c.at("greedy_match").get<bool>() ? "true" : "false");
   }
   return out;
 }
@@ -188,15 +197,17 @@ std::string render_compare(const json& a, const json& b, const std::string& name
   std::string out;
   auto machine = [](const json& r) {
     const auto& m = r.at("machine");
-    return fmt::format("{}, {} threads, kernels {}", m.at("cpu_model").get<std::string>(), r.at("config").at("n_threads").get<int>(),
-                       m.at("isa").get<std::string>());
+    return fmt::format("{}, {} threads, kernels {}", m.at("cpu_model").get<std::string>(),
+                       r.at("config").at("n_threads").get<int>(), m.at("isa").get<std::string>());
   };
   out += fmt::format("A = {} ({}; {})\nB = {} ({}; {})\n", name_a, a.value("created_utc", "?"), machine(a), name_b,
                      b.value("created_utc", "?"), machine(b));
   if (a.at("machine").at("cpu_model") != b.at("machine").at("cpu_model")) {
     out += "Note: different CPUs; B/A mixes machine and code differences.\n";
   }
-  out += "\n| model | prompts | batch | method | budget | tok/s A | tok/s B | B/A | speedup A | speedup B | tok/step A | tok/step B |\n";
+  out +=
+      "\n| model | prompts | batch | method | budget | tok/s A | tok/s B | B/A | speedup A | speedup B | tok/step A | "
+      "tok/step B |\n";
   out += "|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|\n";
   std::map<Key, const json*> in_b;
   for (const auto& c : b.at("cells")) in_b[key_of(c)] = &c;
@@ -205,15 +216,16 @@ std::string render_compare(const json& a, const json& b, const std::string& name
   for (const auto& ca : a.at("cells")) {
     const Key k = key_of(ca);
     const auto it = in_b.find(k);
-    const std::string label = fmt::format("{} / {} / batch {} / {} / budget {}", std::get<0>(k), std::get<1>(k), std::get<2>(k),
-                                          std::get<3>(k), budget_label(std::get<4>(k)));
+    const std::string label = fmt::format("{} / {} / batch {} / {} / budget {}", std::get<0>(k), std::get<1>(k),
+                                          std::get<2>(k), std::get<3>(k), budget_label(std::get<4>(k)));
     if (it == in_b.end()) {
       only_a.push_back(label);
       continue;
     }
     seen[k] = true;
     const json& cb = *it->second;
-    const double ta = ca.at("tokens_per_s").at("median").get<double>(), tb = cb.at("tokens_per_s").at("median").get<double>();
+    const double ta = ca.at("tokens_per_s").at("median").get<double>(),
+                 tb = cb.at("tokens_per_s").at("median").get<double>();
     const bool none = ca.at("method_name").get<std::string>() == "none";
     out += fmt::format("| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {} | {:.2f}x | {:.2f}x | {:.2f} | {:.2f} |\n",
                        md_escape(std::get<0>(k)), md_escape(std::get<1>(k)), std::get<2>(k), md_escape(std::get<3>(k)),
@@ -224,8 +236,8 @@ std::string render_compare(const json& a, const json& b, const std::string& name
   for (const auto& cb : b.at("cells")) {
     const Key k = key_of(cb);
     if (!seen.count(k)) {
-      only_b.push_back(fmt::format("{} / {} / batch {} / {} / budget {}", std::get<0>(k), std::get<1>(k), std::get<2>(k),
-                                   std::get<3>(k), budget_label(std::get<4>(k))));
+      only_b.push_back(fmt::format("{} / {} / batch {} / {} / budget {}", std::get<0>(k), std::get<1>(k),
+                                   std::get<2>(k), std::get<3>(k), budget_label(std::get<4>(k))));
     }
   }
   for (const auto& s : only_a) out += "\nonly in A: " + s;

@@ -50,8 +50,8 @@ std::string legend_entry(int i, const std::string& label, bool box) {
   if (box) {
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"10\" fill=\"{}\"/>", x, y - 9, color);
   } else {
-    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"/>", x, y - 4, x + 14, y - 4,
-                     color);
+    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"/>", x, y - 4,
+                     x + 14, y - 4, color);
   }
   s += fmt::format("<text class=\"legend-label\" x=\"{}\" y=\"{}\">{}</text></g>\n", x + 20, y, xml_escape(label));
   return s;
@@ -134,29 +134,38 @@ std::string render(const LineChart& c) {
   // Y grid and ticks.
   s += "<g class=\"y-ticks\">";
   for (double v = y0; v <= y1 + ystep * 1e-6; v += ystep) {
-    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>", kLeft, py(v), kLeft + pw, py(v));
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", kLeft - 6, py(v) + 4, fmt_tick(v, ystep));
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>", kLeft, py(v),
+                     kLeft + pw, py(v));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", kLeft - 6, py(v) + 4,
+                     fmt_tick(v, ystep));
   }
   s += "</g>\n<g class=\"x-ticks\">";
   if (c.x_categorical) {
     for (double v : c.x_categories) {
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", px(v), kTop + ph + 18, fmt_tick(v, 1));
+      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", px(v), kTop + ph + 18,
+                       fmt_tick(v, 1));
     }
   } else {
     const double xstep = nice_step(x1 - x0, 6);
     for (double v = std::ceil(x0 / xstep) * xstep; v <= x1; v += xstep) {
-      s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#eee\"/>", px(v), kTop, px(v), kTop + ph);
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", px(v), kTop + ph + 18, fmt_tick(v, xstep));
+      s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#eee\"/>", px(v), kTop,
+                       px(v), kTop + ph);
+      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", px(v), kTop + ph + 18,
+                       fmt_tick(v, xstep));
     }
   }
   s += "</g>\n";
-  s += fmt::format("<text class=\"x-label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", kLeft + pw / 2, h - 18,
-                   xml_escape(c.x_label));
-  s += fmt::format("<text class=\"y-label\" x=\"18\" y=\"{:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {:.1f})\">{}</text>\n",
-                   kTop + ph / 2, kTop + ph / 2, xml_escape(c.y_label));
+  s += fmt::format("<text class=\"x-label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
+                   kLeft + pw / 2, h - 18, xml_escape(c.x_label));
+  s += fmt::format(
+      "<text class=\"y-label\" x=\"18\" y=\"{:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 18 "
+      "{:.1f})\">{}</text>\n",
+      kTop + ph / 2, kTop + ph / 2, xml_escape(c.y_label));
   if (c.has_ref_line) {
-    s += fmt::format("<line class=\"ref\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#888\" stroke-dasharray=\"5,4\"/>\n",
-                     kLeft, py(c.ref_y), kLeft + pw, py(c.ref_y));
+    s += fmt::format(
+        "<line class=\"ref\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#888\" "
+        "stroke-dasharray=\"5,4\"/>\n",
+        kLeft, py(c.ref_y), kLeft + pw, py(c.ref_y));
   }
   for (size_t i = 0; i < c.series.size(); ++i) {
     const auto& se = c.series[i];
@@ -170,8 +179,9 @@ std::string render(const LineChart& c) {
     s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", pts, color);
     for (const auto& [x, y] : se.points) {
       if (!std::isfinite(x) || !std::isfinite(y)) continue;
-      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"><title>{}: ({}, {:.3g})</title></circle>", px(x),
-                       py(y), color, xml_escape(se.label), fmt_tick(x, 0.01), y);
+      s += fmt::format(
+          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"><title>{}: ({}, {:.3g})</title></circle>", px(x),
+          py(y), color, xml_escape(se.label), fmt_tick(x, 0.01), y);
     }
     s += "</g>\n";
   }
@@ -200,23 +210,27 @@ std::string render(const StackedBarChart& c) {
   const double plot_bottom = kTop + static_cast<double>(c.bars.size()) * (bar_h + gap);
   s += "<g class=\"x-ticks\">";
   for (double v = 0; v <= vmax + step * 1e-6; v += step) {
-    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>", px(v), kTop - 4, px(v), plot_bottom);
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", px(v), plot_bottom + 16, fmt_tick(v, step));
+    s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>", px(v), kTop - 4,
+                     px(v), plot_bottom);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>", px(v), plot_bottom + 16,
+                     fmt_tick(v, step));
   }
   s += "</g>\n";
-  s += fmt::format("<text class=\"x-label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", left + pw / 2,
-                   plot_bottom + 36, xml_escape(c.x_label));
+  s += fmt::format("<text class=\"x-label\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
+                   left + pw / 2, plot_bottom + 36, xml_escape(c.x_label));
   for (size_t b = 0; b < c.bars.size(); ++b) {
     const auto& bar = c.bars[b];
     const double y = kTop + static_cast<double>(b) * (bar_h + gap);
     s += fmt::format("<g class=\"bar\" data-bar=\"{}\">", xml_escape(bar.label));
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, y + bar_h - 5, xml_escape(bar.label));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6, y + bar_h - 5,
+                     xml_escape(bar.label));
     double acc = 0;
     for (size_t k = 0; k < bar.values.size(); ++k) {
       const double v = std::max(0.0, bar.values[k]);
       const std::string seg = k < c.segments.size() ? c.segments[k] : std::to_string(k);
-      s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>{}: {:.3g}</title></rect>",
-                       px(acc), y, px(acc + v) - px(acc), bar_h, kPalette[k % kPaletteSize], xml_escape(seg), v);
+      s += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>{}: {:.3g}</title></rect>",
+          px(acc), y, px(acc + v) - px(acc), bar_h, kPalette[k % kPaletteSize], xml_escape(seg), v);
       acc += v;
     }
     s += "</g>\n";

@@ -112,9 +112,11 @@ treespec_stats stats_of(const engine::SpecStats& s, int64_t n_delivered, treespe
 }
 
 cli::SamplingOptions sampling_of(const treespec_generation_params& p) {
-  if (!std::isfinite(p.temperature)) throw InvalidArgument(fmt::format("temperature must be finite, got {}", p.temperature));
+  if (!std::isfinite(p.temperature))
+    throw InvalidArgument(fmt::format("temperature must be finite, got {}", p.temperature));
   if (p.seed < -1) throw InvalidArgument(fmt::format("seed must be >= 0 or -1 (random), got {}", p.seed));
-  if (p.max_tokens < -1) throw InvalidArgument(fmt::format("max_tokens must be >= 0 or -1 (unlimited), got {}", p.max_tokens));
+  if (p.max_tokens < -1)
+    throw InvalidArgument(fmt::format("max_tokens must be >= 0 or -1 (unlimited), got {}", p.max_tokens));
   cli::SamplingOptions o;
   o.params.temp = p.temperature;
   o.params.top_k = p.top_k;
@@ -123,8 +125,7 @@ cli::SamplingOptions sampling_of(const treespec_generation_params& p) {
   o.seed = p.seed;
   o.verify = p.verify != nullptr ? p.verify : "coupled";
   if (o.verify != "coupled" && o.verify != "lossless" && o.verify != "typical") {
-    throw InvalidArgument(
-        fmt::format("verify must be \"coupled\", \"lossless\" or \"typical\", got \"{}\"", o.verify));
+    throw InvalidArgument(fmt::format("verify must be \"coupled\", \"lossless\" or \"typical\", got \"{}\"", o.verify));
   }
   return o;
 }
@@ -227,7 +228,8 @@ treespec_status treespec_model_load(const char* path, const treespec_model_param
     require(out != nullptr, "treespec_model_load: out is NULL");
     require(path != nullptr && *path != '\0', "treespec_model_load: the model path is NULL or empty");
     const treespec_model_params p = params != nullptr ? *params : treespec_model_default_params();
-    if (p.n_threads < 0) throw InvalidArgument(fmt::format("n_threads must be >= 0 (0 = all cores), got {}", p.n_threads));
+    if (p.n_threads < 0)
+      throw InvalidArgument(fmt::format("n_threads must be >= 0 (0 = all cores), got {}", p.n_threads));
     if (p.n_ctx < 0) throw InvalidArgument(fmt::format("n_ctx must be >= 0 (0 = the model's), got {}", p.n_ctx));
     if (p.n_batch < 0) throw InvalidArgument(fmt::format("n_batch must be >= 0 (0 = 512), got {}", p.n_batch));
     auto m = std::make_unique<treespec_model>();
@@ -258,8 +260,8 @@ treespec_status treespec_tokenize(const treespec_model* model, const char* text,
     require(text != nullptr || text_len == 0, "treespec_tokenize: text is NULL");
     require(n_tokens != nullptr, "treespec_tokenize: n_tokens is NULL");
     require(tokens != nullptr || capacity == 0, "treespec_tokenize: tokens is NULL but capacity is not 0");
-    const std::vector<int32_t> ids =
-        model->lm.tok->encode(std::string_view(text != nullptr ? text : "", text_len), add_bos != 0, parse_special != 0);
+    const std::vector<int32_t> ids = model->lm.tok->encode(std::string_view(text != nullptr ? text : "", text_len),
+                                                           add_bos != 0, parse_special != 0);
     *n_tokens = ids.size();
     if (ids.size() > capacity) {
       return fail(TREESPEC_ERR_BUFFER_TOO_SMALL,
@@ -281,14 +283,16 @@ treespec_status treespec_detokenize(const treespec_model* model, const int32_t* 
     std::vector<int32_t> ids(tokens, tokens + n_tokens);
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] < 0 || ids[i] >= n_vocab) {
-        throw InvalidArgument(fmt::format("treespec_detokenize: token {} at index {} is outside the vocabulary [0, {})", ids[i], i, n_vocab));
+        throw InvalidArgument(fmt::format("treespec_detokenize: token {} at index {} is outside the vocabulary [0, {})",
+                                          ids[i], i, n_vocab));
       }
     }
     const std::string s = model->lm.tok->decode(ids);
     *n_bytes = s.size();
     if (capacity < s.size() + 1) {
       return fail(TREESPEC_ERR_BUFFER_TOO_SMALL,
-                  fmt::format("treespec_detokenize: the text has {} bytes (+1 for NUL), the buffer holds {}", s.size(), capacity));
+                  fmt::format("treespec_detokenize: the text has {} bytes (+1 for NUL), the buffer holds {}", s.size(),
+                              capacity));
     }
     std::memcpy(text, s.data(), s.size());
     text[s.size()] = '\0';
@@ -328,7 +332,8 @@ treespec_status treespec_generation_create(treespec_model* model, const treespec
     // Builds the method once so that its files (heads, draft model) and parameters are
     // checked now rather than at the first run.
     const int32_t bos = model->lm.tok->bos_id() >= 0 ? model->lm.tok->bos_id() : 0;
-    (void)cli::prepare_sequence(*gen->eng, model->lm, {bos}, cli::resolve_sequence_params(gen->sampling, 1, false), gen->spec);
+    (void)cli::prepare_sequence(*gen->eng, model->lm, {bos}, cli::resolve_sequence_params(gen->sampling, 1, false),
+                                gen->spec);
     gen->eng->set_budget_policy(nullptr);
     *out = gen.release();
     return TREESPEC_OK;
@@ -336,7 +341,6 @@ treespec_status treespec_generation_create(treespec_model* model, const treespec
 }
 
 void treespec_generation_free(treespec_generation* gen) { delete gen; }
-
 
 treespec_status treespec_generation_set_penalties(treespec_generation* gen, float repeat_penalty, int32_t repeat_last_n,
                                                   float frequency_penalty, float presence_penalty) {
@@ -349,19 +353,22 @@ treespec_status treespec_generation_set_penalties(treespec_generation* gen, floa
 }
 
 treespec_status treespec_generation_set_typical_p(treespec_generation* gen, float typical_p) {
-  return edit_sampling(gen, "treespec_generation_set_typical_p", [&](sampling::SamplingParams& p) { p.typical_p = typical_p; });
+  return edit_sampling(gen, "treespec_generation_set_typical_p",
+                       [&](sampling::SamplingParams& p) { p.typical_p = typical_p; });
 }
 
 treespec_status treespec_generation_set_logit_bias(treespec_generation* gen, const int32_t* tokens, const float* biases,
                                                    size_t n) {
   return edit_sampling(gen, "treespec_generation_set_logit_bias", [&](sampling::SamplingParams& p) {
-    require(n == 0 || (tokens != nullptr && biases != nullptr), "treespec_generation_set_logit_bias: tokens or biases is NULL");
+    require(n == 0 || (tokens != nullptr && biases != nullptr),
+            "treespec_generation_set_logit_bias: tokens or biases is NULL");
     const int32_t n_vocab = gen->model->lm.model->hparams().n_vocab;
     p.logit_bias.clear();
     for (size_t i = 0; i < n; ++i) {
       if (tokens[i] < 0 || tokens[i] >= n_vocab) {
-        throw InvalidArgument(fmt::format("treespec_generation_set_logit_bias: token {} at index {} is outside the vocabulary [0, {})",
-                                          tokens[i], i, n_vocab));
+        throw InvalidArgument(
+            fmt::format("treespec_generation_set_logit_bias: token {} at index {} is outside the vocabulary [0, {})",
+                        tokens[i], i, n_vocab));
       }
       p.logit_bias.push_back({tokens[i], biases[i]});
     }
@@ -374,7 +381,8 @@ treespec_status treespec_generate(treespec_generation* gen, const char* prompt, 
     require(gen != nullptr, "treespec_generate: gen is NULL");
     require(prompt != nullptr || prompt_len == 0, "treespec_generate: prompt is NULL");
     // As `treespec run -p`: BOS added, special-token text parsed.
-    std::vector<int32_t> ids = gen->model->lm.tok->encode(std::string_view(prompt != nullptr ? prompt : "", prompt_len), true, true);
+    std::vector<int32_t> ids =
+        gen->model->lm.tok->encode(std::string_view(prompt != nullptr ? prompt : "", prompt_len), true, true);
     return run(gen, std::move(ids), callback, user_data);
   });
 }

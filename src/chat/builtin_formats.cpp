@@ -19,9 +19,9 @@ struct FamilyName {
   const char* name;
 };
 constexpr FamilyName kNames[] = {
-    {ChatFamily::plain, "plain"},         {ChatFamily::chatml, "chatml"}, {ChatFamily::llama2, "llama2"},
-    {ChatFamily::llama3, "llama3"},       {ChatFamily::mistral, "mistral"}, {ChatFamily::mistral_v7, "mistral-v7"},
-    {ChatFamily::phi3, "phi3"},           {ChatFamily::zephyr, "zephyr"}, {ChatFamily::gemma, "gemma"},
+    {ChatFamily::plain, "plain"},   {ChatFamily::chatml, "chatml"},   {ChatFamily::llama2, "llama2"},
+    {ChatFamily::llama3, "llama3"}, {ChatFamily::mistral, "mistral"}, {ChatFamily::mistral_v7, "mistral-v7"},
+    {ChatFamily::phi3, "phi3"},     {ChatFamily::zephyr, "zephyr"},   {ChatFamily::gemma, "gemma"},
 };
 
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
@@ -72,7 +72,8 @@ ChatFamily chat_family_from_name(std::string_view name) {
   for (const auto& n : kNames) {
     if (name == n.name) return n.family;
   }
-  throw InvalidArgument(fmt::format("unknown chat template '{}' (known: {})", name, fmt::join(chat_family_names(), ", ")));
+  throw InvalidArgument(
+      fmt::format("unknown chat template '{}' (known: {})", name, fmt::join(chat_family_names(), ", ")));
 }
 
 ChatFamily detect_chat_family(std::string_view t) {
@@ -87,7 +88,7 @@ ChatFamily detect_chat_family(std::string_view t) {
 }
 
 RenderedChat render_builtin(ChatFamily family, const std::vector<ChatMessage>& messages, std::string_view bos_text,
-                         std::string_view eos_text) {
+                            std::string_view eos_text) {
   if (messages.empty()) throw InvalidArgument("'messages' is empty: a chat needs at least one message");
   RenderedChat r;
   std::string& p = r.prompt;

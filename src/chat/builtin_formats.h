@@ -36,7 +36,7 @@ namespace treespec::chat {
 std::string gguf_chat_template(const gguf::GgufFile& file, bool tools);
 
 struct ChatMessage {
-  std::string role;     // system | user | assistant (others are passed through by name)
+  std::string role;  // system | user | assistant (others are passed through by name)
   std::string content;
 };
 
@@ -51,8 +51,8 @@ std::vector<std::string> chat_family_names();
 ChatFamily detect_chat_family(std::string_view t);
 
 struct RenderedChat {
-  std::string prompt;                // text to tokenize (BOS is added by the tokenizer)
-  std::vector<std::string> stops;    // extra stop strings the family needs (may be empty)
+  std::string prompt;              // text to tokenize (BOS is added by the tokenizer)
+  std::vector<std::string> stops;  // extra stop strings the family needs (may be empty)
 };
 
 // Renders messages and the generation prompt for the assistant's next turn.
@@ -61,6 +61,6 @@ struct RenderedChat {
 // special-token parsing on, so they become the real tokens. The first BOS is not
 // written: the tokenizer adds it. InvalidArgument for an empty message list.
 RenderedChat render_builtin(ChatFamily family, const std::vector<ChatMessage>& messages, std::string_view bos_text,
-                         std::string_view eos_text);
+                            std::string_view eos_text);
 
 }  // namespace treespec::chat

@@ -9,7 +9,8 @@ std::string render_chat(const Template& tmpl, const ChatInput& input) {
     throw InvalidArgument(fmt::format("chat messages must be a JSON list, got {}", input.messages.type_name()));
   for (size_t i = 0; i < input.messages.size(); ++i) {
     if (!input.messages[i].is_object())
-      throw InvalidArgument(fmt::format("chat message {} must be a JSON object, got {}", i, input.messages[i].type_name()));
+      throw InvalidArgument(
+          fmt::format("chat message {} must be a JSON object, got {}", i, input.messages[i].type_name()));
   }
   if (!input.tools.is_null() && !input.tools.is_array())
     throw InvalidArgument(fmt::format("chat tools must be a JSON list, got {}", input.tools.type_name()));

@@ -52,7 +52,8 @@ void slice_indices(int64_t n, std::optional<int64_t> start, std::optional<int64_
 Value Interpreter::getattr(const Value& obj, std::string_view name) {
   if (obj.is_undefined()) fail_undefined(obj);
   if (is_dunder(name)) {
-    return Value(Undefined{fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, type_name(obj)), true});
+    return Value(
+        Undefined{fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, type_name(obj)), true});
   }
   if (obj.is_object()) {
     if (auto v = obj.as_object().attr(name)) {
@@ -106,10 +107,12 @@ Value Interpreter::attr_path(const Value& v, std::string_view path) {
   size_t start = 0;
   while (true) {
     const size_t dot = path.find('.', start);
-    const std::string_view part = path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    const std::string_view part =
+        path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     bool digits = !part.empty();
     for (char c : part) digits = digits && c >= '0' && c <= '9';
-    cur = digits ? getitem(cur, Value(static_cast<int64_t>(std::stoll(std::string(part))))) : getitem(cur, Value(std::string(part)));
+    cur = digits ? getitem(cur, Value(static_cast<int64_t>(std::stoll(std::string(part)))))
+                 : getitem(cur, Value(std::string(part)));
     if (dot == std::string_view::npos) return cur;
     start = dot + 1;
   }
@@ -199,10 +202,12 @@ Value Interpreter::eval(const Expr& e, const FramePtr& scope) {
         if (v.is_float()) return Value(e.kind == ExprKind::neg ? -v.as_float() : v.as_float());
         if (v.is_int() || v.is_bool()) {
           if (e.kind == ExprKind::pos) return Value(v.as_int());
-          if (v.as_int() == std::numeric_limits<int64_t>::min()) throw TemplateError("OverflowError", "integer overflow");
+          if (v.as_int() == std::numeric_limits<int64_t>::min())
+            throw TemplateError("OverflowError", "integer overflow");
           return Value(-v.as_int());
         }
-        type_error(fmt::format("bad operand type for unary {}: '{}'", e.kind == ExprKind::neg ? '-' : '+', type_name(v)));
+        type_error(
+            fmt::format("bad operand type for unary {}: '{}'", e.kind == ExprKind::neg ? '-' : '+', type_name(v)));
       }
       case ExprKind::not_: return Value(!truthy(eval(*e.args[0], scope)));
       case ExprKind::binary: return eval_binary(e, scope);
@@ -218,8 +223,9 @@ Value Interpreter::eval(const Expr& e, const FramePtr& scope) {
       case ExprKind::condexpr: {
         if (truthy(eval(*e.args[0], scope))) return eval(*e.args[1], scope);
         if (e.args[2]) return eval(*e.args[2], scope);
-        return Value::undefined(fmt::format(
-            "the inline if-expression on line {} evaluated to false and no else section was defined.", e.line));
+        return Value::undefined(
+            fmt::format("the inline if-expression on line {} evaluated to false and no else section was defined.",
+                        e.line));
       }
     }
   } catch (TemplateError& err) {

@@ -157,7 +157,8 @@ Value f_sum(Interpreter& in, const Value& v, Args& a) {
   auto attribute = opt_attribute(r, 0);
   Value total = r.get_or(1, "start", Value(0));
   r.done();
-  for (const Value& item : in.iterate(v)) total = binary_op(in, "+", total, attribute ? get_attribute(in, item, *attribute) : item);
+  for (const Value& item : in.iterate(v))
+    total = binary_op(in, "+", total, attribute ? get_attribute(in, item, *attribute) : item);
   return total;
 }
 
@@ -286,7 +287,8 @@ Value f_dictsort(Interpreter& in, const Value& v, Args& a) {
   const std::string by = to_str(r.get_or(1, "by", Value("key")));
   const bool reverse = truthy(r.get_or(2, "reverse", Value(false)));
   r.done();
-  if (by != "key" && by != "value") throw TemplateError("FilterArgumentError", "You can only sort by either \"key\" or \"value\"");
+  if (by != "key" && by != "value")
+    throw TemplateError("FilterArgumentError", "You can only sort by either \"key\" or \"value\"");
   if (v.is_undefined()) fail_undefined(v);
   if (!v.is_dict()) type_error(fmt::format("'{}' object has no attribute 'items'", type_name(v)));
   std::vector<std::pair<Value, Value>> keyed;

@@ -42,7 +42,8 @@ std::optional<double> parse_py_float(const std::string& raw) {
   if (word == "inf" || word == "infinity") return low[0] == '-' ? -INFINITY : INFINITY;
   if (word == "nan") return NAN;
   for (char c : word)
-    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == '+' || c == '-')) return std::nullopt;
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == '+' || c == '-'))
+      return std::nullopt;
   char* end = nullptr;
   const double d = std::strtod(t.c_str(), &end);
   if (end != t.c_str() + t.size()) return std::nullopt;
@@ -83,11 +84,13 @@ std::optional<int64_t> parse_py_int(const std::string& raw, int base) {
     if (c >= 'A' && c <= 'Z') d = c - 'A' + 10;
     if (d < 0 || d >= base) return std::nullopt;
     v = v * static_cast<unsigned>(base) + static_cast<unsigned>(d);
-    if (v > static_cast<unsigned __int128>(INT64_MAX) + 1) throw TemplateError("OverflowError", "integer too large (64-bit)");
+    if (v > static_cast<unsigned __int128>(INT64_MAX) + 1)
+      throw TemplateError("OverflowError", "integer too large (64-bit)");
     prev_digit = true;
   }
   if (!prev_digit) return std::nullopt;
-  if (!neg && v > static_cast<unsigned __int128>(INT64_MAX)) throw TemplateError("OverflowError", "integer too large (64-bit)");
+  if (!neg && v > static_cast<unsigned __int128>(INT64_MAX))
+    throw TemplateError("OverflowError", "integer too large (64-bit)");
   return neg ? -static_cast<int64_t>(v - 1) - 1 : static_cast<int64_t>(v);
 }
 
@@ -96,7 +99,8 @@ double round_half_even_digits(double x, int64_t ndigits) {
   if (ndigits >= 0) {
     if (ndigits > 300) return x;
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(ndigits), x);  // correctly rounded, half-even on exact value
+    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(ndigits),
+                  x);  // correctly rounded, half-even on exact value
     return std::strtod(buf, nullptr);
   }
   const double p = std::pow(10.0, static_cast<double>(-ndigits));
@@ -164,7 +168,8 @@ Value f_float(Interpreter&, const Value& v, Args& a) {
 }
 
 Value f_format(Interpreter& in, const Value& v, Args& a) {
-  if (!a.pos.empty() && !a.kw.empty()) throw TemplateError("FilterArgumentError", "can't handle positional and keyword arguments at the same time");
+  if (!a.pos.empty() && !a.kw.empty())
+    throw TemplateError("FilterArgumentError", "can't handle positional and keyword arguments at the same time");
   Value args;
   if (!a.kw.empty()) {
     args = Value::dict();
@@ -223,7 +228,8 @@ Value f_int(Interpreter&, const Value& v, Args& a) {
   if (v.is_float()) {
     const double d = v.as_float();
     if (std::isnan(d)) return def;
-    if (std::isinf(d) || std::fabs(d) >= 9.2e18) throw TemplateError("OverflowError", "cannot convert float to a 64-bit integer");
+    if (std::isinf(d) || std::fabs(d) >= 9.2e18)
+      throw TemplateError("OverflowError", "cannot convert float to a 64-bit integer");
     return Value(static_cast<int64_t>(std::trunc(d)));
   }
   if (v.is_string()) {
@@ -231,7 +237,8 @@ Value f_int(Interpreter&, const Value& v, Args& a) {
     if (auto i = parse_py_int(v.as_string(), static_cast<int>(base))) return Value(*i);
     if (auto d = parse_py_float(v.as_string())) {
       if (std::isnan(*d)) return def;
-      if (std::isinf(*d) || std::fabs(*d) >= 9.2e18) throw TemplateError("OverflowError", "cannot convert float to a 64-bit integer");
+      if (std::isinf(*d) || std::fabs(*d) >= 9.2e18)
+        throw TemplateError("OverflowError", "cannot convert float to a 64-bit integer");
       return Value(static_cast<int64_t>(std::trunc(*d)));
     }
   }
@@ -367,7 +374,8 @@ Value f_truncate(Interpreter&, const Value& v, Args& a) {
   r.done();
   const int64_t leeway = lw.is_none() ? 5 : int_param(lw, "truncate");
   const auto end_len = static_cast<int64_t>(utf8_length(end));
-  if (length < end_len) throw TemplateError("AssertionError", fmt::format("expected length >= {}, got {}", end_len, length));
+  if (length < end_len)
+    throw TemplateError("AssertionError", fmt::format("expected length >= {}, got {}", end_len, length));
   if (leeway < 0) throw TemplateError("AssertionError", fmt::format("expected leeway >= 0, got {}", leeway));
   const std::string s = soft_str(v);
   const std::vector<char32_t> cps = utf8_decode(s);

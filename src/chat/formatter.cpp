@@ -58,7 +58,8 @@ Formatter::Formatter(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok
     return;
   }
   if (gguf_source.empty()) {
-    TS_LOG_WARN("{} has no tokenizer.chat_template: using the built-in '{}' chat format", model_path, chat_family_name(family_));
+    TS_LOG_WARN("{} has no tokenizer.chat_template: using the built-in '{}' chat format", model_path,
+                chat_family_name(family_));
     return;
   }
   try {
@@ -69,8 +70,8 @@ Formatter::Formatter(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok
   } catch (const TemplateError& e) {
     jinja_.reset();
     jinja_tool_use_.reset();
-    TS_LOG_WARN("cannot use the chat template of {} ({}): using the built-in '{}' chat format", model_path, e.describe(),
-                chat_family_name(family_));
+    TS_LOG_WARN("cannot use the chat template of {} ({}): using the built-in '{}' chat format", model_path,
+                e.describe(), chat_family_name(family_));
   }
 }
 

@@ -19,7 +19,8 @@ Value fn(const char* name, Function::Fn f) {
 
 Value g_range(Interpreter& in, Args& a) {
   if (!a.kw.empty()) type_error("range() takes no keyword arguments");
-  if (a.pos.empty() || a.pos.size() > 3) type_error(fmt::format("range expected 1 to 3 arguments, got {}", a.pos.size()));
+  if (a.pos.empty() || a.pos.size() > 3)
+    type_error(fmt::format("range expected 1 to 3 arguments, got {}", a.pos.size()));
   for (const auto& v : a.pos) {
     if (v.is_undefined()) fail_undefined(v);
     if (!v.is_int() && !v.is_bool())
@@ -38,8 +39,7 @@ Value g_range(Interpreter& in, Args& a) {
   if (step > 0 && stop > start) n = (stop - start + step - 1) / step;
   if (step < 0 && stop < start) n = (start - stop - step - 1) / -step;
   if (n > kMaxRange)
-    throw TemplateError("OverflowError",
-                        "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    throw TemplateError("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   std::vector<Value> out;
   out.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out.emplace_back(start + i * step);

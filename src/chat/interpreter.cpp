@@ -68,7 +68,8 @@ void Interpreter::step(uint64_t n) {
   steps_ += n;
   if (steps_ > opt_.limits.max_steps)
     throw TemplateError("LimitError", fmt::format("template exceeded its step limit ({} evaluation steps): an endless "
-                                                  "or too large loop?", opt_.limits.max_steps));
+                                                  "or too large loop?",
+                                                  opt_.limits.max_steps));
 }
 
 void Interpreter::check_string(size_t bytes) {
@@ -96,8 +97,8 @@ void Interpreter::append_out(std::string& out, std::string_view s) {
 Interpreter::CallGuard::CallGuard(Interpreter& i) : in(i) {
   if (++in.call_depth_ > in.opt_.limits.max_call_depth) {
     --in.call_depth_;
-    throw TemplateError("LimitError",
-                        fmt::format("maximum recursion depth exceeded ({} nested calls)", in.opt_.limits.max_call_depth));
+    throw TemplateError("LimitError", fmt::format("maximum recursion depth exceeded ({} nested calls)",
+                                                  in.opt_.limits.max_call_depth));
   }
 }
 
@@ -130,9 +131,10 @@ void Interpreter::assign(const Expr& target, const Value& v, const FramePtr& sco
   // tuple unpacking
   std::vector<Value> items = iterate(v);
   if (items.size() != target.args.size()) {
-    value_error(items.size() > target.args.size()
-                    ? fmt::format("too many values to unpack (expected {})", target.args.size())
-                    : fmt::format("not enough values to unpack (expected {}, got {})", target.args.size(), items.size()));
+    value_error(
+        items.size() > target.args.size()
+            ? fmt::format("too many values to unpack (expected {})", target.args.size())
+            : fmt::format("not enough values to unpack (expected {}, got {})", target.args.size(), items.size()));
   }
   for (size_t i = 0; i < items.size(); ++i) assign(*target.args[i], items[i], scope);
 }
@@ -394,7 +396,8 @@ Value Macro::call(Interpreter& in, Args& args) {
   if (caller_given && !uses_caller_)
     type_error(fmt::format("macro '{}' was invoked with two values for the special caller argument", name_));
   if (!kwargs.as_dict().items.empty() && !uses_kwargs_)
-    type_error(fmt::format("macro '{}' takes no keyword argument '{}'", name_, to_str(kwargs.as_dict().items[0].first)));
+    type_error(
+        fmt::format("macro '{}' takes no keyword argument '{}'", name_, to_str(kwargs.as_dict().items[0].first)));
   for (size_t i = 0; i < n; ++i) {
     if (bound[i]) continue;
     if (def_.defaults[i]) {

@@ -87,7 +87,8 @@ std::string unescape(std::string_view s, int line, int col) {
       default:
         if (e >= '0' && e <= '7') {
           uint32_t cp = e - '0';
-          for (int k = 0; k < 2 && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k) cp = cp * 8 + (s[++i] - '0');
+          for (int k = 0; k < 2 && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k)
+            cp = cp * 8 + (s[++i] - '0');
           utf8_append(out, cp);
         } else {
           out += '\\';
@@ -168,7 +169,8 @@ class Lexer {
   // Matches a tag end `close` ("%}" / "#}") at p with the +, - and trim_blocks forms;
   // returns the end position or npos.
   size_t match_close(size_t p, std::string_view close, bool allow_plus, bool trim) {
-    if (allow_plus && s_.compare(p, 1, "+") == 0 && s_.compare(p + 1, close.size(), close) == 0) return p + 1 + close.size();
+    if (allow_plus && s_.compare(p, 1, "+") == 0 && s_.compare(p + 1, close.size(), close) == 0)
+      return p + 1 + close.size();
     if (s_.compare(p, 1, "-") == 0 && s_.compare(p + 1, close.size(), close) == 0) {
       const size_t e = p + 1 + close.size();
       return e + space_run(s_, e);
@@ -377,7 +379,8 @@ class Lexer {
       if (s_[k] != '_') t += s_[k];
     errno = 0;
     const unsigned long long v = std::strtoull(t.c_str(), nullptr, base);
-    if (errno == ERANGE || v > static_cast<unsigned long long>(INT64_MAX)) fail("integer literal too large (64-bit integers)", p);
+    if (errno == ERANGE || v > static_cast<unsigned long long>(INT64_MAX))
+      fail("integer literal too large (64-bit integers)", p);
     Token& tok = push(Tok::integer, s_.substr(p, i - p), p);
     tok.ival = static_cast<int64_t>(v);
     return i;

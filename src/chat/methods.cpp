@@ -81,9 +81,11 @@ Value m_startswith(Interpreter&, const Value& self, Args& a) {
   const std::string& s = self.as_string();
   for (const Value& o : options) {
     if (!o.is_string())
-      type_error(fmt::format("{} first arg must be str or a tuple of str, not {}", End ? "endswith" : "startswith", type_name(o)));
+      type_error(fmt::format("{} first arg must be str or a tuple of str, not {}", End ? "endswith" : "startswith",
+                             type_name(o)));
     const std::string& x = o.as_string();
-    if (x.size() <= s.size() && (End ? s.compare(s.size() - x.size(), x.size(), x) == 0 : s.compare(0, x.size(), x) == 0))
+    if (x.size() <= s.size() &&
+        (End ? s.compare(s.size() - x.size(), x.size(), x) == 0 : s.compare(0, x.size(), x) == 0))
       return Value(true);
   }
   return Value(false);
@@ -128,8 +130,7 @@ Value m_join(Interpreter& in, const Value& self, Args& a) {
   bool first = true;
   size_t idx = 0;
   for (const Value& v : in.iterate(*it)) {
-    if (!v.is_string())
-      type_error(fmt::format("sequence item {}: expected str instance, {} found", idx, type_name(v)));
+    if (!v.is_string()) type_error(fmt::format("sequence item {}: expected str instance, {} found", idx, type_name(v)));
     if (!first) out += self.as_string();
     first = false;
     out += v.as_string();
@@ -178,10 +179,10 @@ Value m_is(Interpreter&, const Value& self, Args& a) {
     const bool digit = c >= '0' && c <= '9';
     bool ok = false;
     switch (Kind) {
-      case 0: ok = digit; break;                                          // isdigit (ASCII digits)
-      case 1: ok = py_isalnum(c) && !digit; break;                        // isalpha
-      case 2: ok = py_isalnum(c); break;                                  // isalnum
-      default: ok = py_isspace(c); break;                                 // isspace
+      case 0: ok = digit; break;                    // isdigit (ASCII digits)
+      case 1: ok = py_isalnum(c) && !digit; break;  // isalpha
+      case 2: ok = py_isalnum(c); break;            // isalnum
+      default: ok = py_isspace(c); break;           // isspace
     }
     if (!ok) return Value(false);
   }
@@ -390,37 +391,53 @@ struct MethodEntry {
 };
 
 const MethodEntry kStrMethods[] = {
-    {"strip", m_strip<true, true>, false},     {"lstrip", m_strip<true, false>, false},
-    {"rstrip", m_strip<false, true>, false},   {"split", m_split<false>, false},
-    {"rsplit", m_split<true>, false},          {"splitlines", m_splitlines, false},
-    {"startswith", m_startswith<false>, false}, {"endswith", m_startswith<true>, false},
-    {"upper", m_upper, false},                 {"lower", m_lower, false},
-    {"title", m_title, false},                 {"capitalize", m_capitalize, false},
-    {"replace", m_replace, false},             {"format", m_format, false},
-    {"join", m_join, false},                   {"find", m_find<false>, false},
-    {"rfind", m_find<true>, false},            {"index", m_index_str, false},
-    {"count", m_count_str, false},             {"isdigit", m_is<0>, false},
-    {"isalpha", m_is<1>, false},               {"isalnum", m_is<2>, false},
-    {"isspace", m_is<3>, false},               {"islower", m_is<4>, false},
-    {"isupper", m_is<5>, false},               {"removeprefix", m_remove<true>, false},
-    {"removesuffix", m_remove<false>, false},  {"center", m_justify<0>, false},
-    {"ljust", m_justify<1>, false},            {"rjust", m_justify<2>, false},
+    {"strip", m_strip<true, true>, false},
+    {"lstrip", m_strip<true, false>, false},
+    {"rstrip", m_strip<false, true>, false},
+    {"split", m_split<false>, false},
+    {"rsplit", m_split<true>, false},
+    {"splitlines", m_splitlines, false},
+    {"startswith", m_startswith<false>, false},
+    {"endswith", m_startswith<true>, false},
+    {"upper", m_upper, false},
+    {"lower", m_lower, false},
+    {"title", m_title, false},
+    {"capitalize", m_capitalize, false},
+    {"replace", m_replace, false},
+    {"format", m_format, false},
+    {"join", m_join, false},
+    {"find", m_find<false>, false},
+    {"rfind", m_find<true>, false},
+    {"index", m_index_str, false},
+    {"count", m_count_str, false},
+    {"isdigit", m_is<0>, false},
+    {"isalpha", m_is<1>, false},
+    {"isalnum", m_is<2>, false},
+    {"isspace", m_is<3>, false},
+    {"islower", m_is<4>, false},
+    {"isupper", m_is<5>, false},
+    {"removeprefix", m_remove<true>, false},
+    {"removesuffix", m_remove<false>, false},
+    {"center", m_justify<0>, false},
+    {"ljust", m_justify<1>, false},
+    {"rjust", m_justify<2>, false},
 };
 
 const MethodEntry kListMethods[] = {
-    {"index", m_list_index, false}, {"count", m_list_count, false}, {"copy", m_list_copy, false},
+    {"index", m_list_index, false},  {"count", m_list_count, false},  {"copy", m_list_copy, false},
     {"append", m_list_append, true}, {"extend", m_list_extend, true}, {"pop", m_list_pop, true},
-    {"insert", m_list_insert, true}, {"remove", nullptr, true},     {"clear", nullptr, true},
+    {"insert", m_list_insert, true}, {"remove", nullptr, true},       {"clear", nullptr, true},
     {"reverse", nullptr, true},      {"sort", nullptr, true},
 };
 
 const MethodEntry kTupleMethods[] = {{"index", m_list_index, false}, {"count", m_list_count, false}};
 
 const MethodEntry kDictMethods[] = {
-    {"items", m_items, false},  {"keys", m_keys, false},        {"values", m_values, false},
-    {"get", m_get, false},      {"copy", m_dict_copy, false},   {"update", m_update, true},
-    {"pop", m_dict_pop, true},  {"setdefault", m_setdefault, true}, {"clear", nullptr, true},
-    {"popitem", nullptr, true},
+    {"items", m_items, false},    {"keys", m_keys, false},
+    {"values", m_values, false},  {"get", m_get, false},
+    {"copy", m_dict_copy, false}, {"update", m_update, true},
+    {"pop", m_dict_pop, true},    {"setdefault", m_setdefault, true},
+    {"clear", nullptr, true},     {"popitem", nullptr, true},
 };
 
 // markupsafe's Markup keeps being Markup through str methods: those that build a string
@@ -429,9 +446,9 @@ const MethodEntry kDictMethods[] = {
 enum class MarkupKind { plain, escape_args, list_of_markup };
 
 MarkupKind markup_kind(std::string_view name) {
-  static const char* const kEscaping[] = {"strip", "lstrip",      "rstrip",       "upper",  "lower", "title",
-                                          "capitalize", "replace", "format", "join", "center",
-                                          "ljust", "rjust", "removeprefix", "removesuffix"};
+  static const char* const kEscaping[] = {"strip",  "lstrip",     "rstrip",  "upper",        "lower",
+                                          "title",  "capitalize", "replace", "format",       "join",
+                                          "center", "ljust",      "rjust",   "removeprefix", "removesuffix"};
   for (const char* n : kEscaping)
     if (name == n) return MarkupKind::escape_args;
   if (name == "split" || name == "rsplit" || name == "splitlines") return MarkupKind::list_of_markup;
@@ -461,17 +478,20 @@ Value call_markup_method(Interpreter& in, const Value& self, Method m, std::stri
 }
 
 template <size_t N>
-std::optional<Value> find_method(Interpreter& in, const Value& obj, std::string_view name, const MethodEntry (&table)[N]) {
+std::optional<Value> find_method(Interpreter& in, const Value& obj, std::string_view name,
+                                 const MethodEntry (&table)[N]) {
   for (const auto& m : table) {
     if (name != m.name) continue;
     if (m.mutates && (in.options().immutable_sandbox || !m.fn)) {
-      return Value(Undefined{fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, type_name(obj)), true});
+      return Value(
+          Undefined{fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, type_name(obj)), true});
     }
     if (obj.is_markup()) {
       Method fn = m.fn;
       const char* method_name = m.name;
       return in.track(std::make_shared<Function>(
-          m.name, [obj, fn, method_name](Interpreter& i, Args& a) { return call_markup_method(i, obj, fn, method_name, a); },
+          m.name,
+          [obj, fn, method_name](Interpreter& i, Args& a) { return call_markup_method(i, obj, fn, method_name, a); },
           "method"));
     }
     return bind(in, obj, m.name, m.fn);

@@ -44,7 +44,8 @@ double py_fmod(double a, double b) {
 }
 
 Value repeat(Interpreter& in, const Value& seq, int64_t n) {
-  if (n <= 0) return seq.is_string() ? same_kind(seq, std::string()) : (seq.is_tuple() ? Value::tuple({}) : Value::list());
+  if (n <= 0)
+    return seq.is_string() ? same_kind(seq, std::string()) : (seq.is_tuple() ? Value::tuple({}) : Value::list());
   if (seq.is_string()) {
     const std::string& s = seq.as_string();
     in.check_string(s.size() * static_cast<size_t>(std::min<int64_t>(n, 1 << 30)));
@@ -107,7 +108,8 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     if ((a.is_string() || a.is_list()) && is_intlike(b)) return repeat(in, a, b.as_int());
     if ((b.is_string() || b.is_list()) && is_intlike(a)) return repeat(in, b, a.as_int());
     if (a.is_string() || b.is_string() || a.is_list() || b.is_list())
-      type_error(fmt::format("can't multiply sequence by non-int of type '{}'", type_name(a.is_string() || a.is_list() ? b : a)));
+      type_error(fmt::format("can't multiply sequence by non-int of type '{}'",
+                             type_name(a.is_string() || a.is_list() ? b : a)));
     unsupported("*", a, b);
   }
   if (op == "/") {
@@ -153,7 +155,8 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     if (a.as_float() == 0 && b.as_float() < 0)
       throw TemplateError("ZeroDivisionError", "0.0 cannot be raised to a negative power");
     const double r = std::pow(a.as_float(), b.as_float());
-    if (std::isnan(r) && !std::isnan(a.as_float())) value_error("math domain error (negative number to a fractional power)");
+    if (std::isnan(r) && !std::isnan(a.as_float()))
+      value_error("math domain error (negative number to a fractional power)");
     return Value(r);
   }
   type_error("unknown operator " + op);
@@ -247,11 +250,13 @@ std::string percent_format(Interpreter& in, const std::string& f, const Value& a
         if (prec != "-") {
           const auto cps = utf8_decode(s);
           const size_t p = std::stoul(prec);
-          if (cps.size() > p) s = utf8_encode(std::vector<char32_t>(cps.begin(), cps.begin() + static_cast<std::ptrdiff_t>(p)));
+          if (cps.size() > p)
+            s = utf8_encode(std::vector<char32_t>(cps.begin(), cps.begin() + static_cast<std::ptrdiff_t>(p)));
         }
         const size_t w = width.empty() ? 0 : std::stoul(width);
         const size_t len = utf8_length(s);
-        if (len < w) s = flags.find('-') != std::string::npos ? s + std::string(w - len, ' ') : std::string(w - len, ' ') + s;
+        if (len < w)
+          s = flags.find('-') != std::string::npos ? s + std::string(w - len, ' ') : std::string(w - len, ' ') + s;
         piece = s;
         break;
       }
@@ -261,7 +266,8 @@ std::string percent_format(Interpreter& in, const std::string& f, const Value& a
       case 'x':
       case 'X':
       case 'o': {
-        if (!v.is_number()) type_error(fmt::format("%{} format: a real number is required, not {}", conv, type_name(v)));
+        if (!v.is_number())
+          type_error(fmt::format("%{} format: a real number is required, not {}", conv, type_name(v)));
         const long long x = v.is_float() ? static_cast<long long>(std::trunc(v.as_float())) : v.as_int();
         const char c = conv == 'i' || conv == 'u' ? 'd' : conv;
         piece.resize(128);
@@ -276,7 +282,8 @@ std::string percent_format(Interpreter& in, const std::string& f, const Value& a
       case 'G': {
         if (!v.is_number()) type_error(fmt::format("must be real number, not {}", type_name(v)));
         piece.resize(512);
-        piece.resize(static_cast<size_t>(std::snprintf(piece.data(), piece.size(), (spec + conv).c_str(), v.as_float())));
+        piece.resize(
+            static_cast<size_t>(std::snprintf(piece.data(), piece.size(), (spec + conv).c_str(), v.as_float())));
         break;
       }
       case 'c': {
@@ -336,11 +343,13 @@ std::string str_format(Interpreter& in, const std::string& f, Args& args) {
     }
     Value v;
     if (field.empty()) {
-      if (auto_index >= args.pos.size()) throw TemplateError("IndexError", "Replacement index out of range for positional args tuple");
+      if (auto_index >= args.pos.size())
+        throw TemplateError("IndexError", "Replacement index out of range for positional args tuple");
       v = args.pos[auto_index++];
     } else if (field.find_first_not_of("0123456789") == std::string::npos) {
       const size_t k = std::stoul(field);
-      if (k >= args.pos.size()) throw TemplateError("IndexError", "Replacement index out of range for positional args tuple");
+      if (k >= args.pos.size())
+        throw TemplateError("IndexError", "Replacement index out of range for positional args tuple");
       v = args.pos[k];
     } else {
       bool found = false;

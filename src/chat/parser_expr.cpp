@@ -104,8 +104,8 @@ ExprPtr Parser::parse_compare() {
   ExprPtr cmp;
   while (true) {
     std::string op;
-    if (cur().type == Tok::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                  cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
+    if (cur().type == Tok::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
+                                  cur().text == ">" || cur().text == ">=")) {
       op = cur().text;
       next();
     } else if (is_name("in")) {

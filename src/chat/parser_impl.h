@@ -85,7 +85,8 @@ class Parser {
     return n;
   }
   void expect_block_end() {
-    if (cur().type != Tok::block_end) fail_here(fmt::format("expected token 'end of statement block', got '{}'", describe(cur())));
+    if (cur().type != Tok::block_end)
+      fail_here(fmt::format("expected token 'end of statement block', got '{}'", describe(cur())));
     next();
   }
 
@@ -135,7 +136,8 @@ class Parser {
         s->line = tok.line;
         s->column = tok.column;
         s->expr = parse_tuple(true, {}, false);
-        if (cur().type != Tok::var_end) fail_here(fmt::format("expected token 'end of print statement', got '{}'", describe(cur())));
+        if (cur().type != Tok::var_end)
+          fail_here(fmt::format("expected token 'end of print statement', got '{}'", describe(cur())));
         next();
         body.push_back(std::move(s));
       } else if (tok.type == Tok::block_begin) {

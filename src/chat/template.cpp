@@ -25,7 +25,8 @@ Template::Template(std::string_view source, RenderOptions opt) : opt_(opt) {
 }
 
 std::string Template::render(const nlohmann::ordered_json& vars) const {
-  if (!vars.is_object() && !vars.is_null()) throw TemplateError("TypeError", "template variables must be a JSON object");
+  if (!vars.is_object() && !vars.is_null())
+    throw TemplateError("TypeError", "template variables must be a JSON object");
   return render_values(vars.is_null() ? Value::dict() : from_json(vars));
 }
 

@@ -17,10 +17,10 @@ void no_args(Args& a, const char* test) {
   if (!a.pos.empty() || !a.kw.empty()) type_error(fmt::format("test '{}' takes no arguments", test));
 }
 
-#define SIMPLE_TEST(fname, expr)                              \
-  bool fname(Interpreter&, const Value& v, Args& a) {         \
-    no_args(a, #fname);                                       \
-    return (expr);                                            \
+#define SIMPLE_TEST(fname, expr)                      \
+  bool fname(Interpreter&, const Value& v, Args& a) { \
+    no_args(a, #fname);                               \
+    return (expr);                                    \
   }
 
 SIMPLE_TEST(t_defined, !v.is_undefined())
@@ -95,19 +95,45 @@ bool t_test(Interpreter&, const Value& v, Args& a) {
 
 const std::unordered_map<std::string, TestFn>& test_registry() {
   static const std::unordered_map<std::string, TestFn> reg = {
-      {"defined", t_defined},   {"undefined", t_undefined}, {"none", t_none},
-      {"string", t_string},     {"number", t_number},       {"integer", t_integer},
-      {"float", t_float},       {"boolean", t_boolean},     {"true", t_true},
-      {"false", t_false},       {"mapping", t_mapping},     {"iterable", t_iterable},
-      {"sequence", t_sequence}, {"callable", t_callable},   {"odd", t_odd},
-      {"even", t_even},         {"divisibleby", t_divisibleby}, {"eq", t_eq},
-      {"equalto", t_eq},        {"==", t_eq},               {"ne", t_ne},
-      {"!=", t_ne},             {"lt", t_lt},               {"lessthan", t_lt},
-      {"<", t_lt},              {"le", t_le},               {"<=", t_le},
-      {"gt", t_gt},             {"greaterthan", t_gt},      {">", t_gt},
-      {"ge", t_ge},             {">=", t_ge},               {"in", t_in},
-      {"sameas", t_sameas},     {"lower", t_lower},         {"upper", t_upper},
-      {"escaped", t_escaped},   {"filter", t_filter},       {"test", t_test},
+      {"defined", t_defined},
+      {"undefined", t_undefined},
+      {"none", t_none},
+      {"string", t_string},
+      {"number", t_number},
+      {"integer", t_integer},
+      {"float", t_float},
+      {"boolean", t_boolean},
+      {"true", t_true},
+      {"false", t_false},
+      {"mapping", t_mapping},
+      {"iterable", t_iterable},
+      {"sequence", t_sequence},
+      {"callable", t_callable},
+      {"odd", t_odd},
+      {"even", t_even},
+      {"divisibleby", t_divisibleby},
+      {"eq", t_eq},
+      {"equalto", t_eq},
+      {"==", t_eq},
+      {"ne", t_ne},
+      {"!=", t_ne},
+      {"lt", t_lt},
+      {"lessthan", t_lt},
+      {"<", t_lt},
+      {"le", t_le},
+      {"<=", t_le},
+      {"gt", t_gt},
+      {"greaterthan", t_gt},
+      {">", t_gt},
+      {"ge", t_ge},
+      {">=", t_ge},
+      {"in", t_in},
+      {"sameas", t_sameas},
+      {"lower", t_lower},
+      {"upper", t_upper},
+      {"escaped", t_escaped},
+      {"filter", t_filter},
+      {"test", t_test},
   };
   return reg;
 }

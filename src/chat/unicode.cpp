@@ -106,7 +106,8 @@ bool py_isalnum(char32_t c) {
   if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
   if (py_isspace(c)) return false;
   // Latin-1 punctuation and symbols are not word characters; beyond, letters dominate.
-  if (c < 0xC0) return c == 0xAA || c == 0xB5 || c == 0xBA || c == 0xB2 || c == 0xB3 || c == 0xB9 || (c >= 0xBC && c <= 0xBE);
+  if (c < 0xC0)
+    return c == 0xAA || c == 0xB5 || c == 0xBA || c == 0xB2 || c == 0xB3 || c == 0xB9 || (c >= 0xBC && c <= 0xBE);
   if (c == 0xD7 || c == 0xF7) return false;
   if (c >= 0x2000 && c <= 0x2BFF) return false;  // punctuation, symbols, arrows, ...
   if (c >= 0x3000 && c <= 0x303F) return c == 0x3005 || c == 0x3006 || c == 0x3007;  // CJK punctuation

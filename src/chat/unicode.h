@@ -19,10 +19,10 @@ std::vector<char32_t> utf8_decode(std::string_view s);
 std::string utf8_encode(const std::vector<char32_t>& cps);
 size_t utf8_length(std::string_view s);
 
-bool py_isspace(char32_t c);     // str.isspace / re's \s
-bool py_isprintable(char32_t c); // str.isprintable (approximate beyond the BMP's common ranges)
-bool py_isalnum(char32_t c);     // \w minus '_' (letters and digits; approximate beyond ASCII/Latin)
-char32_t py_upper(char32_t c);   // single-code-point mappings (ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic)
+bool py_isspace(char32_t c);      // str.isspace / re's \s
+bool py_isprintable(char32_t c);  // str.isprintable (approximate beyond the BMP's common ranges)
+bool py_isalnum(char32_t c);      // \w minus '_' (letters and digits; approximate beyond ASCII/Latin)
+char32_t py_upper(char32_t c);    // single-code-point mappings (ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic)
 char32_t py_lower(char32_t c);
 bool py_islower_cased(char32_t c);  // has an uppercase mapping (a cased lowercase letter)
 bool py_isupper_cased(char32_t c);

@@ -12,7 +12,8 @@ namespace treespec::chat {
 
 std::string TemplateError::describe() const {
   std::string s = kind_ + ": " + what();
-  if (line_ > 0) s += column_ > 0 ? fmt::format(" (line {}, column {})", line_, column_) : fmt::format(" (line {})", line_);
+  if (line_ > 0)
+    s += column_ > 0 ? fmt::format(" (line {}, column {})", line_, column_) : fmt::format(" (line {})", line_);
   return s;
 }
 

@@ -76,7 +76,7 @@ class Value {
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return v_.index() == 5; }
   bool is_markup() const { return markup_ && is_string(); }
-  bool is_list() const;   // list or tuple
+  bool is_list() const;  // list or tuple
   bool is_tuple() const;
   bool is_dict() const { return v_.index() == 7; }
   bool is_object() const { return v_.index() == 8; }
@@ -161,7 +161,7 @@ bool truthy(const Value& v);
 std::string to_str(const Value& v);  // str(); raises for a security Undefined? no: prints ""
 std::string repr(const Value& v);
 std::string repr_string(std::string_view s);
-std::string format_float(double d);  // float.__repr__
+std::string format_float(double d);     // float.__repr__
 std::string type_name(const Value& v);  // 'str', 'int', 'dict', 'NoneType', ...
 bool equals(const Value& a, const Value& b);
 // <0, 0, >0; TypeError for unorderable types ('<' not supported between ...).

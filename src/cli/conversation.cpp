@@ -17,7 +17,8 @@ engine::EngineParams make_chat_engine_params(const ModelOptions& o, const model:
   return ep;
 }
 
-Conversation::Conversation(const LoadedModel& m, engine::Engine& eng, const chat::Formatter& fmt, ConversationConfig cfg)
+Conversation::Conversation(const LoadedModel& m, engine::Engine& eng, const chat::Formatter& fmt,
+                           ConversationConfig cfg)
     : m_(m), eng_(eng), fmt_(fmt), cfg_(std::move(cfg)) {
   if (!eng_.params().prefix_cache || eng_.free_slots() < 1)
     throw InvalidArgument("a conversation needs an engine with a free slot and its prefix cache on");
@@ -50,9 +51,10 @@ TurnResult Conversation::reply(const std::string& user, const std::function<void
   const int32_t n_ctx = eng_.params().n_ctx;
   if (static_cast<int64_t>(p.tokens.size()) >= n_ctx) {
     forget_user();
-    throw InvalidArgument(fmt::format("the conversation has {} tokens and the context holds {} (-c/--ctx-size): /reset to "
-                                      "start again, or a larger -c",
-                                      p.tokens.size(), n_ctx));
+    throw InvalidArgument(
+        fmt::format("the conversation has {} tokens and the context holds {} (-c/--ctx-size): /reset to "
+                    "start again, or a larger -c",
+                    p.tokens.size(), n_ctx));
   }
   auto seq = make_sequence(eng_, m_, p.tokens, cfg_.sequence, cfg_.spec);
   tokenizer::TextStream text(*m_.tok, p.tokens.back(), p.stops);

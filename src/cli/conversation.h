@@ -22,15 +22,15 @@ namespace treespec::cli {
 struct ConversationConfig {
   engine::SequenceParams sequence;  // sampling, verification, n_predict per answer
   drafters::SpecConfig spec;
-  std::string system_prompt;        // "" = none
+  std::string system_prompt;  // "" = none
 };
 
 struct TurnResult {
   std::string text;  // the answer as added to the messages
   engine::FinishReason finish = engine::FinishReason::none;
-  engine::SpecStats stats;     // of this answer (n_prompt_cached: prompt tokens whose KV was reused)
-  std::vector<int32_t> prompt; // the rendered conversation's tokens this answer continued
-  std::vector<int32_t> tokens; // the answer's tokens
+  engine::SpecStats stats;      // of this answer (n_prompt_cached: prompt tokens whose KV was reused)
+  std::vector<int32_t> prompt;  // the rendered conversation's tokens this answer continued
+  std::vector<int32_t> tokens;  // the answer's tokens
 };
 
 class Conversation {

@@ -36,7 +36,7 @@ void add_cache_type_options(CLI::App& app, std::string& type_k, std::string& typ
 
 struct SamplingOptions {
   sampling::SamplingParams params;
-  int64_t seed = -1;       // -1 = random
+  int64_t seed = -1;               // -1 = random
   std::string verify = "coupled";  // coupled | lossless | typical | ptd-reference
   verify::TypicalParams typical;
   std::vector<std::string> logit_bias;  // -l/--logit-bias items, TOKEN_ID(+|-)BIAS (resolve_sampling parses them)

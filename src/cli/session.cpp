@@ -19,7 +19,8 @@ LoadedModel load_model(const std::string& path) {
   m.load_s = core::now_s() - t0;
   const auto& hp = m.model->hparams();
   if (m.tok->n_vocab() != hp.n_vocab) {
-    throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", path, m.tok->n_vocab(), hp.n_vocab));
+    throw FormatError(fmt::format("{}: tokenizer has {} tokens but the model's vocabulary is {}", path,
+                                  m.tok->n_vocab(), hp.n_vocab));
   }
   return m;
 }
@@ -36,7 +37,8 @@ engine::EngineParams resolve_engine_params(const ModelOptions& o, const model::H
 }
 
 engine::SequenceParams resolve_sequence_params(const SamplingOptions& o, int64_t n_predict, bool ignore_eos) {
-  if (n_predict < -1) throw InvalidArgument(fmt::format("-n/--n-predict must be >= 0 or -1 (unlimited), got {}", n_predict));
+  if (n_predict < -1)
+    throw InvalidArgument(fmt::format("-n/--n-predict must be >= 0 or -1 (unlimited), got {}", n_predict));
   engine::SequenceParams sp;
   sp.sampling = resolve_sampling(o);
   sp.mode = resolve_verify(o);

@@ -6,7 +6,7 @@ namespace treespec::core {
 [[noreturn]] void assert_fail(const char* cond, const char* msg, const char* file, int line);
 }
 
-#define TREESPEC_ASSERT(cond, msg)                                          \
-  do {                                                                      \
+#define TREESPEC_ASSERT(cond, msg)                                                \
+  do {                                                                            \
     if (!(cond)) ::treespec::core::assert_fail(#cond, (msg), __FILE__, __LINE__); \
   } while (0)

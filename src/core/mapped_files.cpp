@@ -53,8 +53,9 @@ void on_sigbus(int sig, siginfo_t* info, void*) {
     write_str(s.path);
     write_str("' was truncated or rewritten while in use (bus error reading byte ");
     write_u64(addr - s.begin);
-    write_str(" of its mapping); treespec reads weights from the file in place and needs it unchanged: replace a "
-              "model by writing a new file and renaming it over the old one\n");
+    write_str(
+        " of its mapping); treespec reads weights from the file in place and needs it unchanged: replace a "
+        "model by writing a new file and renaming it over the old one\n");
     ::_exit(kMappedFileFaultExit);
   }
   // Not a mapped model file: a genuine bug. Crash as the default action would.

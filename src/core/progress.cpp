@@ -14,7 +14,8 @@ ProgressBar::ProgressBar(std::FILE* out) : out_(out), tty_(out != nullptr && isa
 std::string ProgressBar::duration(double s) {
   if (!(s >= 0.0) || s > 1e7) return "--:--";
   const auto t = static_cast<int64_t>(s + 0.5);
-  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, (t / 60) % 60, t % 60) : fmt::format("{}:{:02}", t / 60, t % 60);
+  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, (t / 60) % 60, t % 60)
+                   : fmt::format("{}:{:02}", t / 60, t % 60);
 }
 
 void ProgressBar::show(std::string_view phase, int64_t done, int64_t total, double elapsed_s, double eta_s,
@@ -57,7 +58,10 @@ void ProgressBar::finish() {
 }
 
 ProgressCounter::ProgressCounter(std::FILE* out, std::string phase, int64_t total, std::string unit)
-    : bar_(out), phase_(std::move(phase)), detail_(unit.empty() ? "" : " " + unit), total_(std::max<int64_t>(1, total)),
+    : bar_(out),
+      phase_(std::move(phase)),
+      detail_(unit.empty() ? "" : " " + unit),
+      total_(std::max<int64_t>(1, total)),
       t0_(now_s()) {}
 
 void ProgressCounter::advance(int64_t n) {

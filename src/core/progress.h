@@ -31,7 +31,7 @@ class ProgressBar {
   void draw();
   std::FILE* out_;
   bool tty_ = false;
-  bool drawn_ = false;     // something of the current phase is on screen
+  bool drawn_ = false;  // something of the current phase is on screen
   std::string phase_, line_;
   int decile_ = -1;
   double last_draw_ = -1.0;

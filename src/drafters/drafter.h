@@ -30,11 +30,11 @@ namespace treespec::drafters {
 // One arm of a drafter that combines several methods (--spec auto, drafters/auto): a
 // method at a tree size. The budget policy picks one arm per step (Drafter::select_arm).
 struct ArmInfo {
-  std::string name;        // e.g. "none", "lookup", "medusa/4"
-  int32_t max_nodes = 1;   // largest tree it proposes (incl. the root)
-  bool warm_up = false;    // tried once at the start (arms that are not shadowed)
-  bool shadowed = false;   // graded on steps it does not draft (ArmSample), so never needs a trial
-  bool observes = false;   // must observe a step to draft or be graded after it (Medusa: a heads pass per sequence)
+  std::string name;       // e.g. "none", "lookup", "medusa/4"
+  int32_t max_nodes = 1;  // largest tree it proposes (incl. the root)
+  bool warm_up = false;   // tried once at the start (arms that are not shadowed)
+  bool shadowed = false;  // graded on steps it does not draft (ArmSample), so never needs a trial
+  bool observes = false;  // must observe a step to draft or be graded after it (Medusa: a heads pass per sequence)
 };
 
 // One graded outcome of an arm for one sequence at one step: the tokens the step emitted
@@ -77,10 +77,10 @@ struct PruneSpec {
 };
 
 struct DraftInput {
-  int32_t slot = 0;                   // KV cache sequence slot
-  std::span<const int32_t> context;   // prompt + generated tokens; context.back() is the root
-  int32_t n_past = 0;                 // committed KV cells (= context.size() - 1)
-  int32_t budget = 1;                 // max tree nodes including the root
+  int32_t slot = 0;                  // KV cache sequence slot
+  std::span<const int32_t> context;  // prompt + generated tokens; context.back() is the root
+  int32_t n_past = 0;                // committed KV cells (= context.size() - 1)
+  int32_t budget = 1;                // max tree nodes including the root
   // The sequence's sampling parameters (nullptr: greedy). Drafters that sample their
   // proposals draw them from distributions warped the same way.
   const sampling::SamplingParams* sampling = nullptr;
@@ -93,11 +93,11 @@ struct DraftInput {
 // What the target model said about the proposed tree.
 struct StepFeedback {
   const tree::TokenTree& tree;
-  const verify::VerifyResult& result;       // accepted path (from the root) and bonus
-  std::span<const int32_t> node_argmax;     // per node; -1 where the node has no logits
+  const verify::VerifyResult& result;         // accepted path (from the root) and bonus
+  std::span<const int32_t> node_argmax;       // per node; -1 where the node has no logits
   std::span<const float* const> node_logits;  // per node [n_vocab] or nullptr (pruned)
   std::span<const float* const> node_hidden;  // per node final-normed hidden [n_embd] or nullptr
-  std::span<const int32_t> context;         // context after this step's tokens were appended
+  std::span<const int32_t> context;           // context after this step's tokens were appended
 };
 
 class Drafter {

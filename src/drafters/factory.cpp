@@ -10,7 +10,9 @@
 
 namespace treespec::drafters {
 
-std::vector<std::string> spec_methods() { return {"none", "auto", "lookup", "lookahead", "medusa", "ptd", "propd", "draft"}; }
+std::vector<std::string> spec_methods() {
+  return {"none", "auto", "lookup", "lookahead", "medusa", "ptd", "propd", "draft"};
+}
 
 namespace {
 // The model's end-of-generation ids: the caller's, else the GGUF's eos/eot/eom ids.
@@ -18,9 +20,11 @@ std::vector<int32_t> eog_ids_of(const DrafterEnv& env) {
   if (!env.eog_ids.empty() || env.model == nullptr) return env.eog_ids;
   std::vector<int32_t> ids;
   const int32_t n_vocab = env.model->hparams().n_vocab;
-  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+  for (const char* key :
+       {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     const int64_t id = env.model->gguf().get_int(key, -1);
-    if (id >= 0 && id < n_vocab && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(static_cast<int32_t>(id));
+    if (id >= 0 && id < n_vocab && std::find(ids.begin(), ids.end(), id) == ids.end())
+      ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
 }
@@ -31,7 +35,9 @@ std::unique_ptr<Drafter> make_base_drafter(const SpecConfig& cfg, const DrafterE
   if (cfg.method == "lookup") return std::make_unique<LookupDrafter>(cfg.lookup);
   if (cfg.method == "lookahead") return std::make_unique<LookaheadDrafter>(cfg.lookahead, env.seed);
   if (cfg.method == "medusa") {
-    if (env.model == nullptr) throw InvalidArgument(fmt::format("--spec {} needs the model (its heads are checked against it)", as ? as : "medusa"));
+    if (env.model == nullptr)
+      throw InvalidArgument(
+          fmt::format("--spec {} needs the model (its heads are checked against it)", as ? as : "medusa"));
     return make_medusa_drafter(cfg.medusa, *env.model, env.pool, as ? as : "medusa");
   }
   if (cfg.method == "propd") {
@@ -39,14 +45,17 @@ std::unique_ptr<Drafter> make_base_drafter(const SpecConfig& cfg, const DrafterE
     return make_propd_drafter(cfg.propd, cfg.medusa, cfg.prune, *env.model, env.pool);
   }
   if (cfg.method == "ptd") {
-    return std::make_unique<PtdDrafter>(cfg.ptd, eog_ids_of(env), env.seed, env.model ? env.model->hparams().n_vocab : 0);
+    return std::make_unique<PtdDrafter>(cfg.ptd, eog_ids_of(env), env.seed,
+                                        env.model ? env.model->hparams().n_vocab : 0);
   }
   if (cfg.method == "draft") {
-    if (env.model == nullptr) throw InvalidArgument("--spec draft needs the target model (the draft is checked against it)");
+    if (env.model == nullptr)
+      throw InvalidArgument("--spec draft needs the target model (the draft is checked against it)");
     return make_draft_model_drafter(cfg.draft, *env.model, env.seed, env.pool);
   }
   if (cfg.method == "auto") return make_auto_drafter(cfg, env);
-  throw InvalidArgument(fmt::format("unknown speculative method '{}' (known: {})", cfg.method, fmt::join(spec_methods(), ", ")));
+  throw InvalidArgument(
+      fmt::format("unknown speculative method '{}' (known: {})", cfg.method, fmt::join(spec_methods(), ", ")));
 }
 }  // namespace
 
@@ -59,13 +68,16 @@ std::vector<std::string> auto_methods(const SpecConfig& cfg, const model::Model*
       const size_t comma = std::min(s.find(',', at), s.size());
       const std::string name = s.substr(at, comma - at);
       if (name != "none" && name != "lookup" && name != "ptd" && name != "medusa" && name != "draft") {
-        throw InvalidArgument(fmt::format("--auto-arms: unknown method '{}' in '{}' (known: none, lookup, ptd, medusa, draft)", name, s));
+        throw InvalidArgument(
+            fmt::format("--auto-arms: unknown method '{}' in '{}' (known: none, lookup, ptd, medusa, draft)", name, s));
       }
-      if (std::find(out.begin(), out.end(), name) != out.end()) throw InvalidArgument(fmt::format("--auto-arms: '{}' given twice in '{}'", name, s));
+      if (std::find(out.begin(), out.end(), name) != out.end())
+        throw InvalidArgument(fmt::format("--auto-arms: '{}' given twice in '{}'", name, s));
       out.push_back(name);
       at = comma + 1;
     }
-    if (std::find(out.begin(), out.end(), "none") == out.end()) out.insert(out.begin(), "none");  // the fallback that never loses
+    if (std::find(out.begin(), out.end(), "none") == out.end())
+      out.insert(out.begin(), "none");  // the fallback that never loses
     return out;
   }
   std::vector<std::string> out = {"none", "lookup", "ptd"};
@@ -103,7 +115,8 @@ std::unique_ptr<Drafter> make_auto_drafter(const SpecConfig& cfg, const DrafterE
 
 std::unique_ptr<Drafter> make_drafter(const SpecConfig& cfg, const DrafterEnv& env) {
   if (cfg.prune.enabled && cfg.method == "auto") {
-    throw InvalidArgument("--prune does not apply to --spec auto (it chooses among unpruned arms); prune with a named method");
+    throw InvalidArgument(
+        "--prune does not apply to --spec auto (it chooses among unpruned arms); prune with a named method");
   }
   auto d = make_base_drafter(cfg, env);
   // --prune: early pruning by the logit lens (or a heads file's prune heads) for any method.

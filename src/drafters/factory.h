@@ -25,10 +25,10 @@ namespace treespec::drafters {
 
 // Tree budget policy for any method (engine::make_budget_policy reads it).
 struct BudgetParams {
-  std::string budget;     // --budget: "" = each drafter's own size; N = fixed; "dynamic" (alias "auto") = the controller
-  int32_t n_max = 64;     // --budget-nmax: controller's largest tree per sequence (propd: --propd-nmax)
-  int32_t interval = 8;   // --budget-interval: controller re-plans every R steps (propd: --propd-interval)
-  bool probe = true;      // start-up latency sweep (--budget-no-probe turns it off)
+  std::string budget;    // --budget: "" = each drafter's own size; N = fixed; "dynamic" (alias "auto") = the controller
+  int32_t n_max = 64;    // --budget-nmax: controller's largest tree per sequence (propd: --propd-nmax)
+  int32_t interval = 8;  // --budget-interval: controller re-plans every R steps (propd: --propd-interval)
+  bool probe = true;     // start-up latency sweep (--budget-no-probe turns it off)
 };
 
 struct SpecConfig {
@@ -39,9 +39,9 @@ struct SpecConfig {
   PtdParams ptd;
   DraftModelParams draft;
   PropdParams propd;
-  PruneParams prune;      // --prune (any method) and propd's pruning
+  PruneParams prune;  // --prune (any method) and propd's pruning
   BudgetParams budget;
-  AutoParams automatic;   // --spec auto: the arms and the exploration share
+  AutoParams automatic;  // --spec auto: the arms and the exploration share
 };
 
 // What a drafter may need from its surroundings.

@@ -30,7 +30,8 @@ constexpr double kShadowNear = 0.9;
 }  // namespace
 
 AutoPolicy::AutoPolicy(AutoPolicyParams p) : p_(p), lat_(p.latency) {
-  TREESPEC_ASSERT(p_.trial_steps >= 1 && p_.explore >= 0.0 && p_.ema_alpha > 0.0 && p_.ema_alpha <= 1.0, "auto policy: bad parameters");
+  TREESPEC_ASSERT(p_.trial_steps >= 1 && p_.explore >= 0.0 && p_.ema_alpha > 0.0 && p_.ema_alpha <= 1.0,
+                  "auto policy: bad parameters");
 }
 
 void AutoPolicy::calibrate(Engine& eng) {
@@ -85,13 +86,12 @@ double AutoPolicy::predicted_time(int32_t b, int32_t arm) const {
   const double r = b * std::max(1.0, rows);
   const auto key = std::make_pair(b, static_cast<int64_t>(std::lround(8.0 * r)));
   auto it = fwd_cache_.find(key);
-  if (it == fwd_cache_.end()) it = fwd_cache_.emplace(key, lat_.predict(b, static_cast<double>(key.second) / 8.0, mean_ctx_, global_)).first;
+  if (it == fwd_cache_.end())
+    it = fwd_cache_.emplace(key, lat_.predict(b, static_cast<double>(key.second) / 8.0, mean_ctx_, global_)).first;
   return it->second + ovh;
 }
 
-double AutoPolicy::rate(int32_t b, int32_t arm) const {
-  return b * tok_of(b, arm) / predicted_time(b, arm);
-}
+double AutoPolicy::rate(int32_t b, int32_t arm) const { return b * tok_of(b, arm) / predicted_time(b, arm); }
 
 double AutoPolicy::tok_of(int32_t b, int32_t arm) const {
   if (now_b_ == b && static_cast<size_t>(arm) < now_tok_.size()) return now_tok_[static_cast<size_t>(arm)];

@@ -26,10 +26,10 @@
 
 #include <cstdint>
 #include <map>
-#include <utility>
 #include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/budget_controller.h"
@@ -38,10 +38,10 @@
 namespace treespec::engine {
 
 struct AutoPolicyParams {
-  double explore = 0.01;     // share of decode time for trials
-  int32_t trial_steps = 3;   // steps per trial
-  double ema_alpha = 0.03;   // weight of a new sample (running mean while fewer)
-  int32_t step_budget = 0;   // cap on tree nodes per step over the batch (0 = none; roots always fit)
+  double explore = 0.01;    // share of decode time for trials
+  int32_t trial_steps = 3;  // steps per trial
+  double ema_alpha = 0.03;  // weight of a new sample (running mean while fewer)
+  int32_t step_budget = 0;  // cap on tree nodes per step over the batch (0 = none; roots always fit)
   int32_t probe_max_nodes = 64;
   // Arms that must observe to be graded (Medusa's heads, ArmInfo::observes) are graded on
   // one sequence every shadow_every-th step, every 4 x shadow_every-th while none of them
@@ -96,14 +96,14 @@ class AutoPolicy final : public BudgetPolicy {
 
   AutoPolicyParams p_;
   LatencyModel lat_;
-  LatencyModel::Coef global_{};                   // lat_'s global fit (refit() after each sample)
+  LatencyModel::Coef global_{};                                      // lat_'s global fit (refit() after each sample)
   mutable std::map<std::pair<int32_t, int64_t>, double> fwd_cache_;  // (b, 8 x rows) -> predicted forward seconds
-  int32_t kept_ = -1;                             // the arm exploited last
-  std::vector<drafters::ArmInfo> arms_;           // of the first auto sequence seen
+  int32_t kept_ = -1;                                                // the arm exploited last
+  std::vector<drafters::ArmInfo> arms_;                              // of the first auto sequence seen
   std::map<int32_t, std::vector<ArmStat>> by_batch_;
-  std::vector<double> credit_;                    // per arm: exploration savings (seconds)
-  double mean_ctx_ = 0.0;                         // of the last measured step
-  std::vector<double> now_tok_;                   // tok_of for the batch planned now
+  std::vector<double> credit_;   // per arm: exploration savings (seconds)
+  double mean_ctx_ = 0.0;        // of the last measured step
+  std::vector<double> now_tok_;  // tok_of for the batch planned now
   int32_t now_b_ = 0;
   int64_t step_ = 0;
   // Which sequence gets the shadow grade at this plan (-1: none).
@@ -111,15 +111,15 @@ class AutoPolicy final : public BudgetPolicy {
   // The decision for the coming step and the trial it belongs to.
   int32_t next_arm_ = -1, next_b_ = 0;
   bool next_explore_ = false;
-  double next_reserved_ = 0.0;     // credit reserved for the step (its expected loss)
+  double next_reserved_ = 0.0;  // credit reserved for the step (its expected loss)
   int32_t run_arm_ = -1, run_left_ = 0;
   double run_reserved_ = 0.0;
   // The step in flight.
   int32_t cur_arm_ = -1, cur_b_ = 0;
   bool cur_explore_ = false;
   double cur_reserved_ = 0.0;
-  std::vector<Sequence*> cur_seqs_;                // its auto sequences (samples are taken from them)
-  std::vector<drafters::ArmSample> samples_;       // scratch
+  std::vector<Sequence*> cur_seqs_;           // its auto sequences (samples are taken from them)
+  std::vector<drafters::ArmSample> samples_;  // scratch
   // Statistics.
   int64_t n_steps_ = 0, n_explore_ = 0, n_trials_ = 0, n_probe_ = 0, n_samples_ = 0;
   double probe_s_ = 0.0;

@@ -13,7 +13,9 @@ StepBudgetPolicy::StepBudgetPolicy(int32_t step_budget) : step_budget_(step_budg
   if (step_budget < 0) throw InvalidArgument(fmt::format("step budget must be >= 0 (0 = no cap), got {}", step_budget));
 }
 
-void StepBudgetPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budgets) { split(step_budget_, budgets); }
+void StepBudgetPolicy::plan(std::span<Sequence* const> seqs, std::span<int32_t> budgets) {
+  split(step_budget_, budgets);
+}
 
 void StepBudgetPolicy::split(int32_t step_budget, std::span<int32_t> want) {
   for (int32_t& w : want) w = std::max(w, 1);

@@ -131,7 +131,8 @@ LatencyModel::Coef LatencyModel::solve(double b, double r, double s, bool local,
     const Coef f = features(smp.b, smp.r, smp.s);
     for (int i = 0; i < n; ++i) {
       y[static_cast<size_t>(i)] += w * f[static_cast<size_t>(i)] * smp.t;
-      for (int j = 0; j < n; ++j) A[static_cast<size_t>(i * n + j)] += w * f[static_cast<size_t>(i)] * f[static_cast<size_t>(j)];
+      for (int j = 0; j < n; ++j)
+        A[static_cast<size_t>(i * n + j)] += w * f[static_cast<size_t>(i)] * f[static_cast<size_t>(j)];
     }
     wsum += w;
   };
@@ -168,13 +169,20 @@ double LatencyModel::predict(double b, double r, double s, const Coef& global) c
 // BudgetController
 
 void ControllerParams::validate() const {
-  if (n_max < 1 || n_max > 4096) throw InvalidArgument(fmt::format("budget controller: largest tree (n_max) must be in 1..4096, got {}", n_max));
-  if (interval < 1 || interval > 1'000'000) throw InvalidArgument(fmt::format("budget controller: re-plan interval must be >= 1, got {}", interval));
-  if (explore_every < 0) throw InvalidArgument(fmt::format("budget controller: explore_every must be >= 0, got {}", explore_every));
-  if (probe_ctx < 0) throw InvalidArgument(fmt::format("budget controller: probe context must be >= 0, got {}", probe_ctx));
-  if (!(probe_max_ratio > 1.0)) throw InvalidArgument(fmt::format("budget controller: probe_max_ratio must be > 1, got {}", probe_max_ratio));
-  if (step_budget < 0) throw InvalidArgument(fmt::format("budget controller: step budget must be >= 0, got {}", step_budget));
-  if (probe_reps < 1) throw InvalidArgument(fmt::format("budget controller: probe_reps must be >= 1, got {}", probe_reps));
+  if (n_max < 1 || n_max > 4096)
+    throw InvalidArgument(fmt::format("budget controller: largest tree (n_max) must be in 1..4096, got {}", n_max));
+  if (interval < 1 || interval > 1'000'000)
+    throw InvalidArgument(fmt::format("budget controller: re-plan interval must be >= 1, got {}", interval));
+  if (explore_every < 0)
+    throw InvalidArgument(fmt::format("budget controller: explore_every must be >= 0, got {}", explore_every));
+  if (probe_ctx < 0)
+    throw InvalidArgument(fmt::format("budget controller: probe context must be >= 0, got {}", probe_ctx));
+  if (!(probe_max_ratio > 1.0))
+    throw InvalidArgument(fmt::format("budget controller: probe_max_ratio must be > 1, got {}", probe_max_ratio));
+  if (step_budget < 0)
+    throw InvalidArgument(fmt::format("budget controller: step budget must be >= 0, got {}", step_budget));
+  if (probe_reps < 1)
+    throw InvalidArgument(fmt::format("budget controller: probe_reps must be >= 1, got {}", probe_reps));
   if (!(latency.half_life > 0.0)) throw InvalidArgument("budget controller: latency half-life must be > 0");
   if (!(latency.bandwidth_octaves > 0.0)) throw InvalidArgument("budget controller: latency bandwidth must be > 0");
 }
@@ -202,7 +210,8 @@ double BudgetController::acceptance_correction() const {
   return std::clamp(acc_meas_ / acc_pred_, 0.25, 1.5);
 }
 
-int32_t probe_latency(Engine& eng, LatencyModel& lat, int32_t n_max, int32_t probe_ctx, double max_ratio, int32_t reps) {
+int32_t probe_latency(Engine& eng, LatencyModel& lat, int32_t n_max, int32_t probe_ctx, double max_ratio,
+                      int32_t reps) {
   const int32_t cells = eng.kv().n_cells();
   const int32_t ctx = std::max(0, std::min(probe_ctx, cells - n_max - 1));
   std::vector<int32_t> batches = {1};
@@ -298,10 +307,12 @@ BudgetController::Choice BudgetController::choose(double mean_ctx, const std::ve
     cum_rows.push_back(cum_rows.back() + f + (1.0 - f) * survival(c.node));
     cum_gain.push_back(cum_gain.back() + std::max(0.0, c.gain));
     const int32_t next = c.node + 1;
-    if (next < static_cast<int32_t>(gains[i].size())) heap.push({gains[i][static_cast<size_t>(next)] - gains[i][static_cast<size_t>(next - 1)], c.seq, next});
+    if (next < static_cast<int32_t>(gains[i].size()))
+      heap.push({gains[i][static_cast<size_t>(next)] - gains[i][static_cast<size_t>(next - 1)], c.seq, next});
   }
   int32_t x_max = static_cast<int32_t>(order_seq.size());
-  if (p_.step_budget > 0) x_max = std::min<int32_t>(x_max, std::max<int32_t>(0, p_.step_budget - static_cast<int32_t>(b)));
+  if (p_.step_budget > 0)
+    x_max = std::min<int32_t>(x_max, std::max<int32_t>(0, p_.step_budget - static_cast<int32_t>(b)));
   // Time at X: local fits on a geometric grid of rows, interpolated (a fit per X would cost
   // too much on a model whose step takes a fraction of a millisecond).
   const double bd = static_cast<double>(b);
@@ -406,7 +417,10 @@ void BudgetController::plan(std::span<Sequence* const> seqs, std::span<int32_t> 
   planned_pred_.assign(b, 0.0);
   for (size_t i = 0; i < b; ++i) {
     planned_budgets_[i] = std::clamp(planned_budgets_[i], 1, std::max(1, budgets[i]));
-    if (modelled[i]) planned_pred_[i] = gains[i][static_cast<size_t>(std::min<int32_t>(planned_budgets_[i], static_cast<int32_t>(gains[i].size())) - 1)];
+    if (modelled[i])
+      planned_pred_[i] =
+          gains[i]
+               [static_cast<size_t>(std::min<int32_t>(planned_budgets_[i], static_cast<int32_t>(gains[i].size())) - 1)];
     budgets[i] = planned_budgets_[i];
   }
   planned_t_ = ch.predicted_s;
@@ -473,7 +487,8 @@ void BudgetController::observe(const StepReport& r) {
     ++n_pred_;
   }
   if (static_cast<int32_t>(trace_.size()) < p_.trace_steps) {
-    trace_.push_back({r.n_seqs, r.n_seqs ? nodes / r.n_seqs : 0.0, r.n_seqs ? late / r.n_seqs : 0.0, planned_t_, r.t_step});
+    trace_.push_back(
+        {r.n_seqs, r.n_seqs ? nodes / r.n_seqs : 0.0, r.n_seqs ? late / r.n_seqs : 0.0, planned_t_, r.t_step});
   }
 }
 
@@ -496,7 +511,11 @@ nlohmann::json BudgetController::stats_json() const {
   j["prediction_rel_error_mean"] = n_pred_ ? sum_abs_err_ / static_cast<double>(n_pred_) : 0.0;
   j["acceptance_correction"] = acceptance_correction();
   const auto c = latency_.fit_global();
-  j["latency_coefficients"] = {{"c0", c[0]}, {"c_seq", c[1]}, {"c_row", c[2]}, {"c_row_ctx", c[3]}, {"c_seq_ctx", c[4]},
+  j["latency_coefficients"] = {{"c0", c[0]},
+                               {"c_seq", c[1]},
+                               {"c_row", c[2]},
+                               {"c_row_ctx", c[3]},
+                               {"c_seq_ctx", c[4]},
                                {"feature_scales", {{"seq", kScaleB}, {"row", kScaleR}, {"ctx", kScaleS}}}};
   if (!trace_.empty()) {
     nlohmann::json t;
@@ -536,8 +555,10 @@ std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg
   bool controller = v == "dynamic" || v == "auto";
   if (cfg.method == "auto") {
     if (!v.empty()) {
-      throw InvalidArgument(fmt::format("--budget {} does not apply to --spec auto: it chooses the method and the tree size itself "
-                                        "(tune it with --auto-arms, --auto-explore)", v));
+      throw InvalidArgument(
+          fmt::format("--budget {} does not apply to --spec auto: it chooses the method and the tree size itself "
+                      "(tune it with --auto-arms, --auto-explore)",
+                      v));
     }
     cfg.automatic.validate();
     AutoPolicyParams ap;
@@ -558,7 +579,10 @@ std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg
     char* end = nullptr;
     const long n = std::strtol(v.c_str(), &end, 10);
     if (*end != '\0' || n < 1 || n > 4096) {
-      throw InvalidArgument(fmt::format("--budget '{}': expected a node count 1..4096, 'dynamic' (alias 'auto'), or nothing for each drafter's own size", v));
+      throw InvalidArgument(
+          fmt::format("--budget '{}': expected a node count 1..4096, 'dynamic' (alias 'auto'), or nothing for each "
+                      "drafter's own size",
+                      v));
     }
     return std::make_unique<FixedBudgetPolicy>(static_cast<int32_t>(n));
   }

@@ -52,7 +52,7 @@ class LatencyModel {
   static constexpr int kFeatures = 5;
   using Coef = std::array<double, kFeatures>;
   struct Options {
-    double half_life = 200.0;        // steps
+    double half_life = 200.0;  // steps
     double prior_weight = 0.25;
     double bandwidth_octaves = 1.0;  // local kernel width in log2(rows) and log2(batch)
     double local_shrink = 0.05;      // ridge towards the global fit, relative to the data's own scale
@@ -97,17 +97,17 @@ class LatencyModel {
 int32_t probe_latency(Engine& eng, LatencyModel& lat, int32_t n_max, int32_t ctx, double max_ratio, int32_t reps);
 
 struct ControllerParams {
-  int32_t n_max = 64;           // largest tree per sequence (nodes incl. the root)
-  int32_t interval = 8;         // re-plan every R steps (and when the batch changes)
-  int32_t explore_every = 8;    // every k-th plan tries twice / half the chosen total (0 = never)
-  bool probe = true;            // start-up latency sweep (calibrate)
-  int32_t probe_ctx = 64;       // context of the sweep's synthetic steps
-  double probe_max_ratio = 6.0; // the sweep stops growing a batch size past this x one row's time
-  int32_t probe_reps = 2;       // repetitions per sweep point (the minimum is kept)
+  int32_t n_max = 64;            // largest tree per sequence (nodes incl. the root)
+  int32_t interval = 8;          // re-plan every R steps (and when the batch changes)
+  int32_t explore_every = 8;     // every k-th plan tries twice / half the chosen total (0 = never)
+  bool probe = true;             // start-up latency sweep (calibrate)
+  int32_t probe_ctx = 64;        // context of the sweep's synthetic steps
+  double probe_max_ratio = 6.0;  // the sweep stops growing a batch size past this x one row's time
+  int32_t probe_reps = 2;        // repetitions per sweep point (the minimum is kept)
   LatencyModel::Options latency;
-  int32_t step_budget = 0;      // cap on tree nodes per step over the whole batch (0 = none; roots always fit)
-  int32_t trace_steps = 2048;   // per-step trace kept for stats_json (0 = none)
-  void validate() const;        // InvalidArgument naming the field
+  int32_t step_budget = 0;     // cap on tree nodes per step over the whole batch (0 = none; roots always fit)
+  int32_t trace_steps = 2048;  // per-step trace kept for stats_json (0 = none)
+  void validate() const;       // InvalidArgument naming the field
 };
 
 class BudgetController final : public BudgetPolicy {
@@ -144,7 +144,7 @@ class BudgetController final : public BudgetPolicy {
  private:
   // Learned E(n) per budget octave for drafters without their own model.
   struct Empirical {
-    std::vector<double> acc;   // EMA of accepted per step, by octave floor(log2 n)
+    std::vector<double> acc;  // EMA of accepted per step, by octave floor(log2 n)
     std::vector<int64_t> cnt;
   };
   void curve_for(const Sequence& s, int32_t cap, std::vector<double>& out, bool& modelled);
@@ -156,18 +156,18 @@ class BudgetController final : public BudgetPolicy {
   std::map<std::string, Empirical> empirical_;  // by drafter name
   std::vector<double> surv_;                    // [n_max] survival EMA per node index
   std::vector<int64_t> surv_cnt_;
-  double acc_pred_ = 0.0, acc_meas_ = 0.0;      // EMAs for the acceptance correction
+  double acc_pred_ = 0.0, acc_meas_ = 0.0;  // EMAs for the acceptance correction
   // Per step shape (sequences, late rows x 4096 + rows): EMA of log seconds and count (outlier clipping).
   std::map<std::pair<int32_t, int64_t>, std::pair<double, int64_t>> step_log_time_;
 
   // Current plan.
   std::vector<const Sequence*> planned_seqs_;
   std::vector<int32_t> planned_budgets_;
-  std::vector<double> planned_pred_;            // E_i at the planned budget (for the correction)
+  std::vector<double> planned_pred_;  // E_i at the planned budget (for the correction)
   double planned_t_ = 0.0;
-  double planned_mean_ctx_ = 0.0;               // mean context of the last measured step
+  double planned_mean_ctx_ = 0.0;  // mean context of the last measured step
   int64_t steps_since_plan_ = 0;
-  int64_t interval_now_ = 1;                    // R, doubled while plans repeat (up to 8R)
+  int64_t interval_now_ = 1;  // R, doubled while plans repeat (up to 8R)
   int64_t n_plans_ = 0;
   bool exploring_ = false;
 

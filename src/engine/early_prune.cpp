@@ -36,7 +36,7 @@ void EarlyPruning::score_parents(int32_t layer, const model::Model& m, core::Thr
   const int64_t V = m.hparams().n_vocab;
   // A row whose node has a candidate child gets its top-k next tokens under the
   // sequence's scorer.
-  std::vector<int32_t> parent_row;                  // batch rows scored
+  std::vector<int32_t> parent_row;                    // batch rows scored
   std::vector<const drafters::PruneScorer*> head_of;  // per scored row
   score_of_row.assign(static_cast<size_t>(batch.n_rows()), -1);
   for (size_t i = 0; i < specs_.size(); ++i) {
@@ -65,7 +65,8 @@ void EarlyPruning::score_parents(int32_t layer, const model::Model& m, core::Thr
   for (int32_t k0 = 0; k0 < np;) {
     int32_t k1 = k0 + 1;
     while (k1 < np && head_of[static_cast<size_t>(k1)] == head_of[static_cast<size_t>(k0)]) ++k1;
-    head_of[static_cast<size_t>(k0)]->logits(m, x_.data() + k0 * E, k1 - k0, work_.data(), logits_.data() + k0 * V, pool);
+    head_of[static_cast<size_t>(k0)]->logits(m, x_.data() + k0 * E, k1 - k0, work_.data(), logits_.data() + k0 * V,
+                                             pool);
     k0 = k1;
   }
 }
@@ -118,7 +119,8 @@ void EarlyPruning::prune_at(int32_t layer, const model::Model& m, core::ThreadPo
       keep_nodes(i, trees[i], seg, m.hparams().n_vocab, score_of_row, nodes);
     } else {
       nodes.clear();
-      for (int32_t r = seg.row_begin; r < seg.row_begin + seg.n_rows; ++r) nodes.push_back(batch.node[static_cast<size_t>(r)]);
+      for (int32_t r = seg.row_begin; r < seg.row_begin + seg.n_rows; ++r)
+        nodes.push_back(batch.node[static_cast<size_t>(r)]);
     }
     next.add_tree_rows(seg.seq, seg.n_past, trees[i], nodes);
   }
@@ -131,7 +133,9 @@ void EarlyPruning::prune_at(int32_t layer, const model::Model& m, core::ThreadPo
     for (int32_t q = nseg.row_begin; q < nseg.row_begin + nseg.n_rows; ++q) {
       const int32_t want = next.node[static_cast<size_t>(q)];
       while (batch.node[static_cast<size_t>(r)] != want) ++r;
-      if (r != q) std::memmove(x + static_cast<int64_t>(q) * E, x + static_cast<int64_t>(r) * E, static_cast<size_t>(E) * sizeof(float));
+      if (r != q)
+        std::memmove(x + static_cast<int64_t>(q) * E, x + static_cast<int64_t>(r) * E,
+                     static_cast<size_t>(E) * sizeof(float));
       ++r;
       ++dst;
     }

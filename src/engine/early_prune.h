@@ -47,8 +47,9 @@ class EarlyPruning {
  private:
   // Next-token logits of the parent rows of the sequences pruned at `layer`;
   // score_of_row[r] = the row's index into scores_ (-1: not scored).
-  void score_parents(int32_t layer, const model::Model& m, core::ThreadPool* pool, std::span<const tree::TokenTree> trees,
-                     const model::Batch& batch, const float* x, std::vector<int32_t>& score_of_row);
+  void score_parents(int32_t layer, const model::Model& m, core::ThreadPool* pool,
+                     std::span<const tree::TokenTree> trees, const model::Batch& batch, const float* x,
+                     std::vector<int32_t>& score_of_row);
   // The nodes of sequence i's tree that survive (ancestor-closed, in node order).
   void keep_nodes(size_t i, const tree::TokenTree& t, const model::BatchSegment& seg, int32_t n_vocab,
                   std::span<const int32_t> score_of_row, std::vector<int32_t>& nodes);

@@ -31,9 +31,11 @@ std::vector<float> embed_tokens(const model::Model& m, model::ForwardContext& ct
   const auto& hp = m.hparams();
   const auto n = static_cast<int32_t>(tokens.size());
   if (n == 0) throw InvalidArgument("nothing to embed: the input has no tokens");
-  if (n > n_ctx_max) throw InvalidArgument(fmt::format("the input has {} tokens but the context holds {}", n, n_ctx_max));
+  if (n > n_ctx_max)
+    throw InvalidArgument(fmt::format("the input has {} tokens but the context holds {}", n, n_ctx_max));
   for (int32_t t : tokens) {
-    if (t < 0 || t >= hp.n_vocab) throw InvalidArgument(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp.n_vocab - 1));
+    if (t < 0 || t >= hp.n_vocab)
+      throw InvalidArgument(fmt::format("token id {} is outside the vocabulary (0..{})", t, hp.n_vocab - 1));
   }
   if (p.n_batch < 1) throw InvalidArgument(fmt::format("embedding batch must be >= 1, got {}", p.n_batch));
   kv::KvShape shape = m.kv_shape(1, n);
@@ -60,7 +62,8 @@ std::vector<float> embed_tokens(const model::Model& m, model::ForwardContext& ct
     m.final_norm(x, k, {}, normed.data());
     for (int32_t r = 0; r < k; ++r) {
       const int32_t t = b + r;
-      const bool take = p.pooling == Pooling::mean || (p.pooling == Pooling::cls && t == 0) || (p.pooling == Pooling::last && t == n - 1);
+      const bool take = p.pooling == Pooling::mean || (p.pooling == Pooling::cls && t == 0) ||
+                        (p.pooling == Pooling::last && t == n - 1);
       if (!take) continue;
       const float* row = normed.data() + static_cast<size_t>(r) * E;
       for (size_t i = 0; i < E; ++i) acc[i] += row[i];

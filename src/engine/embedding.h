@@ -22,8 +22,8 @@ const char* pooling_name(Pooling p);
 
 struct EmbeddingParams {
   Pooling pooling = Pooling::mean;
-  int32_t n_batch = 512;                           // prefill chunk
-  tensor::DType type_k = tensor::DType::f16;       // KV cache element types (as the engine's)
+  int32_t n_batch = 512;                      // prefill chunk
+  tensor::DType type_k = tensor::DType::f16;  // KV cache element types (as the engine's)
   tensor::DType type_v = tensor::DType::f16;
 };
 

@@ -41,9 +41,11 @@ Sequence::Sequence(std::vector<int32_t> prompt, SequenceParams params, std::uniq
 namespace {
 std::vector<int32_t> eog_from_gguf(const gguf::GgufFile& f, int32_t n_vocab) {
   std::vector<int32_t> ids;
-  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+  for (const char* key :
+       {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     const int64_t id = f.get_int(key, -1);
-    if (id >= 0 && id < n_vocab && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(static_cast<int32_t>(id));
+    if (id >= 0 && id < n_vocab && std::find(ids.begin(), ids.end(), id) == ids.end())
+      ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
 }
@@ -55,8 +57,10 @@ const EngineParams& checked(const model::Model& model, const EngineParams& param
   if (params.n_threads < 1) throw InvalidArgument(fmt::format("thread count must be >= 1, got {}", params.n_threads));
   if (params.n_ctx < 1) throw InvalidArgument(fmt::format("context size must be >= 1, got {}", params.n_ctx));
   if (params.n_batch < 1) throw InvalidArgument(fmt::format("batch size must be >= 1, got {}", params.n_batch));
-  if (params.n_slots < 1) throw InvalidArgument(fmt::format("sequence slot count must be >= 1, got {}", params.n_slots));
-  if (params.n_kv_cells < 0) throw InvalidArgument(fmt::format("KV cache size must be >= 0 cells, got {}", params.n_kv_cells));
+  if (params.n_slots < 1)
+    throw InvalidArgument(fmt::format("sequence slot count must be >= 1, got {}", params.n_slots));
+  if (params.n_kv_cells < 0)
+    throw InvalidArgument(fmt::format("KV cache size must be >= 0 cells, got {}", params.n_kv_cells));
   if (params.n_kv_cells > 0 && params.n_kv_cells < params.n_ctx) {
     throw InvalidArgument(fmt::format("the KV cache pool ({} cells) is smaller than one sequence's context ({} cells)",
                                       params.n_kv_cells, params.n_ctx));
@@ -64,8 +68,10 @@ const EngineParams& checked(const model::Model& model, const EngineParams& param
   // Memory first: for a huge context "needs N bytes, M available" is the useful message.
   kv::KvCache::check_memory(engine_kv_shape(model, params));
   if (params.n_ctx > kMaxContext) {
-    throw InvalidArgument(fmt::format("context size {} is larger than {} (RoPE takes positions as float, exact only up to "
-                                      "2^24)", params.n_ctx, kMaxContext));
+    throw InvalidArgument(
+        fmt::format("context size {} is larger than {} (RoPE takes positions as float, exact only up to "
+                    "2^24)",
+                    params.n_ctx, kMaxContext));
   }
   return params;
 }
@@ -99,8 +105,8 @@ bool Engine::is_eog(int32_t tok) const { return std::find(eog_ids_.begin(), eog_
 int32_t resolve_context_size(int32_t requested, int32_t n_ctx_train) {
   if (requested <= 0) return std::min(n_ctx_train > 0 ? n_ctx_train : 4096, 4096);
   if (n_ctx_train > 0 && requested > n_ctx_train) {
-    TS_LOG_WARN("-c/--ctx-size {} is beyond the model's training context ({}): output past {} tokens may degrade", requested,
-                n_ctx_train, n_ctx_train);
+    TS_LOG_WARN("-c/--ctx-size {} is beyond the model's training context ({}): output past {} tokens may degrade",
+                requested, n_ctx_train, n_ctx_train);
   }
   return requested;
 }
@@ -110,11 +116,13 @@ Status Engine::add(Sequence& seq) {
   if (seq.prompt_.empty()) throw InvalidArgument("prompt is empty: nothing to condition on (add a BOS token)");
   for (size_t i = 0; i < seq.prompt_.size(); ++i) {
     if (seq.prompt_[i] < 0 || seq.prompt_[i] >= hp.n_vocab) {
-      throw InvalidArgument(fmt::format("prompt token {} at index {} is outside the vocabulary (0..{})", seq.prompt_[i], i, hp.n_vocab - 1));
+      throw InvalidArgument(fmt::format("prompt token {} at index {} is outside the vocabulary (0..{})", seq.prompt_[i],
+                                        i, hp.n_vocab - 1));
     }
   }
   if (static_cast<int64_t>(seq.prompt_.size()) > params_.n_ctx) {
-    throw InvalidArgument(fmt::format("prompt has {} tokens but the context holds {} (raise -c)", seq.prompt_.size(), params_.n_ctx));
+    throw InvalidArgument(
+        fmt::format("prompt has {} tokens but the context holds {} (raise -c)", seq.prompt_.size(), params_.n_ctx));
   }
   seq.params_.sampling.validate();
   if (seq.params_.grammar.mask && seq.params_.grammar.mask->n_vocab() != hp.n_vocab) {
@@ -126,10 +134,12 @@ Status Engine::add(Sequence& seq) {
   }
   for (const sampling::LogitBias& b : seq.params_.sampling.logit_bias) {
     if (b.token >= hp.n_vocab) {
-      throw InvalidArgument(fmt::format("logit_bias token {} is outside the vocabulary (0..{})", b.token, hp.n_vocab - 1));
+      throw InvalidArgument(
+          fmt::format("logit_bias token {} is outside the vocabulary (0..{})", b.token, hp.n_vocab - 1));
     }
   }
-  if (seq.params_.top_logprobs < 0) throw InvalidArgument(fmt::format("top_logprobs must be >= 0, got {}", seq.params_.top_logprobs));
+  if (seq.params_.top_logprobs < 0)
+    throw InvalidArgument(fmt::format("top_logprobs must be >= 0, got {}", seq.params_.top_logprobs));
   const bool resume = seq.preempted_;
   if (!resume) seq.stats_.n_prompt = static_cast<int64_t>(seq.prompt_.size());
   if (seq.params_.n_predict == 0) {
@@ -149,7 +159,8 @@ Status Engine::add(Sequence& seq) {
   const auto n_need = static_cast<int64_t>(tokens.size());
   // Cells of a prefix some sequence already computed (never the last token, the first
   // step's root); held while cached prefixes are evicted to make room.
-  const PrefixMatch shared = params_.prefix_cache && seq.params().cache_prompt ? match_prefix(tokens, n_need - 1) : PrefixMatch{};
+  const PrefixMatch shared =
+      params_.prefix_cache && seq.params().cache_prompt ? match_prefix(tokens, n_need - 1) : PrefixMatch{};
   kv_.retain(shared.blocks);
   const int32_t n_blocks = kv::KvCache::blocks_for(n_need) - shared.n_cells / kv::kBlockCells;
   while (n_blocks > kv_.n_free_blocks() && evict_prefix()) {
@@ -180,7 +191,8 @@ Status Engine::add(Sequence& seq) {
   for (int32_t b = kv_.n_past(slot); b < n_pre; b += params_.n_batch) {
     const int32_t n = std::min(params_.n_batch, n_pre - b);
     batch_.clear();
-    batch_.add_chain(slot, kv_.n_past(slot), std::span<const int32_t>(tokens).subspan(static_cast<size_t>(b), static_cast<size_t>(n)));
+    batch_.add_chain(slot, kv_.n_past(slot),
+                     std::span<const int32_t>(tokens).subspan(static_cast<size_t>(b), static_cast<size_t>(n)));
     ctx_.reserve(n, params_.n_ctx);
     float* x = ctx_.x();
     model_.embed(batch_, x);
@@ -222,7 +234,8 @@ void Engine::preempt(Sequence& seq) {
 Engine::PrefixMatch Engine::match_prefix(const std::vector<int32_t>& tokens, int64_t n_max) const {
   // Leading cells of `have` (n_committed of them computed) that `tokens` starts with.
   auto common_cells = [&](const std::vector<int32_t>& have, int64_t n_committed) {
-    const int64_t n = std::min({n_max, n_committed, static_cast<int64_t>(have.size()), static_cast<int64_t>(tokens.size())});
+    const int64_t n =
+        std::min({n_max, n_committed, static_cast<int64_t>(have.size()), static_cast<int64_t>(tokens.size())});
     int64_t m = 0;
     while (m < n && have[static_cast<size_t>(m)] == tokens[static_cast<size_t>(m)]) ++m;
     return static_cast<int32_t>(m);
@@ -248,7 +261,8 @@ Engine::PrefixMatch Engine::match_prefix(const std::vector<int32_t>& tokens, int
     }
   }
   if (best_cached != nullptr) {
-    best.blocks.assign(best_cached->blocks.begin(), best_cached->blocks.begin() + kv::KvCache::blocks_for(best.n_cells));
+    best.blocks.assign(best_cached->blocks.begin(),
+                       best_cached->blocks.begin() + kv::KvCache::blocks_for(best.n_cells));
   } else if (best_slot >= 0) {
     best.blocks = kv_.prefix_blocks(best_slot, best.n_cells);
   }
@@ -260,14 +274,16 @@ void Engine::cache_prefix(const Sequence& seq) {
   // The committed cells of tokens in the context: a step that ends the sequence (-n, an
   // end-of-generation token) can commit accepted tokens it never emits, whose cells
   // have no token to match against.
-  const auto n = static_cast<int32_t>(std::min<int64_t>(kv_.n_past(seq.slot_), static_cast<int64_t>(seq.context_.size())));
+  const auto n =
+      static_cast<int32_t>(std::min<int64_t>(kv_.n_past(seq.slot_), static_cast<int64_t>(seq.context_.size())));
   if (n == 0) return;
   CachedPrefix c;
   c.blocks = kv_.prefix_blocks(seq.slot_, n);
   c.tokens.assign(seq.context_.begin(), seq.context_.begin() + n);
   // An entry this one extends is redundant (this one holds the same cells).
   std::erase_if(prefix_cache_, [&](CachedPrefix& o) {
-    const bool covered = o.tokens.size() <= c.tokens.size() && std::equal(o.tokens.begin(), o.tokens.end(), c.tokens.begin());
+    const bool covered =
+        o.tokens.size() <= c.tokens.size() && std::equal(o.tokens.begin(), o.tokens.end(), c.tokens.begin());
     if (covered) kv_.release(o.blocks);
     return covered;
   });
@@ -462,9 +478,9 @@ Engine::SeqTimes Engine::verify_and_commit(Sequence& s, size_t i, const Drafted&
   const double t0 = core::now_s();
   NodeRows rows;
   read_rows(s, seg, t, cut, d.gsteps[i], rows);
-  const verify::VerifyResult res = verify::verify(s.params_.mode, t, rows.logits, hp.n_vocab, s.params_.sampling,
-                                                  s.params_.typical, s.rng_, s.drafter_->draft_distributions(),
-                                                  static_cast<int64_t>(s.context_.size()));
+  const verify::VerifyResult res =
+      verify::verify(s.params_.mode, t, rows.logits, hp.n_vocab, s.params_.sampling, s.params_.typical, s.rng_,
+                     s.drafter_->draft_distributions(), static_cast<int64_t>(s.context_.size()));
   const double t1 = core::now_s();
   const Status st = kv_.commit(s.slot_, cut ? cut->forwarded_path(res.path) : res.path);
   TREESPEC_ASSERT(st.ok(), "commit of verified rows must fit");
@@ -568,7 +584,8 @@ double Engine::probe_step(int32_t n_seqs, int32_t n_nodes, int32_t n_ctx, int32_
   if (static_cast<int32_t>(slots.size()) < n_seqs) return -1.0;
   // A binary-heap-shaped tree (depth ~ log2 n, like a bushy draft tree); arbitrary tokens.
   tree::TokenTree t(1 % hp.n_vocab);
-  for (int32_t i = 1; i < n_nodes; ++i) t.add(static_cast<int32_t>((static_cast<int64_t>(i) * 7919) % hp.n_vocab), (i - 1) / 2);
+  for (int32_t i = 1; i < n_nodes; ++i)
+    t.add(static_cast<int32_t>((static_cast<int64_t>(i) * 7919) % hp.n_vocab), (i - 1) / 2);
   // The committed prefix: zeroed cells (never garbage: uninitialised floats could be
   // denormals and skew the timing), then n_past = n_ctx without computing anything.
   std::vector<int32_t> chain(static_cast<size_t>(n_ctx));
@@ -586,7 +603,8 @@ double Engine::probe_step(int32_t n_seqs, int32_t n_nodes, int32_t n_ctx, int32_
   const int32_t L = hp.n_layer;
   const bool prune = prune_layer > 0 && prune_layer < L && n_late >= 1 && n_late < n_nodes;
   std::vector<int32_t> late(static_cast<size_t>(prune ? n_late : 0));
-  for (int32_t i = 0; i < static_cast<int32_t>(late.size()); ++i) late[static_cast<size_t>(i)] = i;  // a prefix: ancestor-closed
+  for (int32_t i = 0; i < static_cast<int32_t>(late.size()); ++i)
+    late[static_cast<size_t>(i)] = i;  // a prefix: ancestor-closed
   const double t0 = core::now_s();
   batch_.clear();
   for (int32_t s : slots) batch_.add_tree(s, n_ctx, t);
@@ -602,7 +620,8 @@ double Engine::probe_step(int32_t n_seqs, int32_t n_nodes, int32_t n_ctx, int32_
     const int64_t E = hp.n_embd;
     for (int32_t k = 0; k < n_seqs; ++k) {
       for (int32_t i = 0; i < n_late; ++i) {
-        std::memmove(x + (static_cast<int64_t>(k) * n_late + i) * E, x + (static_cast<int64_t>(k) * n_nodes + i) * E, static_cast<size_t>(E) * sizeof(float));
+        std::memmove(x + (static_cast<int64_t>(k) * n_late + i) * E, x + (static_cast<int64_t>(k) * n_nodes + i) * E,
+                     static_cast<size_t>(E) * sizeof(float));
       }
     }
     st = model_.run_layers(ctx_, next_batch_, prune_layer, L, x, kv_);

@@ -39,7 +39,7 @@ struct SequenceParams {
   sampling::SamplingParams sampling;
   verify::Mode mode = verify::Mode::coupled;  // used when sampling.temp > 0
   verify::TypicalParams typical;
-  int32_t n_predict = -1;   // max tokens to generate; -1 = until EOG or context end
+  int32_t n_predict = -1;  // max tokens to generate; -1 = until EOG or context end
   bool ignore_eog = false;
   // Reuse cached KV of a prompt prefix and offer this sequence's to later ones (when the
   // engine's prefix cache is on; llama-server's per-request cache_prompt). The output is
@@ -115,7 +115,7 @@ constexpr int32_t kMaxContext = 1 << 24;
 
 struct EngineParams {
   int32_t n_threads = 1;
-  int32_t n_ctx = 2048;   // positions per sequence (prompt + generated)
+  int32_t n_ctx = 2048;  // positions per sequence (prompt + generated)
   int32_t n_slots = 1;
   int32_t n_batch = 512;  // prefill chunk
   // Cells of the KV pool shared by the slots; 0 = n_slots * n_ctx (every slot can fill
@@ -134,23 +134,23 @@ kv::KvShape engine_kv_shape(const model::Model& model, const EngineParams& param
 // One sequence's part of a measured step (BudgetPolicy::observe).
 struct SeqStepReport {
   const Sequence* seq = nullptr;
-  int32_t budget = 1;        // nodes granted (after the context clamp)
-  int32_t n_nodes = 1;       // tree rows fed to the first layers
-  int32_t n_late = 1;        // rows that reached the last layer (n_nodes unless pruned)
-  int32_t prune_layer = 0;   // layers run on every row before pruning; 0 = not pruned
+  int32_t budget = 1;                 // nodes granted (after the context clamp)
+  int32_t n_nodes = 1;                // tree rows fed to the first layers
+  int32_t n_late = 1;                 // rows that reached the last layer (n_nodes unless pruned)
+  int32_t prune_layer = 0;            // layers run on every row before pruning; 0 = not pruned
   std::span<const uint8_t> survived;  // per node, 1 = reached the last layer (empty: all)
-  int32_t n_accepted = 0;    // drafted tokens accepted
+  int32_t n_accepted = 0;             // drafted tokens accepted
 };
 
 // What one Engine::step measured, for budget policies.
 struct StepReport {
   int32_t n_seqs = 0;
-  int32_t n_rows = 0;        // rows fed to the first layer
-  int32_t n_rows_late = 0;   // rows that reached the last layer
-  double rows_eff = 0.0;     // row-layers computed / n_layer (= n_rows without pruning)
-  double mean_ctx = 0.0;     // mean committed cells
-  double t_forward = 0.0;    // seconds in the forward pass (embedding to logits, pruning included)
-  double t_step = 0.0;       // seconds of the whole step (draft, forward, verify, commit, observe)
+  int32_t n_rows = 0;       // rows fed to the first layer
+  int32_t n_rows_late = 0;  // rows that reached the last layer
+  double rows_eff = 0.0;    // row-layers computed / n_layer (= n_rows without pruning)
+  double mean_ctx = 0.0;    // mean committed cells
+  double t_forward = 0.0;   // seconds in the forward pass (embedding to logits, pruning included)
+  double t_step = 0.0;      // seconds of the whole step (draft, forward, verify, commit, observe)
   std::span<const SeqStepReport> seqs;
 };
 
@@ -225,11 +225,11 @@ class Engine {
   // preempted), their drafted trees, and one sequence's verification and commit.
   std::vector<Sequence*> runnable(std::span<Sequence* const> seqs_in);
   struct Drafted {
-    std::vector<int32_t> budgets;           // nodes granted per sequence
-    std::vector<tree::TokenTree> trees;     // the trees forwarded
-    std::vector<double> t_draft;            // seconds drafting
-    std::vector<GrammarStep> gsteps;        // under a grammar: what it cut, and the row masks
-    std::vector<uint8_t> cut;               // 1 = the grammar cut the drafted tree
+    std::vector<int32_t> budgets;        // nodes granted per sequence
+    std::vector<tree::TokenTree> trees;  // the trees forwarded
+    std::vector<double> t_draft;         // seconds drafting
+    std::vector<GrammarStep> gsteps;     // under a grammar: what it cut, and the row masks
+    std::vector<uint8_t> cut;            // 1 = the grammar cut the drafted tree
   };
   void draft_trees(std::span<Sequence* const> seqs, Drafted& d);
   struct SeqTimes {
@@ -287,7 +287,7 @@ class Engine {
   model::Batch next_batch_;
   core::AlignedBuffer<float> logits_;  // [rows, n_vocab]
   core::AlignedBuffer<float> normed_;  // [rows, n_embd]
-  EarlyPruning pruning_;  // what forward_trees pruned, per sequence of the step
+  EarlyPruning pruning_;               // what forward_trees pruned, per sequence of the step
   std::vector<SeqStepReport> seq_reports_;
 };
 

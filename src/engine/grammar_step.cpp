@@ -12,7 +12,8 @@ std::shared_ptr<const grammar::TokenMask> make_token_mask(const tokenizer::Token
   return std::make_shared<const grammar::TokenMask>(std::move(pieces), tok.eog_ids());
 }
 
-bool GrammarStep::cut(const tree::TokenTree& drafted, const grammar::Constraint& c, const grammar::State& s0, bool ignore_eog) {
+bool GrammarStep::cut(const tree::TokenTree& drafted, const grammar::Constraint& c, const grammar::State& s0,
+                      bool ignore_eog) {
   mask_ = c.mask.get();
   drafted_ = drafted;
   const int32_t n = drafted_.size();

@@ -6,8 +6,9 @@
 
 namespace treespec::engine {
 
-void process_tree_row(float* row, int32_t n_vocab, const sampling::SamplingParams& params, std::span<const int32_t> context,
-                      const tree::TokenTree& tree, int32_t node, std::vector<int32_t>& path) {
+void process_tree_row(float* row, int32_t n_vocab, const sampling::SamplingParams& params,
+                      std::span<const int32_t> context, const tree::TokenTree& tree, int32_t node,
+                      std::vector<int32_t>& path) {
   if (!params.processes_logits()) return;
   path.clear();
   if (params.penalized()) {

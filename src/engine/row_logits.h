@@ -17,8 +17,9 @@ namespace treespec::engine {
 // (the committed tokens, the root included) followed by the tree tokens on the path from
 // the root to the node: exactly what plain decoding computes at that position. `path` is
 // scratch. No-op unless params.processes_logits().
-void process_tree_row(float* row, int32_t n_vocab, const sampling::SamplingParams& params, std::span<const int32_t> context,
-                      const tree::TokenTree& tree, int32_t node, std::vector<int32_t>& path);
+void process_tree_row(float* row, int32_t n_vocab, const sampling::SamplingParams& params,
+                      std::span<const int32_t> context, const tree::TokenTree& tree, int32_t node,
+                      std::vector<int32_t>& path);
 
 // Appends one entry per tokens[k], from the logits row of path[k] (the accepted path's
 // node k; the bonus token comes from the last node), with n_top alternatives.

@@ -47,7 +47,8 @@ void SpecStats::record_prune(int32_t tree_rows, int32_t n_pruned_rows, int32_t l
   n_prune_steps += 1;
   n_prune_rows += tree_rows;
   n_pruned += n_pruned_rows;
-  if (n_layer > 0) pruned_row_layers += static_cast<double>(n_pruned_rows) * static_cast<double>(n_layer - layer) / n_layer;
+  if (n_layer > 0)
+    pruned_row_layers += static_cast<double>(n_pruned_rows) * static_cast<double>(n_layer - layer) / n_layer;
 }
 
 double SpecStats::pruned_fraction() const {
@@ -127,9 +128,9 @@ std::string SpecStats::summary() const {
       "{:.1f} rows/step | {} drafts, {} drafted, {} accepted ({:.1f}%) | time draft {:.0f}% forward {:.0f}% "
       "verify {:.0f}% commit {:.0f}%",
       n_prompt, t_prompt, n_generated, t_decode(), tokens_per_s(), n_steps, mean_accepted_length(), rows_per_step(),
-      n_drafts, n_draft_tokens, n_accepted, 100.0 * acceptance_rate(), t_decode() > 0 ? 100.0 * t_draft / t_decode() : 0.0,
-      t_decode() > 0 ? 100.0 * t_forward / t_decode() : 0.0, t_decode() > 0 ? 100.0 * t_verify / t_decode() : 0.0,
-      t_decode() > 0 ? 100.0 * t_commit / t_decode() : 0.0);
+      n_drafts, n_draft_tokens, n_accepted, 100.0 * acceptance_rate(),
+      t_decode() > 0 ? 100.0 * t_draft / t_decode() : 0.0, t_decode() > 0 ? 100.0 * t_forward / t_decode() : 0.0,
+      t_decode() > 0 ? 100.0 * t_verify / t_decode() : 0.0, t_decode() > 0 ? 100.0 * t_commit / t_decode() : 0.0);
 }
 
 }  // namespace treespec::engine

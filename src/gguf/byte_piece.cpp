@@ -7,8 +7,10 @@ int parse_byte_piece(std::string_view piece) {
   int v = 0;
   for (size_t k = 3; k < 5; ++k) {
     const char c = piece[k];
-    const int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                 : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    const int d = (c >= '0' && c <= '9')   ? c - '0'
+                  : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                  : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                           : -1;
     if (d < 0) return -1;
     v = v * 16 + d;
   }

@@ -82,12 +82,12 @@ class Value {
 
   // Conversions; each throws InvalidArgument (naming the actual type) on a mismatch
   // or when an integer does not fit the requested range.
-  int64_t as_int() const;       // any integer type (u64 above INT64_MAX is an error)
-  uint64_t as_uint() const;     // any non-negative integer
-  double as_float() const;      // f32, f64, or any integer
+  int64_t as_int() const;    // any integer type (u64 above INT64_MAX is an error)
+  uint64_t as_uint() const;  // any non-negative integer
+  double as_float() const;   // f32, f64, or any integer
   bool as_bool() const;
   const std::string& as_string() const;
-  ValueType elem_type() const;  // arrays only
+  ValueType elem_type() const;              // arrays only
   const std::vector<Value>& items() const;  // arrays only
 
   // Number of items for arrays, 0 otherwise.
@@ -110,12 +110,12 @@ class Value {
 
 struct TensorInfo {
   std::string name;
-  uint32_t type_id = 0;          // raw GGML type id (validated: known to the dtype table)
-  tensor::DType type{};          // same, as enum
-  std::vector<int64_t> ne;       // GGML order: ne[0] is the contiguous dimension
-  uint64_t offset = 0;           // relative to the start of the data section
-  uint64_t nbytes = 0;           // validated: inside the file
-  const uint8_t* data = nullptr; // into the mapping
+  uint32_t type_id = 0;           // raw GGML type id (validated: known to the dtype table)
+  tensor::DType type{};           // same, as enum
+  std::vector<int64_t> ne;        // GGML order: ne[0] is the contiguous dimension
+  uint64_t offset = 0;            // relative to the start of the data section
+  uint64_t nbytes = 0;            // validated: inside the file
+  const uint8_t* data = nullptr;  // into the mapping
 
   int64_t n_elements() const;
 };
@@ -172,7 +172,7 @@ class GgufFile {
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   bool mapped_ = false;
-  int map_handle_ = -1;  // core::register_mapped_file handle of the mapping
+  int map_handle_ = -1;         // core::register_mapped_file handle of the mapping
   std::vector<uint8_t> owned_;  // from_bytes copy
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

@@ -71,9 +71,10 @@ Llama2cConfig parse_llama2c_header(const uint8_t* data, size_t size, const std::
   uint32_t magic;
   std::memcpy(&magic, data, 4);
   if (magic == kLlama2cMagic) {
-    throw Unsupported(fmt::format("{}: llama2.c export version {} (magic \"ak42\") is not supported; "
-                                  "export with the legacy format (version 0)",
-                                  name, read_i32(data + 4)));
+    throw Unsupported(
+        fmt::format("{}: llama2.c export version {} (magic \"ak42\") is not supported; "
+                    "export with the legacy format (version 0)",
+                    name, read_i32(data + 4)));
   }
   Llama2cConfig c;
   c.dim = read_i32(data + 0);
@@ -83,9 +84,9 @@ Llama2cConfig parse_llama2c_header(const uint8_t* data, size_t size, const std::
   c.n_kv_heads = read_i32(data + 16);
   const int32_t vocab_raw = read_i32(data + 20);
   c.seq_len = read_i32(data + 24);
-  const std::pair<const char*, int32_t> fields[] = {{"dim", c.dim},       {"hidden_dim", c.hidden_dim},
-                                                    {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
-                                                    {"n_kv_heads", c.n_kv_heads}, {"seq_len", c.seq_len}};
+  const std::pair<const char*, int32_t> fields[] = {
+      {"dim", c.dim},         {"hidden_dim", c.hidden_dim}, {"n_layers", c.n_layers},
+      {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"seq_len", c.seq_len}};
   for (const auto& [field, v] : fields) {
     if (v <= 0) throw FormatError(fmt::format("{}: header field {} = {} must be positive", name, field, v));
   }
@@ -108,13 +109,13 @@ Llama2cConfig parse_llama2c_header(const uint8_t* data, size_t size, const std::
   const u128 dim = static_cast<u128>(c.dim), hid = static_cast<u128>(c.hidden_dim);
   const u128 L = static_cast<u128>(c.n_layers), V = static_cast<u128>(c.vocab_size);
   const u128 kv = static_cast<u128>(c.kv_dim());
-  u128 floats = V * dim                  // token embedding
-                + L * dim                // rms_att
-                + L * dim * dim * 2      // wq, wo
-                + L * kv * dim * 2       // wk, wv
-                + L * dim                // rms_ffn
-                + L * hid * dim * 3      // w1, w2, w3
-                + dim                    // rms_final
+  u128 floats = V * dim                                                             // token embedding
+                + L * dim                                                           // rms_att
+                + L * dim * dim * 2                                                 // wq, wo
+                + L * kv * dim * 2                                                  // wk, wv
+                + L * dim                                                           // rms_ffn
+                + L * hid * dim * 3                                                 // w1, w2, w3
+                + dim                                                               // rms_final
                 + static_cast<u128>(c.seq_len) * static_cast<u128>(c.head_size());  // 2 RoPE tables of half size
   if (!c.shared_classifier) floats += V * dim;
   const u128 expect = 28 + floats * 4;
@@ -155,17 +156,18 @@ std::vector<Llama2cToken> parse_llama2c_tokenizer(const uint8_t* data, size_t si
     }
     pos += 8;
     if (static_cast<size_t>(len) > size - pos) {
-      throw FormatError(fmt::format("{}: token {} (length {}) runs past the end of the file (at byte offset {})", name,
-                                    i, len, pos));
+      throw FormatError(
+          fmt::format("{}: token {} (length {}) runs past the end of the file (at byte offset {})", name, i, len, pos));
     }
     t.text.assign(reinterpret_cast<const char*>(data + pos), static_cast<size_t>(len));
     pos += static_cast<size_t>(len);
     out.push_back(std::move(t));
   }
   if (pos != size) {
-    throw FormatError(fmt::format("{}: {} bytes left after {} tokens: the tokenizer has more tokens than the model's "
-                                  "vocab_size {}",
-                                  name, size - pos, n_vocab, n_vocab));
+    throw FormatError(
+        fmt::format("{}: {} bytes left after {} tokens: the tokenizer has more tokens than the model's "
+                    "vocab_size {}",
+                    name, size - pos, n_vocab, n_vocab));
   }
   return out;
 }
@@ -313,8 +315,8 @@ GgufWriter convert_llama2c(const uint8_t* model, size_t model_size, const uint8_
   const Llama2cConfig c = parse_llama2c_header(model, model_size, model_name);
   const auto tokens = parse_llama2c_tokenizer(tok, tok_size, c.vocab_size, tok_name);
   if (c.vocab_size <= std::max({kUnkId, kBosId, kEosId})) {
-    throw FormatError(fmt::format("{}: vocab_size {} is too small to hold <unk>, <s> and </s>", model_name,
-                                  c.vocab_size));
+    throw FormatError(
+        fmt::format("{}: vocab_size {} is too small to hold <unk>, <s> and </s>", model_name, c.vocab_size));
   }
   GgufWriter w(3);
   set_llama2c_hparams(w, c, opts);
@@ -332,8 +334,8 @@ Llama2cConvertSummary convert_llama2c_files(const std::string& model_path, const
   Llama2cConvertSummary s;
   s.config = parse_llama2c_header(model.data(), model.size(), model_path);
   s.n_tensors = w.n_tensors();
-  s.n_params = static_cast<int64_t>((model.size() - 28) / 4) -
-               static_cast<int64_t>(s.config.seq_len) * s.config.head_size();
+  s.n_params =
+      static_cast<int64_t>((model.size() - 28) / 4) - static_cast<int64_t>(s.config.seq_len) * s.config.head_size();
   return s;
 }
 

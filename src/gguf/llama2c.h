@@ -51,8 +51,8 @@ std::vector<Llama2cToken> parse_llama2c_tokenizer(const uint8_t* data, size_t si
                                                   const std::string& name);
 
 struct Llama2cConvertOptions {
-  std::string name = "llama2c";                // general.name
-  tensor::DType type = tensor::DType::f32;      // f32 or f16 for matrices; norms stay f32
+  std::string name = "llama2c";             // general.name
+  tensor::DType type = tensor::DType::f32;  // f32 or f16 for matrices; norms stay f32
 };
 
 // In-memory conversion. `model_name`/`tok_name` appear in error messages.

@@ -21,7 +21,7 @@ namespace treespec::gguf {
 namespace {
 
 // Smallest encodings, used to reject counts that the remaining bytes cannot hold.
-constexpr uint64_t kMinKvBytes = 8 + 4 + 1;              // empty key, type, 1-byte value
+constexpr uint64_t kMinKvBytes = 8 + 4 + 1;                  // empty key, type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim, type, offset
 
 uint64_t scalar_size(ValueType t) {
@@ -37,8 +37,8 @@ uint64_t scalar_size(ValueType t) {
     case ValueType::u64:
     case ValueType::i64:
     case ValueType::f64: return 8;
-    case ValueType::string: return 8;   // at least the length
-    case ValueType::array: return 12;   // at least elem type + count
+    case ValueType::string: return 8;  // at least the length
+    case ValueType::array: return 12;  // at least elem type + count
   }
   return 1;
 }
@@ -61,8 +61,8 @@ class Cursor {
   template <typename T>
   T read(const std::string& what) {
     if (remaining() < sizeof(T)) {
-      fail(fmt::format("truncated: {} needs {} bytes, {} left in the file of {} bytes", what, sizeof(T),
-                       remaining(), size_),
+      fail(fmt::format("truncated: {} needs {} bytes, {} left in the file of {} bytes", what, sizeof(T), remaining(),
+                       size_),
            pos_);
     }
     T v;
@@ -75,8 +75,7 @@ class Cursor {
     const uint64_t at = pos_;
     const auto n = read<uint64_t>(what + " length");
     if (n > remaining()) {
-      fail(fmt::format("{}: string length {} runs past the end of the file ({} bytes left)", what, n, remaining()),
-           at);
+      fail(fmt::format("{}: string length {} runs past the end of the file ({} bytes left)", what, n, remaining()), at);
     }
     std::string s(reinterpret_cast<const char*>(base_ + pos_), static_cast<size_t>(n));
     pos_ += n;
@@ -125,8 +124,8 @@ Value read_value(Cursor& c, ValueType t, const std::string& what, int depth, Par
       const auto count = c.read<uint64_t>(what + " array count");
       const uint64_t min = scalar_size(et);
       if (count > c.remaining() / min) {
-        c.fail(fmt::format("{}: array of {} {} items cannot fit in the {} bytes left", what, count,
-                           value_type_name(et), c.remaining()),
+        c.fail(fmt::format("{}: array of {} {} items cannot fit in the {} bytes left", what, count, value_type_name(et),
+                           c.remaining()),
                count_at);
       }
       st.array_items += count;
@@ -320,8 +319,7 @@ TensorInfo read_tensor_info(Cursor& c, uint64_t i, uint64_t alignment,
   const uint64_t off_at = c.pos();
   ti.offset = c.read<uint64_t>(what + " offset");
   if (ti.offset % alignment != 0) {
-    c.fail(fmt::format("{}: data offset {} is not a multiple of the alignment {}", what, ti.offset, alignment),
-           off_at);
+    c.fail(fmt::format("{}: data offset {} is not a multiple of the alignment {}", what, ti.offset, alignment), off_at);
   }
   return ti;
 }
@@ -332,8 +330,9 @@ void check_tensor_extents(const std::vector<TensorInfo>& tensors, const std::str
   const uint64_t data_size = size - data_offset;
   for (const auto& ti : tensors) {
     if (ti.offset > data_size) {
-      throw FormatError(fmt::format("{}: tensor '{}': data offset {} (absolute {}) is past the end of the file ({} bytes)",
-                                    path, ti.name, ti.offset, data_offset + ti.offset, size));
+      throw FormatError(
+          fmt::format("{}: tensor '{}': data offset {} (absolute {}) is past the end of the file ({} bytes)", path,
+                      ti.name, ti.offset, data_offset + ti.offset, size));
     }
     if (ti.nbytes > data_size - ti.offset) {
       throw FormatError(fmt::format(
@@ -437,9 +436,7 @@ int64_t GgufFile::get_int(std::string_view key) const {
   }
 }
 
-int64_t GgufFile::get_int(std::string_view key, int64_t fallback) const {
-  return has(key) ? get_int(key) : fallback;
-}
+int64_t GgufFile::get_int(std::string_view key, int64_t fallback) const { return has(key) ? get_int(key) : fallback; }
 
 double GgufFile::get_float(std::string_view key) const {
   const Value* v = find(key);
@@ -448,9 +445,7 @@ double GgufFile::get_float(std::string_view key) const {
   return v->as_float();
 }
 
-double GgufFile::get_float(std::string_view key, double fallback) const {
-  return has(key) ? get_float(key) : fallback;
-}
+double GgufFile::get_float(std::string_view key, double fallback) const { return has(key) ? get_float(key) : fallback; }
 
 bool GgufFile::get_bool(std::string_view key, bool fallback) const {
   const Value* v = find(key);

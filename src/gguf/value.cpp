@@ -37,17 +37,72 @@ bool is_signed_type(ValueType t) {
 }
 }  // namespace
 
-Value Value::u8(uint8_t v) { Value r; r.type_ = ValueType::u8; r.num_.u = v; return r; }
-Value Value::u16(uint16_t v) { Value r; r.type_ = ValueType::u16; r.num_.u = v; return r; }
-Value Value::u32(uint32_t v) { Value r; r.type_ = ValueType::u32; r.num_.u = v; return r; }
-Value Value::u64(uint64_t v) { Value r; r.type_ = ValueType::u64; r.num_.u = v; return r; }
-Value Value::i8(int8_t v) { Value r; r.type_ = ValueType::i8; r.num_.i = v; return r; }
-Value Value::i16(int16_t v) { Value r; r.type_ = ValueType::i16; r.num_.i = v; return r; }
-Value Value::i32(int32_t v) { Value r; r.type_ = ValueType::i32; r.num_.i = v; return r; }
-Value Value::i64(int64_t v) { Value r; r.type_ = ValueType::i64; r.num_.i = v; return r; }
-Value Value::f32(float v) { Value r; r.type_ = ValueType::f32; r.num_.f = static_cast<double>(v); return r; }
-Value Value::f64(double v) { Value r; r.type_ = ValueType::f64; r.num_.f = v; return r; }
-Value Value::boolean(bool v) { Value r; r.type_ = ValueType::boolean; r.num_.u = v ? 1 : 0; return r; }
+Value Value::u8(uint8_t v) {
+  Value r;
+  r.type_ = ValueType::u8;
+  r.num_.u = v;
+  return r;
+}
+Value Value::u16(uint16_t v) {
+  Value r;
+  r.type_ = ValueType::u16;
+  r.num_.u = v;
+  return r;
+}
+Value Value::u32(uint32_t v) {
+  Value r;
+  r.type_ = ValueType::u32;
+  r.num_.u = v;
+  return r;
+}
+Value Value::u64(uint64_t v) {
+  Value r;
+  r.type_ = ValueType::u64;
+  r.num_.u = v;
+  return r;
+}
+Value Value::i8(int8_t v) {
+  Value r;
+  r.type_ = ValueType::i8;
+  r.num_.i = v;
+  return r;
+}
+Value Value::i16(int16_t v) {
+  Value r;
+  r.type_ = ValueType::i16;
+  r.num_.i = v;
+  return r;
+}
+Value Value::i32(int32_t v) {
+  Value r;
+  r.type_ = ValueType::i32;
+  r.num_.i = v;
+  return r;
+}
+Value Value::i64(int64_t v) {
+  Value r;
+  r.type_ = ValueType::i64;
+  r.num_.i = v;
+  return r;
+}
+Value Value::f32(float v) {
+  Value r;
+  r.type_ = ValueType::f32;
+  r.num_.f = static_cast<double>(v);
+  return r;
+}
+Value Value::f64(double v) {
+  Value r;
+  r.type_ = ValueType::f64;
+  r.num_.f = v;
+  return r;
+}
+Value Value::boolean(bool v) {
+  Value r;
+  r.type_ = ValueType::boolean;
+  r.num_.u = v ? 1 : 0;
+  return r;
+}
 
 Value Value::string(std::string v) {
   Value r;

@@ -95,8 +95,8 @@ void GgufWriter::set(const std::string& key, Value v) {
     try {
       a = v.as_uint();
     } catch (const InvalidArgument&) {
-      throw InvalidArgument(fmt::format("general.alignment must be a non-negative integer, got {}",
-                                        value_type_name(v.type())));
+      throw InvalidArgument(
+          fmt::format("general.alignment must be a non-negative integer, got {}", value_type_name(v.type())));
     }
     check_alignment_value(a);
     alignment_ = a;

@@ -60,7 +60,8 @@ class GrammarBuilder {
   static constexpr int kMaxGroupDepth = 256;
   void count(size_t n) {
     n_elements_ += n;
-    if (n_elements_ > kMaxElements) fail(pos_, fmt::format("the grammar expands to more than {} elements", kMaxElements));
+    if (n_elements_ > kMaxElements)
+      fail(pos_, fmt::format("the grammar expands to more than {} elements", kMaxElements));
   }
 
   std::string_view src_;
@@ -91,7 +92,9 @@ void GrammarBuilder::skip_space(bool newline_ok) {
 std::string GrammarBuilder::parse_name() {
   const size_t b = pos_;
   while (!eof() && is_name_char(peek())) ++pos_;
-  if (pos_ == b) fail(b, eof() ? "expected a rule name, got the end of the grammar" : fmt::format("expected a rule name, got '{}'", peek()));
+  if (pos_ == b)
+    fail(b, eof() ? "expected a rule name, got the end of the grammar"
+                  : fmt::format("expected a rule name, got '{}'", peek()));
   return std::string(src_.substr(b, pos_ - b));
 }
 
@@ -321,7 +324,8 @@ GrammarBuilder::Seq GrammarBuilder::parse_sequence(const std::string& rule, bool
   return seq;
 }
 
-void GrammarBuilder::repeat(const std::string& rule, Seq& seq, size_t sym_start, uint64_t min, uint64_t max, bool unbounded) {
+void GrammarBuilder::repeat(const std::string& rule, Seq& seq, size_t sym_start, uint64_t min, uint64_t max,
+                            bool unbounded) {
   const Seq sym(seq.begin() + static_cast<std::ptrdiff_t>(sym_start), seq.end());
   // Before copying: {m,n} of a large symbol is checked against the limit up front.
   const uint64_t copies = unbounded ? min + 1 : std::max(min, max);
@@ -371,7 +375,8 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(std::string_view root) {
     const size_t at = pos_;
     const std::string name = parse_name();
     skip_space(false);
-    if (!(peek() == ':' && peek(1) == ':' && peek(2) == '=')) fail(pos_, fmt::format("expected '::=' after rule name '{}'", name));
+    if (!(peek() == ':' && peek(1) == ':' && peek(2) == '='))
+      fail(pos_, fmt::format("expected '::=' after rule name '{}'", name));
     pos_ += 3;
     skip_space(true);
     const uint32_t id = rule_id(name, at);
@@ -387,7 +392,8 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(std::string_view root) {
     if (!defined_[r]) fail(first_use_[r], fmt::format("rule '{}' is used but never defined", names_[r]));
   }
   auto it = ids_.find(std::string(root));
-  if (it == ids_.end()) throw InvalidArgument(fmt::format("grammar: no root rule '{}' (define '{} ::= ...')", root, root));
+  if (it == ids_.end())
+    throw InvalidArgument(fmt::format("grammar: no root rule '{}' (define '{} ::= ...')", root, root));
   check_left_recursion();
 
   auto g = std::make_shared<Grammar>();
@@ -415,7 +421,8 @@ void GrammarBuilder::check_left_recursion() const {
     for (size_t r = 0; r < n; ++r) {
       if (nullable[r]) continue;
       for (const Seq& s : rules_[r]) {
-        const bool all = std::all_of(s.begin(), s.end(), [&](const Element& e) { return e.op == Op::rule_ref && nullable[e.value]; });
+        const bool all = std::all_of(s.begin(), s.end(),
+                                     [&](const Element& e) { return e.op == Op::rule_ref && nullable[e.value]; });
         if (all) {
           nullable[r] = true;
           changed = true;
@@ -447,7 +454,9 @@ void GrammarBuilder::check_left_recursion() const {
       if (k < left[r].size()) {
         const uint32_t s = left[r][k++];
         if (mark[s] == 1) {
-          throw InvalidArgument(fmt::format("grammar: rule '{}' is left-recursive (it can reach itself before any character)", names_[s]));
+          throw InvalidArgument(
+              fmt::format("grammar: rule '{}' is left-recursive (it can reach itself before any character)",
+                          names_[s]));
         }
         if (mark[s] == 0) {
           mark[s] = 1;
@@ -459,7 +468,8 @@ void GrammarBuilder::check_left_recursion() const {
         for (uint32_t s : left[r]) d = std::max(d, depth[s] + 1);
         depth[r] = d;
         if (d > kMaxLeftDepth) {
-          throw InvalidArgument(fmt::format("grammar: rule '{}' nests more than {} rule references before a character", names_[r], kMaxLeftDepth));
+          throw InvalidArgument(fmt::format("grammar: rule '{}' nests more than {} rule references before a character",
+                                            names_[r], kMaxLeftDepth));
         }
         stack.pop_back();
       }

@@ -26,12 +26,29 @@ struct JsKeyword {
   char group;
 };
 constexpr JsKeyword kJsKeywords[] = {
-    {"type", '*'},          {"enum", '*'},      {"const", '*'},        {"anyOf", '*'},
-    {"oneOf", '*'},         {"allOf", '*'},     {"$ref", '*'},         {"properties", 'o'},
-    {"required", 'o'},      {"additionalProperties", 'o'},             {"items", 'a'},
-    {"prefixItems", 'a'},   {"minItems", 'a'},  {"maxItems", 'a'},     {"uniqueItems", 'a'},
-    {"minLength", 's'},     {"maxLength", 's'}, {"pattern", 's'},      {"format", 's'},
-    {"minimum", 'n'},       {"maximum", 'n'},   {"exclusiveMinimum", 'n'}, {"exclusiveMaximum", 'n'},
+    {"type", '*'},
+    {"enum", '*'},
+    {"const", '*'},
+    {"anyOf", '*'},
+    {"oneOf", '*'},
+    {"allOf", '*'},
+    {"$ref", '*'},
+    {"properties", 'o'},
+    {"required", 'o'},
+    {"additionalProperties", 'o'},
+    {"items", 'a'},
+    {"prefixItems", 'a'},
+    {"minItems", 'a'},
+    {"maxItems", 'a'},
+    {"uniqueItems", 'a'},
+    {"minLength", 's'},
+    {"maxLength", 's'},
+    {"pattern", 's'},
+    {"format", 's'},
+    {"minimum", 'n'},
+    {"maximum", 'n'},
+    {"exclusiveMinimum", 'n'},
+    {"exclusiveMaximum", 'n'},
 };
 constexpr const char* kJsTypes[] = {"null", "boolean", "object", "array", "number", "integer", "string"};
 constexpr const char* kJsQuote = R"("\"")";
@@ -98,7 +115,8 @@ std::optional<uint64_t> js_count(const Json& n, const char* key, const std::stri
   const Json& v = n[key];
   if (v.is_number_unsigned()) return v.get<uint64_t>();
   if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
-  if (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() < 1e18 && std::floor(v.get<double>()) == v.get<double>()) {
+  if (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() < 1e18 &&
+      std::floor(v.get<double>()) == v.get<double>()) {
     return static_cast<uint64_t>(v.get<double>());
   }
   js_fail(path, fmt::format("'{}' must be a non-negative integer", key));
@@ -120,8 +138,11 @@ std::vector<std::string> js_types(const Json& t, const std::string& path) {
   const Json list = t.is_array() ? t : Json::array({t});
   if (list.empty()) js_fail(path, "'type' must be a type name or a non-empty array of them");
   for (const Json& x : list) {
-    const bool known = x.is_string() && std::any_of(std::begin(kJsTypes), std::end(kJsTypes), [&x](const char* n) { return x == n; });
-    if (!known) js_fail(path, fmt::format("'type' {} is not one of null, boolean, object, array, number, integer, string", x.dump()));
+    const bool known =
+        x.is_string() && std::any_of(std::begin(kJsTypes), std::end(kJsTypes), [&x](const char* n) { return x == n; });
+    if (!known)
+      js_fail(path,
+              fmt::format("'type' {} is not one of null, boolean, object, array, number, integer, string", x.dump()));
     if (std::find(out.begin(), out.end(), x.get<std::string>()) == out.end()) out.push_back(x.get<std::string>());
   }
   if (std::find(out.begin(), out.end(), "number") != out.end()) {
@@ -146,7 +167,8 @@ void js_check_keywords(const Json& n, const std::string& path) {
     } else if (k == "properties") {
       need(v.is_object(), "an object");
     } else if (k == "required") {
-      need(v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_string(); }), "an array of strings");
+      need(v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_string(); }),
+           "an array of strings");
     } else if (k == "additionalProperties" || k == "items") {
       need(v.is_boolean() || v.is_object(), "a schema (an object or a boolean)");
     } else if (k == "uniqueItems") {
@@ -166,7 +188,8 @@ void js_check_keywords(const Json& n, const std::string& path) {
 std::string js_const(const Json& v) {
   if (v.is_object()) {
     std::vector<std::string> members;
-    for (const auto& [k, x] : v.items()) members.push_back(js_literal(Json(k).dump()) + R"( space ":" space )" + js_const(x) + " space");
+    for (const auto& [k, x] : v.items())
+      members.push_back(js_literal(Json(k).dump()) + R"( space ":" space )" + js_const(x) + " space");
     return members.empty() ? R"("{" space "}")" : R"("{" space )" + js_join(members, R"( "," space )") + R"( "}")";
   }
   if (v.is_array()) {
@@ -234,7 +257,8 @@ void js_number_bound(const Json& n, const char* key, bool excl, bool lower, JsBo
   if (!n.contains(key)) return;
   const Json& v = n[key];
   if (!js_type_matches(v, "integer")) {
-    js_fail(path, fmt::format("'{}' {} on type number is not supported (only integer-valued bounds are)", key, v.dump()));
+    js_fail(path,
+            fmt::format("'{}' {} on type number is not supported (only integer-valued bounds are)", key, v.dump()));
   }
   const int64_t x = js_int_bound(v, lower);
   if (!b.v || (lower ? x > *b.v : x < *b.v) || (x == *b.v && excl)) b = {x, excl};
@@ -285,8 +309,8 @@ class JsConverter {
   std::string enum_body(const Json& n, const std::string& path);
   std::string typed_body(const Json& n, const std::string& type, const std::string& name, const std::string& path);
   std::string object_body(const Json& n, const std::string& name, const std::string& path);
-  std::string object_layout(const std::vector<std::string>& req, const std::vector<std::string>& opt, const std::string& extra,
-                            const std::string& name);
+  std::string object_layout(const std::vector<std::string>& req, const std::vector<std::string>& opt,
+                            const std::string& extra, const std::string& name);
   std::string other_key(const std::vector<std::string>& keys, const std::string& name);
   std::string trie_alts(const JsTrie& node);
   std::string array_body(const Json& n, const std::string& name, const std::string& path);
@@ -303,8 +327,8 @@ class JsConverter {
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> ref_names_;
   std::vector<std::pair<std::string, int>> resolving_;  // $ref being converted, depth_ when it started
-  int depth_ = 0;    // objects and arrays entered: JSON text consumed
-  int nesting_ = 0;  // body() calls in progress
+  int depth_ = 0;                                       // objects and arrays entered: JSON text consumed
+  int nesting_ = 0;                                     // body() calls in progress
 };
 
 std::string JsConverter::run() {
@@ -362,7 +386,8 @@ std::string JsConverter::visit(const Json& s, const std::string& name, const std
 }
 
 const Json& JsConverter::resolve(const std::string& ref, const std::string& path) const {
-  if (ref.empty() || ref[0] != '#') js_fail(path, fmt::format("'$ref' \"{}\" is not a local reference (\"#/...\")", ref));
+  if (ref.empty() || ref[0] != '#')
+    js_fail(path, fmt::format("'$ref' \"{}\" is not a local reference (\"#/...\")", ref));
   std::string frag;
   for (size_t i = 1; i < ref.size(); ++i) {
     if (ref[i] == '%' && i + 2 < ref.size() && std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&
@@ -405,7 +430,9 @@ std::string JsConverter::ref_rule(const std::string& ref, const std::string& pat
 }
 
 std::string JsConverter::merged(const std::vector<Json>& parts, const std::string& name, const std::string& path) {
-  const JsResolve resolve_fn = [this](const std::string& ref, const std::string& p) -> const Json& { return resolve(ref, p); };
+  const JsResolve resolve_fn = [this](const std::string& ref, const std::string& p) -> const Json& {
+    return resolve(ref, p);
+  };
   return body(js_merge_all(parts, path, resolve_fn), name, path);
 }
 
@@ -416,7 +443,8 @@ std::string JsConverter::body(const Json& s, const std::string& name, const std:
     ~Guard() { --n; }
   } guard{++nesting_};
   if (nesting_ > kJsMaxNesting) {
-    js_fail(path, fmt::format("the schema nests more than {} deep through '$ref', 'allOf' and 'anyOf' (a cycle?)", kJsMaxNesting));
+    js_fail(path, fmt::format("the schema nests more than {} deep through '$ref', 'allOf' and 'anyOf' (a cycle?)",
+                              kJsMaxNesting));
   }
   if (s.is_boolean()) {
     if (!s.get<bool>()) js_fail(path, "schema false: no value is valid");
@@ -444,7 +472,10 @@ std::string JsConverter::body(const Json& s, const std::string& name, const std:
   } else {
     // No type: the types its keywords constrain (JSON Schema would also accept values of
     // the other types, unconstrained; the grammar writes only these), else any value.
-    static const std::pair<char, const char*> groups[] = {{'o', "object"}, {'a', "array"}, {'s', "string"}, {'n', "number"}};
+    static const std::pair<char, const char*> groups[] = {{'o', "object"},
+                                                          {'a', "array"},
+                                                          {'s', "string"},
+                                                          {'n', "number"}};
     for (const auto& [g, t] : groups) {
       const bool used = std::any_of(constraints.items().begin(), constraints.items().end(),
                                     [g = g](const auto& kv) { return js_keyword_group(kv.key()) == g; });
@@ -483,16 +514,19 @@ std::string JsConverter::alternatives(const Json& n, const std::string& name, co
 
 std::string JsConverter::enum_body(const Json& n, const std::string& path) {
   for (const auto& [k, v] : n.items()) {
-    if (k != "enum" && k != "const" && k != "type") js_fail(path, fmt::format("'{}' together with 'enum'/'const' is not supported", k));
+    if (k != "enum" && k != "const" && k != "type")
+      js_fail(path, fmt::format("'{}' together with 'enum'/'const' is not supported", k));
   }
   Json values = n.contains("enum") ? n["enum"] : Json::array({n["const"]});
   if (n.contains("enum") && n.contains("const")) {
-    values = std::find(values.begin(), values.end(), n["const"]) != values.end() ? Json::array({n["const"]}) : Json::array();
+    values =
+        std::find(values.begin(), values.end(), n["const"]) != values.end() ? Json::array({n["const"]}) : Json::array();
   }
   const std::vector<std::string> types = n.contains("type") ? js_types(n["type"], path) : std::vector<std::string>{};
   std::vector<std::string> alts;
   for (const Json& v : values) {
-    const bool ok = types.empty() || std::any_of(types.begin(), types.end(), [&v](const std::string& t) { return js_type_matches(v, t); });
+    const bool ok = types.empty() || std::any_of(types.begin(), types.end(),
+                                                 [&v](const std::string& t) { return js_type_matches(v, t); });
     const std::string c = js_const(v);
     if (ok && std::find(alts.begin(), alts.end(), c) == alts.end()) alts.push_back(c);
   }
@@ -501,7 +535,8 @@ std::string JsConverter::enum_body(const Json& n, const std::string& path) {
   return (alts.size() == 1 ? alts[0] : "( " + js_join(alts, " | ") + " )") + " space";
 }
 
-std::string JsConverter::typed_body(const Json& n, const std::string& type, const std::string& name, const std::string& path) {
+std::string JsConverter::typed_body(const Json& n, const std::string& type, const std::string& name,
+                                    const std::string& path) {
   if (type == "null" || type == "boolean") return prim(type);
   if (type == "string") return string_body(n, path);
   if (type == "integer") return integer_body(n, path);
@@ -520,7 +555,8 @@ std::string JsConverter::string_body(const Json& n, const std::string& path) {
     if (f != "date" && f != "time" && f != "date-time" && f != "uuid") {
       js_fail(path, fmt::format("'format' \"{}\" is not supported (date, time, date-time, uuid are)", f));
     }
-    if (n.contains("pattern") || min || max) js_fail(path, "'format' together with 'pattern', 'minLength' or 'maxLength' is not supported");
+    if (n.contains("pattern") || min || max)
+      js_fail(path, "'format' together with 'pattern', 'minLength' or 'maxLength' is not supported");
     return prim(f);
   }
   prim("space");
@@ -548,8 +584,10 @@ std::string JsConverter::integer_body(const Json& n, const std::string& path) {
   if (n.contains("maximum")) tighten(hi, js_int_bound(n["maximum"], false), false);
   if (n.contains("exclusiveMaximum")) tighten(hi, js_int_bound(n["exclusiveMaximum"], true) - 1, false);
   if (!lo && !hi) return prim("integer");
-  if (lo && *lo > kJsIntCap) js_fail(path, fmt::format("the minimum is above {}, the largest integer the grammar writes", kJsIntCap));
-  if (hi && *hi < -kJsIntCap) js_fail(path, fmt::format("the maximum is below -{}, the smallest integer the grammar writes", kJsIntCap));
+  if (lo && *lo > kJsIntCap)
+    js_fail(path, fmt::format("the minimum is above {}, the largest integer the grammar writes", kJsIntCap));
+  if (hi && *hi < -kJsIntCap)
+    js_fail(path, fmt::format("the maximum is below -{}, the smallest integer the grammar writes", kJsIntCap));
   // Beyond the cap: fewer integers, all valid. An open side gets llama.cpp's 16 digits.
   const int64_t from = lo ? std::max(*lo, -kJsIntCap) : (*hi >= -kJsIntDefault ? -kJsIntDefault : -kJsIntCap);
   const int64_t to = hi ? std::min(*hi, kJsIntCap) : (*lo <= kJsIntDefault ? kJsIntDefault : kJsIntCap);
@@ -557,7 +595,6 @@ std::string JsConverter::integer_body(const Json& n, const std::string& path) {
   prim("space");
   return "( " + js_int_range(from, to) + " ) space";
 }
-
 
 // "{" members "}": required properties in declared order, then the optional ones in
 // declared order (each may be absent), then extra members when additionalProperties
@@ -573,7 +610,8 @@ std::string JsConverter::object_body(const Json& n, const std::string& name, con
   std::vector<std::string> required;
   if (n.contains("required")) {
     for (const Json& r : n["required"]) {
-      if (std::find(required.begin(), required.end(), r.get<std::string>()) == required.end()) required.push_back(r.get<std::string>());
+      if (std::find(required.begin(), required.end(), r.get<std::string>()) == required.end())
+        required.push_back(r.get<std::string>());
     }
   }
   const Json* extra = n.contains("additionalProperties") ? &n["additionalProperties"] : nullptr;
@@ -590,18 +628,21 @@ std::string JsConverter::object_body(const Json& n, const std::string& name, con
   for (const std::string& r : required) {
     keys.push_back(r);
     if (props.contains(r)) {
-      if (props[r] == false) js_fail(js_path(props_path, r), fmt::format("property '{}' is required but its schema is false", r));
+      if (props[r] == false)
+        js_fail(js_path(props_path, r), fmt::format("property '{}' is required but its schema is false", r));
       req.push_back(member(r, props[r], js_path(props_path, r)));
     } else {
       // Not declared: the value is an extra member's (additionalProperties).
-      if (!allow_extra) js_fail(path, fmt::format("required property '{}' is not in 'properties' and additionalProperties is false", r));
+      if (!allow_extra)
+        js_fail(path,
+                fmt::format("required property '{}' is not in 'properties' and additionalProperties is false", r));
       req.push_back(member(r, extra ? *extra : Json(true), js_path(path, "additionalProperties")));
     }
   }
   for (const auto& [k, v] : props.items()) {
     if (std::find(required.begin(), required.end(), k) != required.end()) continue;
-    keys.push_back(k);                 // never an extra key either
-    if (v == false) continue;          // schema false: the property must be absent
+    keys.push_back(k);         // never an extra key either
+    if (v == false) continue;  // schema false: the property must be absent
     opt.push_back(member(k, v, js_path(props_path, k)));
   }
   std::string extra_kv;
@@ -649,7 +690,8 @@ std::string JsConverter::other_key(const std::vector<std::string>& keys, const s
   }
   prim("space");
   prim("char");
-  return add_rule(js_child(name, "other-key"), std::string(kJsQuote) + " " + trie_alts(root) + " " + kJsQuote + " space");
+  return add_rule(js_child(name, "other-key"),
+                  std::string(kJsQuote) + " " + trie_alts(root) + " " + kJsQuote + " space");
 }
 
 std::string JsConverter::trie_alts(const JsTrie& node) {
@@ -678,30 +720,36 @@ std::string JsConverter::array_body(const Json& n, const std::string& name, cons
   const std::optional<uint64_t> max = js_count(n, "maxItems", path);
   if (max && min > *max) js_fail(path, fmt::format("'minItems' {} is above 'maxItems' {}", min, *max));
   if (min > kJsMaxRepeat) js_fail(path, fmt::format("'minItems' {} is above the limit {}", min, kJsMaxRepeat));
-  const bool no_prefix = !n.contains("prefixItems") && (!n.contains("items") || n["items"].is_boolean()) && !n.contains("minItems") &&
-                         !n.contains("maxItems");
+  const bool no_prefix = !n.contains("prefixItems") && (!n.contains("items") || n["items"].is_boolean()) &&
+                         !n.contains("minItems") && !n.contains("maxItems");
   if (no_prefix && !(n.contains("items") && !n["items"].get<bool>())) return prim("array");
   prim("space");
   std::vector<std::string> prefix;
   if (n.contains("prefixItems")) {
     const Json& p = n["prefixItems"];
     for (size_t i = 0; i < p.size() && (!max || i < *max); ++i) {
-      prefix.push_back(visit(p[i], js_child(name, fmt::format("item{}", i)), js_path(js_path(path, "prefixItems"), std::to_string(i))));
+      prefix.push_back(visit(p[i], js_child(name, fmt::format("item{}", i)),
+                             js_path(js_path(path, "prefixItems"), std::to_string(i))));
     }
   }
   const bool rest_allowed = !(n.contains("items") && n["items"].is_boolean() && !n["items"].get<bool>());
   const uint64_t k = prefix.size();
-  if (!rest_allowed && min > k) js_fail(path, fmt::format("'minItems' {} needs more items than 'prefixItems' has and 'items' is false", min));
+  if (!rest_allowed && min > k)
+    js_fail(path, fmt::format("'minItems' {} needs more items than 'prefixItems' has and 'items' is false", min));
   const std::string comma = R"("," space )";
   // Items after the prefix: how many more, at least and at most (-1: no limit).
   const uint64_t lo_rest = min > k ? min - k : 0;
-  const int64_t hi_rest = !rest_allowed ? 0 : max ? static_cast<int64_t>(std::min(*max - std::min(*max, k), kJsMaxRepeat)) : -1;
+  const int64_t hi_rest = !rest_allowed ? 0
+                          : max         ? static_cast<int64_t>(std::min(*max - std::min(*max, k), kJsMaxRepeat))
+                                        : -1;
   std::string item;
-  if (hi_rest != 0) item = visit(n.contains("items") ? n["items"] : Json(true), js_child(name, "item"), js_path(path, "items"));
+  if (hi_rest != 0)
+    item = visit(n.contains("items") ? n["items"] : Json(true), js_child(name, "item"), js_path(path, "items"));
   std::string content;
   if (k == 0) {
     if (hi_rest != 0) {
-      const std::string more = js_repeat("( " + comma + item + " )", lo_rest > 0 ? lo_rest - 1 : 0, hi_rest < 0 ? -1 : hi_rest - 1);
+      const std::string more =
+          js_repeat("( " + comma + item + " )", lo_rest > 0 ? lo_rest - 1 : 0, hi_rest < 0 ? -1 : hi_rest - 1);
       content = item + (more.empty() ? "" : " " + more);
       if (lo_rest == 0) content = "( " + content + " )?";
     }
@@ -727,7 +775,9 @@ std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
   }
 }
 
-std::string json_schema_to_gbnf(const nlohmann::json& schema) { return json_schema_to_gbnf(nlohmann::ordered_json(schema)); }
+std::string json_schema_to_gbnf(const nlohmann::json& schema) {
+  return json_schema_to_gbnf(nlohmann::ordered_json(schema));
+}
 
 std::string json_object_grammar() { return json_schema_to_gbnf(nlohmann::ordered_json{{"type", "object"}}); }
 

@@ -12,8 +12,9 @@
 namespace treespec::grammar::js_detail {
 
 bool js_is_annotation(const std::string& key) {
-  static const char* const names[] = {"$schema", "$id",      "$anchor",  "$comment",  "title",    "description", "default",
-                                      "examples", "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
+  static const char* const names[] = {"$schema",     "$id",     "$anchor",    "$comment",   "title",
+                                      "description", "default", "examples",   "deprecated", "readOnly",
+                                      "writeOnly",   "$defs",   "definitions"};
   return std::any_of(std::begin(names), std::end(names), [&key](const char* n) { return key == n; });
 }
 
@@ -24,8 +25,8 @@ struct JsPart {
   std::string path;
 };
 
-constexpr size_t kJsMaxInline = 32;     // nested $ref / allOf inlined while merging
-constexpr size_t kJsMaxProduct = 256;   // alternatives from several anyOf parts
+constexpr size_t kJsMaxInline = 32;    // nested $ref / allOf inlined while merging
+constexpr size_t kJsMaxProduct = 256;  // alternatives from several anyOf parts
 
 // Splits a schema into flat parts (no $ref, no allOf, no annotations).
 void js_flatten(const Json& s, const std::string& path, const JsResolve& resolve, std::vector<std::string>& refs,
@@ -44,7 +45,8 @@ void js_flatten(const Json& s, const std::string& path, const JsResolve& resolve
     const Json& ref = s["$ref"];
     if (!ref.is_string()) js_fail(js_path(path, "$ref"), "'$ref' must be a string");
     const std::string r = ref.get<std::string>();
-    if (std::find(refs.begin(), refs.end(), r) != refs.end()) js_fail(path, fmt::format("'$ref' \"{}\" refers to itself through 'allOf'", r));
+    if (std::find(refs.begin(), refs.end(), r) != refs.end())
+      js_fail(path, fmt::format("'$ref' \"{}\" refers to itself through 'allOf'", r));
     refs.push_back(r);
     js_flatten(resolve(r, path), r.substr(1), resolve, refs, out);
     refs.pop_back();
@@ -53,7 +55,8 @@ void js_flatten(const Json& s, const std::string& path, const JsResolve& resolve
     const Json& all = s["allOf"];
     if (!all.is_array() || all.empty()) js_fail(js_path(path, "allOf"), "'allOf' must be a non-empty array of schemas");
     refs.push_back("");  // depth only
-    for (size_t i = 0; i < all.size(); ++i) js_flatten(all[i], js_path(js_path(path, "allOf"), std::to_string(i)), resolve, refs, out);
+    for (size_t i = 0; i < all.size(); ++i)
+      js_flatten(all[i], js_path(js_path(path, "allOf"), std::to_string(i)), resolve, refs, out);
     refs.pop_back();
   }
   if (!rest.empty()) out.push_back({std::move(rest), path});
@@ -91,7 +94,8 @@ Json js_all_of(std::vector<Json> schemas) {
 
 bool js_tighter(const std::string& key, const Json& candidate, const Json& current) {
   const bool lower_bound = key == "minimum" || key == "exclusiveMinimum" || key == "minItems" || key == "minLength";
-  return lower_bound ? candidate.get<double>() > current.get<double>() : candidate.get<double>() < current.get<double>();
+  return lower_bound ? candidate.get<double>() > current.get<double>()
+                     : candidate.get<double>() < current.get<double>();
 }
 
 // properties / additionalProperties of all parts (see the file comment).
@@ -124,7 +128,8 @@ void js_merge_objects(const std::vector<JsPart>& parts, Json& out) {
     if (!forbidden) {
       props[name] = js_all_of(constraints);
     } else if (std::find(required.begin(), required.end(), name) != required.end()) {
-      js_fail(parts[0].path, fmt::format("property '{}' is required but another 'allOf' part has additionalProperties false", name));
+      js_fail(parts[0].path,
+              fmt::format("property '{}' is required but another 'allOf' part has additionalProperties false", name));
     }
   }
   if (any_properties) out["properties"] = props;
@@ -158,7 +163,8 @@ void js_merge_arrays(const std::vector<JsPart>& parts, Json& out) {
     return;
   }
   const Json& prefix = prefix_part->schema["prefixItems"];
-  if (!prefix.is_array()) js_fail(js_path(prefix_part->path, "prefixItems"), "'prefixItems' must be an array of schemas");
+  if (!prefix.is_array())
+    js_fail(js_path(prefix_part->path, "prefixItems"), "'prefixItems' must be an array of schemas");
   Json merged = Json::array();
   for (const Json& item : prefix) {
     std::vector<Json> c{item};
@@ -187,7 +193,8 @@ void js_merge_alternatives(const std::vector<Json>& lists, const std::string& pa
         next.back().push_back(alt);
       }
     }
-    if (next.size() > kJsMaxProduct) js_fail(path, fmt::format("several 'anyOf'/'oneOf' in 'allOf' make more than {} alternatives", kJsMaxProduct));
+    if (next.size() > kJsMaxProduct)
+      js_fail(path, fmt::format("several 'anyOf'/'oneOf' in 'allOf' make more than {} alternatives", kJsMaxProduct));
     combos = std::move(next);
   }
   Json any = Json::array();
@@ -226,7 +233,8 @@ void js_merge_key(Json& out, const std::string& k, const Json& v, const std::str
     if (!v.is_number()) js_fail(kpath, fmt::format("'{}' must be a number", k));
     if (!out.contains(k) || js_tighter(k, v, out[k])) out[k] = v;
   } else if (k == "pattern" || k == "format") {
-    if (out.contains(k) && out[k] != v) js_fail(kpath, fmt::format("two different '{}'s in 'allOf' are not supported", k));
+    if (out.contains(k) && out[k] != v)
+      js_fail(kpath, fmt::format("two different '{}'s in 'allOf' are not supported", k));
     out[k] = v;
   } else if (k == "uniqueItems") {
     if (!out.contains(k) || v == true) out[k] = v;
@@ -273,7 +281,8 @@ Json js_merge_all(const std::vector<Json>& parts_in, const std::string& path, co
     for (const auto& [k, v] : p.schema.items()) {
       if (k == "properties" || k == "additionalProperties" || k == "items" || k == "prefixItems") continue;
       if (k == "anyOf" || k == "oneOf") {
-        if (!v.is_array() || v.empty()) js_fail(js_path(p.path, k), fmt::format("'{}' must be a non-empty array of schemas", k));
+        if (!v.is_array() || v.empty())
+          js_fail(js_path(p.path, k), fmt::format("'{}' must be a non-empty array of schemas", k));
         alternatives.push_back(v);
         continue;
       }

@@ -23,7 +23,7 @@ const JsSet kJsDot = js_set_complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2
 
 // A parsed piece of a sequence.
 struct JsRxPiece {
-  std::string gbnf;      // GBNF; a single symbol (literal, class, group) when atomic
+  std::string gbnf;  // GBNF; a single symbol (literal, class, group) when atomic
   bool nullable = false;
   bool atomic = true;
   bool literal = false;  // one character: `text` holds its JSON spelling
@@ -246,7 +246,8 @@ void JsRegexParser::quantify(JsRxPiece& piece) {
     return;
   }
   eat('?');  // lazy: the same strings
-  if (!eof() && (peek() == '*' || peek() == '+' || peek() == '?' || peek() == '{')) fail("a quantifier with nothing to repeat");
+  if (!eof() && (peek() == '*' || peek() == '+' || peek() == '?' || peek() == '{'))
+    fail("a quantifier with nothing to repeat");
   if (mn > kJsMaxRepeat) fail(fmt::format("repetition count {} above the limit {}", mn, kJsMaxRepeat));
   if (!unbounded && mx > kJsMaxRepeat) mx = kJsMaxRepeat;  // fewer strings: still valid ones
   if (unbounded && piece.nullable) fail("an unbounded repetition of something that can be empty");
@@ -346,7 +347,8 @@ void JsRegexParser::escape(bool in_class, JsSet* set, uint32_t* cp) {
     default: break;
   }
   if (e >= '1' && e <= '9') fail("backreferences are not supported");
-  if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z')) fail(fmt::format("unknown escape '\\{}'", static_cast<char>(e)));
+  if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z'))
+    fail(fmt::format("unknown escape '\\{}'", static_cast<char>(e)));
   *cp = e;  // an escaped punctuation character or any other character: itself
 }
 

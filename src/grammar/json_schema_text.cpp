@@ -309,7 +309,8 @@ const std::vector<JsBuiltin>& js_builtins() {
       {"number", R"("-"? int-part ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,16} )? space)", {"int-part", "space"}},
       {"boolean", R"(( "true" | "false" ) space)", {"space"}},
       {"null", R"("null" space)", {"space"}},
-      {"value", R"(object | array | string | number | boolean | null)",
+      {"value",
+       R"(object | array | string | number | boolean | null)",
        {"object", "array", "string", "number", "boolean", "null"}},
       {"member", R"(string ":" space value)", {"string", "space", "value"}},
       {"object", R"("{" space ( member ( "," space member )* )? "}" space)", {"member", "space"}},
@@ -318,7 +319,9 @@ const std::vector<JsBuiltin>& js_builtins() {
       // declared ones: with one spelling per name, differing text = differing name).
       {"key-char", R"([^"\\\x00-\x1F])", {}},
       // RFC 3339 full-date with the real month lengths and leap years.
-      {"leap-year", R"([0-9]{2} ( [02468] [48] | [13579] [26] | [2468] "0" ) | ( [02468] [048] | [13579] [26] ) "00")", {}},
+      {"leap-year",
+       R"([0-9]{2} ( [02468] [48] | [13579] [26] | [2468] "0" ) | ( [02468] [048] | [13579] [26] ) "00")",
+       {}},
       {"date-body",
        R"([0-9]{4} "-" ( ( "0" [13578] | "1" [02] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] ) | ( "0" [469] | "11" ) "-" ( "0" [1-9] | [12] [0-9] | "30" ) | "02-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ) ) | leap-year "-02-29")",
        {"leap-year"}},

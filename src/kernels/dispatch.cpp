@@ -87,8 +87,8 @@ CpuFeatures read_cpu_features() {
   if (!osxsave || !avx) return f;
   uint32_t xcr0 = 0, xcr0_hi = 0;
   __asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
-  if ((xcr0 & 0x6u) != 0x6u) return f;                   // XMM and YMM state
-  const bool os_avx512 = (xcr0 & 0xE0u) == 0xE0u;         // opmask, ZMM_Hi256, Hi16_ZMM
+  if ((xcr0 & 0x6u) != 0x6u) return f;             // XMM and YMM state
+  const bool os_avx512 = (xcr0 & 0xE0u) == 0xE0u;  // opmask, ZMM_Hi256, Hi16_ZMM
   f.fma = (c >> 12) & 1u;
   f.f16c = (c >> 29) & 1u;
   if (__get_cpuid_max(0, nullptr) < 7) return f;
@@ -309,14 +309,15 @@ bool kv_type_supported(tensor::DType t) {
 void attention_rows(const AttentionRows& a) {
   if (a.n_rows <= 0) return;
   TREESPEC_ASSERT(kv_type_supported(a.k.type) && kv_type_supported(a.v.type), "attention: unsupported KV element type");
-  TREESPEC_ASSERT((a.k.type != tensor::DType::q8_0 && a.v.type != tensor::DType::q8_0) || a.head_dim % tensor::kQK8_0 == 0,
+  TREESPEC_ASSERT((a.k.type != tensor::DType::q8_0 && a.v.type != tensor::DType::q8_0) ||
+                      a.head_dim % tensor::kQK8_0 == 0,
                   "attention: q8_0 KV rows need a head size that is a multiple of 32");
   impl::table_for(active_isa()).attention_rows(a);
 }
 
-void attention_row(const float* q, const float* k, const float* v, int64_t n_head, int64_t n_head_kv,
-                   int64_t head_dim, int64_t n_cells, int64_t n_committed, const int32_t* extra, int64_t n_extra,
-                   float scale, float* scratch, float* out) {
+void attention_row(const float* q, const float* k, const float* v, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                   int64_t n_cells, int64_t n_committed, const int32_t* extra, int64_t n_extra, float scale,
+                   float* scratch, float* out) {
   // One query head at a time so `scratch` needs only n_committed + n_extra floats (the
   // documented contract); results equal the multi-head call bit for bit.
   const int64_t group = n_head / n_head_kv;

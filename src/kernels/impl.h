@@ -67,9 +67,9 @@ void register_avx2(KernelTable& t);
 void register_avx2_int8(KernelTable& t);  // called by register_avx2 and register_avx512
 void register_avx512(KernelTable& t);
 void register_avx512_vnni(KernelTable& t);
-void register_avx512_vnni_kquant(KernelTable& t);  // called by register_avx512_vnni
-void register_avx512_vnni_q2k_q3k(KernelTable& t); // called by register_avx512_vnni
-void register_avx512_vnni_b32(KernelTable& t);     // called by register_avx512_vnni
+void register_avx512_vnni_kquant(KernelTable& t);   // called by register_avx512_vnni
+void register_avx512_vnni_q2k_q3k(KernelTable& t);  // called by register_avx512_vnni
+void register_avx512_vnni_b32(KernelTable& t);      // called by register_avx512_vnni
 
 const KernelTable& table_for(Isa isa);
 

@@ -21,11 +21,11 @@ namespace treespec::kernels {
 enum class Isa { scalar = 0, avx2 = 1, avx512 = 2, avx512_vnni = 3 };
 constexpr int kNumIsas = 4;
 const char* isa_name(Isa isa);
-bool isa_supported(Isa isa);      // by this CPU (and OS state)
-Isa best_isa();                   // best supported
-Isa active_isa();                 // what matmul() etc. use now (default best_isa())
-void set_active_isa(Isa isa);     // tests and benchmarks; clamps to supported
-bool cpu_has_amx();               // AMX-TILE + AMX-INT8 present (informational only)
+bool isa_supported(Isa isa);   // by this CPU (and OS state)
+Isa best_isa();                // best supported
+Isa active_isa();              // what matmul() etc. use now (default best_isa())
+void set_active_isa(Isa isa);  // tests and benchmarks; clamps to supported
+bool cpu_has_amx();            // AMX-TILE + AMX-INT8 present (informational only)
 
 struct WeightView {
   const void* data = nullptr;  // [n_out, n_in] in `type`
@@ -168,8 +168,8 @@ double measure_read_bandwidth(core::ThreadPool* pool, size_t bytes, int reps = 5
 // per sequence). Visible cells: [0, n_committed) and then the n_extra cells listed in
 // extra[] (tree ancestors incl. self). GQA: query head h uses kv head h / (n_head / n_head_kv).
 // scratch must hold n_committed + n_extra floats.
-void attention_row(const float* q, const float* k, const float* v, int64_t n_head, int64_t n_head_kv,
-                   int64_t head_dim, int64_t n_cells, int64_t n_committed, const int32_t* extra, int64_t n_extra,
-                   float scale, float* scratch, float* out);
+void attention_row(const float* q, const float* k, const float* v, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                   int64_t n_cells, int64_t n_committed, const int32_t* extra, int64_t n_extra, float scale,
+                   float* scratch, float* out);
 
 }  // namespace treespec::kernels

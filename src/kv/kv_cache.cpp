@@ -15,20 +15,25 @@ namespace treespec::kv {
 namespace {
 // The types -ctk/-ctv name, in the order help texts list them; attention reads exactly
 // these (kernels::kv_type_supported decides what a cache may hold).
-constexpr tensor::DType kCacheTypes[] = {tensor::DType::f32, tensor::DType::f16, tensor::DType::bf16, tensor::DType::q8_0};
+constexpr tensor::DType kCacheTypes[] = {tensor::DType::f32, tensor::DType::f16, tensor::DType::bf16,
+                                         tensor::DType::q8_0};
 
 void check_shape(const KvShape& s) {
   if (s.n_layer <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 || s.n_seq <= 0 || s.n_cells <= 0 || s.n_pool_cells < 0) {
-    throw InvalidArgument(fmt::format("KV cache: invalid shape (layers {}, kv heads {}, head dim {}, seqs {}, cells {}, pool {})",
-                                      s.n_layer, s.n_head_kv, s.head_dim, s.n_seq, s.n_cells, s.n_pool_cells));
+    throw InvalidArgument(
+        fmt::format("KV cache: invalid shape (layers {}, kv heads {}, head dim {}, seqs {}, cells {}, pool {})",
+                    s.n_layer, s.n_head_kv, s.head_dim, s.n_seq, s.n_cells, s.n_pool_cells));
   }
   for (tensor::DType t : {s.type_k, s.type_v}) {
     if (!kernels::kv_type_supported(t)) {
-      throw InvalidArgument(fmt::format("KV cache type {} is not supported (use one of {})", tensor::dtype_name(t), cache_type_names()));
+      throw InvalidArgument(
+          fmt::format("KV cache type {} is not supported (use one of {})", tensor::dtype_name(t), cache_type_names()));
     }
     if (t == tensor::DType::q8_0 && s.head_dim % tensor::kQK8_0 != 0) {
-      throw InvalidArgument(fmt::format("KV cache type q8_0 needs a head size that is a multiple of {}; this model's is {} "
-                                        "(use f16 or f32)", tensor::kQK8_0, s.head_dim));
+      throw InvalidArgument(
+          fmt::format("KV cache type q8_0 needs a head size that is a multiple of {}; this model's is {} "
+                      "(use f16 or f32)",
+                      tensor::kQK8_0, s.head_dim));
     }
   }
 }
@@ -36,7 +41,8 @@ void check_shape(const KvShape& s) {
 
 int64_t KvShape::n_blocks() const {
   // By default every sequence can fill its limit at once (its own blocks rounded up).
-  if (n_pool_cells == 0) return static_cast<int64_t>(n_seq) * ((static_cast<int64_t>(n_cells) + kBlockCells - 1) / kBlockCells);
+  if (n_pool_cells == 0)
+    return static_cast<int64_t>(n_seq) * ((static_cast<int64_t>(n_cells) + kBlockCells - 1) / kBlockCells);
   return (static_cast<int64_t>(n_pool_cells) + kBlockCells - 1) / kBlockCells;
 }
 
@@ -59,10 +65,11 @@ std::string cache_type_names() {
 
 std::string KvCache::describe(const KvShape& s) {
   const int64_t blocks = s.n_blocks();
-  return fmt::format("KV cache ({} cells in {} blocks of {} for {} sequence{} of at most {} cells; {} layers x {} KV heads x {} "
-                     "dims; K {}, V {})",
-                     blocks * kBlockCells, blocks, kBlockCells, s.n_seq, s.n_seq == 1 ? "" : "s", s.n_cells, s.n_layer,
-                     s.n_head_kv, s.head_dim, cache_type_name(s.type_k), cache_type_name(s.type_v));
+  return fmt::format(
+      "KV cache ({} cells in {} blocks of {} for {} sequence{} of at most {} cells; {} layers x {} KV heads x {} "
+      "dims; K {}, V {})",
+      blocks * kBlockCells, blocks, kBlockCells, s.n_seq, s.n_seq == 1 ? "" : "s", s.n_cells, s.n_layer, s.n_head_kv,
+      s.head_dim, cache_type_name(s.type_k), cache_type_name(s.type_v));
 }
 
 uint64_t KvCache::required_bytes(const KvShape& shape) {
@@ -72,7 +79,8 @@ uint64_t KvCache::required_bytes(const KvShape& shape) {
     uint64_t bytes = static_cast<uint64_t>(tensor::row_bytes(t, shape.head_dim));
     for (int64_t d : {shape.n_blocks(), int64_t{kBlockCells}, int64_t{shape.n_layer}, int64_t{shape.n_head_kv}}) {
       if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > SIZE_MAX / 4) {
-        throw Error(fmt::format("out of memory: the {} needs more bytes than this machine can address", describe(shape)));
+        throw Error(
+            fmt::format("out of memory: the {} needs more bytes than this machine can address", describe(shape)));
       }
     }
     total += bytes;
@@ -84,9 +92,10 @@ void KvCache::check_memory(const KvShape& shape) {
   const uint64_t bytes = required_bytes(shape);
   const core::MemoryInfo mem = core::available_memory();
   if (bytes > mem.available) {
-    throw Error(fmt::format("out of memory: the {} needs {}, but only {} are available ({}); use a smaller context size or "
-                            "an f16 / q8_0 cache type",
-                            describe(shape), core::format_bytes(bytes), core::format_bytes(mem.available), mem.source));
+    throw Error(
+        fmt::format("out of memory: the {} needs {}, but only {} are available ({}); use a smaller context size or "
+                    "an f16 / q8_0 cache type",
+                    describe(shape), core::format_bytes(bytes), core::format_bytes(mem.available), mem.source));
   }
 }
 
@@ -130,14 +139,15 @@ Status KvCache::reserve(int32_t seq, int32_t n_rows) {
   check_seq(seq);
   Seq& s = seqs_[static_cast<size_t>(seq)];
   if (n_rows > n_free(seq)) {
-    return {StatusCode::context_full,
-            fmt::format("sequence {} has {} of {} cells used; {} more rows do not fit", seq, s.n_past, shape_.n_cells, n_rows)};
+    return {StatusCode::context_full, fmt::format("sequence {} has {} of {} cells used; {} more rows do not fit", seq,
+                                                  s.n_past, shape_.n_cells, n_rows)};
   }
   const int32_t need = blocks_for(static_cast<int64_t>(s.n_past) + n_rows);
   const auto have = static_cast<int32_t>(s.blocks.size());
   if (need - have > n_free_blocks()) {
-    return {StatusCode::kv_full, fmt::format("the KV cache pool has {} free blocks of {} cells; sequence {} needs {} more",
-                                             n_free_blocks(), kBlockCells, seq, need - have)};
+    return {StatusCode::kv_full,
+            fmt::format("the KV cache pool has {} free blocks of {} cells; sequence {} needs {} more", n_free_blocks(),
+                        kBlockCells, seq, need - have)};
   }
   for (int32_t b = have; b < need; ++b) {
     const int32_t id = free_.back();
@@ -162,7 +172,8 @@ kernels::KvRows KvCache::rows(const Pool& pool, int32_t layer, int32_t seq, int3
 
 int32_t KvCache::block_of(int32_t seq, int32_t cell) const {
   const Seq& s = seqs_[static_cast<size_t>(seq)];
-  TREESPEC_ASSERT(cell >= 0 && (cell >> kBlockShift) < static_cast<int32_t>(s.blocks.size()), "KV cache: cell not reserved");
+  TREESPEC_ASSERT(cell >= 0 && (cell >> kBlockShift) < static_cast<int32_t>(s.blocks.size()),
+                  "KV cache: cell not reserved");
   return s.blocks[static_cast<size_t>(cell >> kBlockShift)];
 }
 
@@ -173,11 +184,13 @@ int64_t KvCache::row_offset(const Pool& pool, int32_t layer, int32_t seq, int32_
 
 void KvCache::write_row(int32_t layer, int32_t seq, int32_t cell, const float* k, const float* v) {
   check_seq(seq);
-  TREESPEC_ASSERT(ref_[static_cast<size_t>(block_of(seq, cell))] == 1, "KV cache: write into a block other sequences share");
+  TREESPEC_ASSERT(ref_[static_cast<size_t>(block_of(seq, cell))] == 1,
+                  "KV cache: write into a block other sequences share");
   const int64_t hd = shape_.head_dim;
   for (auto [pool, x] : {std::pair{&k_, k}, std::pair{&v_, v}}) {
     uint8_t* dst = pool->data.data() + row_offset(*pool, layer, seq, cell);
-    for (int32_t h = 0; h < shape_.n_head_kv; ++h) tensor::quantize_row(pool->type, x + h * hd, dst + h * pool->head_bytes(), hd);
+    for (int32_t h = 0; h < shape_.n_head_kv; ++h)
+      tensor::quantize_row(pool->type, x + h * hd, dst + h * pool->head_bytes(), hd);
   }
 }
 
@@ -186,7 +199,8 @@ void KvCache::read_row(int32_t layer, int32_t seq, int32_t cell, float* k, float
   const int64_t hd = shape_.head_dim;
   for (auto [pool, x] : {std::pair{&k_, k}, std::pair{&v_, v}}) {
     const uint8_t* src = pool->data.data() + row_offset(*pool, layer, seq, cell);
-    for (int32_t h = 0; h < shape_.n_head_kv; ++h) tensor::dequantize_row(pool->type, src + h * pool->head_bytes(), x + h * hd, hd);
+    for (int32_t h = 0; h < shape_.n_head_kv; ++h)
+      tensor::dequantize_row(pool->type, src + h * pool->head_bytes(), x + h * hd, hd);
   }
 }
 
@@ -197,7 +211,8 @@ Status KvCache::commit(int32_t seq, std::span<const int32_t> path) {
   const auto n = static_cast<int32_t>(path.size());
   if (n == 0) return {};
   if (base + path.back() >= shape_.n_cells || base + n > shape_.n_cells) {
-    return {StatusCode::context_full, fmt::format("sequence {}: commit of {} rows past the {} cells", seq, n, shape_.n_cells)};
+    return {StatusCode::context_full,
+            fmt::format("sequence {}: commit of {} rows past the {} cells", seq, n, shape_.n_cells)};
   }
   TREESPEC_ASSERT(blocks_for(static_cast<int64_t>(base) + path.back() + 1) <= static_cast<int32_t>(s.blocks.size()),
                   "KV commit: path cells not reserved");
@@ -213,7 +228,8 @@ Status KvCache::commit(int32_t seq, std::span<const int32_t> path) {
         if (src == i) continue;
         const int64_t to = row_offset(*pool, il, seq, base + i), from = row_offset(*pool, il, seq, base + src);
         for (int32_t h = 0; h < shape_.n_head_kv; ++h) {
-          std::memcpy(data + to + h * pool->head_bytes(), data + from + h * pool->head_bytes(), static_cast<size_t>(pool->row_bytes));
+          std::memcpy(data + to + h * pool->head_bytes(), data + from + h * pool->head_bytes(),
+                      static_cast<size_t>(pool->row_bytes));
         }
       }
     }
@@ -245,10 +261,12 @@ Status KvCache::adopt_prefix(int32_t seq, std::span<const int32_t> blocks, int32
   Seq& s = seqs_[static_cast<size_t>(seq)];
   TREESPEC_ASSERT(s.n_past == 0 && s.blocks.empty(), "KV prefix: the sequence must be empty");
   TREESPEC_ASSERT(n_cells >= 0 && n_cells <= shape_.n_cells, "KV prefix: longer than the limit");
-  TREESPEC_ASSERT(static_cast<int64_t>(blocks.size()) == blocks_for(n_cells), "KV prefix: blocks do not match the cells");
+  TREESPEC_ASSERT(static_cast<int64_t>(blocks.size()) == blocks_for(n_cells),
+                  "KV prefix: blocks do not match the cells");
   const int32_t n_whole = n_cells / kBlockCells, n_tail = n_cells % kBlockCells;
   if (n_tail > 0 && free_.empty()) {
-    return {StatusCode::kv_full, fmt::format("the KV cache pool has no free block to copy {} cells of a prefix into", n_tail)};
+    return {StatusCode::kv_full,
+            fmt::format("the KV cache pool has no free block to copy {} cells of a prefix into", n_tail)};
   }
   for (int32_t i = 0; i < static_cast<int32_t>(blocks.size()); ++i) {
     const int32_t id = blocks[static_cast<size_t>(i)];
@@ -267,7 +285,8 @@ Status KvCache::adopt_prefix(int32_t seq, std::span<const int32_t> blocks, int32
       const uint8_t* from = pool->data.data() + id * pool->block_bytes;
       uint8_t* to = pool->data.data() + own * pool->block_bytes;
       for (int64_t lh = 0; lh < static_cast<int64_t>(shape_.n_layer) * shape_.n_head_kv; ++lh) {
-        std::memcpy(to + lh * pool->head_bytes(), from + lh * pool->head_bytes(), static_cast<size_t>(n_tail * pool->row_bytes));
+        std::memcpy(to + lh * pool->head_bytes(), from + lh * pool->head_bytes(),
+                    static_cast<size_t>(n_tail * pool->row_bytes));
       }
     }
   }

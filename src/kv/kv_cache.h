@@ -38,10 +38,10 @@ struct KvShape {
   int32_t n_layer = 0;
   int32_t n_head_kv = 0;
   int32_t head_dim = 0;
-  int32_t n_seq = 1;        // sequence slots
-  int32_t n_cells = 0;      // most cells one sequence may use: committed context + tree scratch
-  int32_t n_pool_cells = 0; // cells of the shared pool (rounded up to blocks); 0 = room for every
-                            // sequence's n_cells at once
+  int32_t n_seq = 1;         // sequence slots
+  int32_t n_cells = 0;       // most cells one sequence may use: committed context + tree scratch
+  int32_t n_pool_cells = 0;  // cells of the shared pool (rounded up to blocks); 0 = room for every
+                             // sequence's n_cells at once
   tensor::DType type_k = tensor::DType::f32;
   tensor::DType type_v = tensor::DType::f32;
 

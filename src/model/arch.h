@@ -13,10 +13,10 @@ enum class BiasRule { none, optional, required };
 
 struct ArchTraits {
   const char* name;
-  bool rope_neox;      // RoPE pairs (i, i + n_rot/2) (GGML NeoX) instead of (2i, 2i+1)
-  BiasRule qkv_bias;   // attn_q/k/v.bias: none, in every layer or none, or required
-  bool qk_norm;        // attn_q_norm / attn_k_norm: per-head RMSNorm of Q and K before RoPE
-  bool post_norms;     // post_attention_norm / post_ffw_norm on the block outputs (Gemma 2/3)
+  bool rope_neox;     // RoPE pairs (i, i + n_rot/2) (GGML NeoX) instead of (2i, 2i+1)
+  BiasRule qkv_bias;  // attn_q/k/v.bias: none, in every layer or none, or required
+  bool qk_norm;       // attn_q_norm / attn_k_norm: per-head RMSNorm of Q and K before RoPE
+  bool post_norms;    // post_attention_norm / post_ffw_norm on the block outputs (Gemma 2/3)
   FfnAct act;
   bool embd_scale;     // embeddings multiplied by sqrt(n_embd) (Gemma)
   bool fused_qkv;      // attn_qkv.weight may replace attn_q/k/v (Phi-3)

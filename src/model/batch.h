@@ -18,7 +18,7 @@ namespace treespec::model {
 
 struct BatchSegment {
   int32_t seq = 0;
-  int32_t n_past = 0;        // committed cells of `seq` when the batch was built
+  int32_t n_past = 0;  // committed cells of `seq` when the batch was built
   int32_t row_begin = 0;
   int32_t n_rows = 0;
   const tree::TokenTree* tree = nullptr;  // not owned; nullptr = causal chain

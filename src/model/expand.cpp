@@ -35,8 +35,8 @@ AxisMap AxisMap::identity_padded(int64_t n_src, int64_t n_new) {
 float filler(core::Rng& rng, float std) {
   // Sum of four 16-bit uniforms: mean 2, variance 4/12; scaled to unit variance.
   const uint64_t u = rng.next_u64();
-  const float s = static_cast<float>((u & 0xffff) + ((u >> 16) & 0xffff) + ((u >> 32) & 0xffff) + (u >> 48)) *
-                  (1.0f / 65536.0f);
+  const float s =
+      static_cast<float>((u & 0xffff) + ((u >> 16) & 0xffff) + ((u >> 32) & 0xffff) + (u >> 48)) * (1.0f / 65536.0f);
   return (s - 2.0f) * 1.7320508f * std;
 }
 
@@ -84,7 +84,8 @@ std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_lay
   }
   // Real layer l goes to the middle of the l-th of L0 equal stretches of the new depth.
   std::vector<int32_t> pos;
-  for (int64_t l = 0; l < n_layer_src; ++l) pos.push_back(static_cast<int32_t>(((2 * l + 1) * n_layer_new) / (2 * int64_t{n_layer_src})));
+  for (int64_t l = 0; l < n_layer_src; ++l)
+    pos.push_back(static_cast<int32_t>(((2 * l + 1) * n_layer_new) / (2 * int64_t{n_layer_src})));
   if (!kind) return pos;
   // Each real layer moves to the nearest index of its own kind after the previous one
   // from which the later layers still fit (earliest fit decides that; the identity
@@ -169,17 +170,24 @@ class Expander {
 };
 
 Expander::Expander(const Model& model, const ExpandOptions& o, gguf::GgufWriter& w, ExpandSummary& sum)
-    : hp_(model.hparams()), f_(model.gguf()), o_(o), arch_(*find_arch(model.hparams().arch)),
-      w_(w), sum_(sum), rng_(o.seed) {
+    : hp_(model.hparams()),
+      f_(model.gguf()),
+      o_(o),
+      arch_(*find_arch(model.hparams().arch)),
+      w_(w),
+      sum_(sum),
+      rng_(o.seed) {
   const std::string& in = f_.path();
   E0 = hp_.n_embd, F0 = hp_.n_ff, L0 = hp_.n_layer, H0 = hp_.n_head, KV0 = hp_.n_head_kv, hd0 = hp_.head_dim;
   E = o.n_embd, F = o.n_ff, L = o.n_layer;
   hd = o.head_dim > 0 ? o.head_dim : hd0;
   if (E < E0 || F < F0 || L < L0) {
-    throw InvalidArgument(fmt::format("expand: --dim {} --ffn {} --layers {} must be at least the source's {} / {} / {}", E,
-                                      F, L, E0, F0, L0));
+    throw InvalidArgument(
+        fmt::format("expand: --dim {} --ffn {} --layers {} must be at least the source's {} / {} / {}", E, F, L, E0, F0,
+                    L0));
   }
-  if (hd % hd0 != 0) throw InvalidArgument(fmt::format("expand: --head-dim {} must be a multiple of the source head_dim {}", hd, hd0));
+  if (hd % hd0 != 0)
+    throw InvalidArgument(fmt::format("expand: --head-dim {} must be a multiple of the source head_dim {}", hd, hd0));
   r = hd / hd0;
   if (o.n_head <= 0 && E % hd != 0) {
     throw InvalidArgument(fmt::format("expand: --dim {} is not a multiple of head_dim {}; give --heads", E, hd));
@@ -187,12 +195,13 @@ Expander::Expander(const Model& model, const ExpandOptions& o, gguf::GgufWriter&
   H = o.n_head > 0 ? o.n_head : E / hd;
   const int64_t group = H0 / KV0;
   if (H < H0 || H % group != 0) {
-    throw InvalidArgument(fmt::format("expand: {} heads must be >= the source's {} and a multiple of its GQA group {}", H, H0, group));
+    throw InvalidArgument(
+        fmt::format("expand: {} heads must be >= the source's {} and a multiple of its GQA group {}", H, H0, group));
   }
   KV = H / group;
   if (r > 1 && hp_.n_rot != hd0) {
-    throw Unsupported(fmt::format("{}: a new head_dim needs full-width RoPE (rope.dimension_count {} != head_dim {})", in,
-                                  hp_.n_rot, hd0));
+    throw Unsupported(fmt::format("{}: a new head_dim needs full-width RoPE (rope.dimension_count {} != head_dim {})",
+                                  in, hp_.n_rot, hd0));
   }
   if (arch_.fused_qkv && H * hd != E) {  // llama.cpp reads Phi-3's attn_qkv as [n_embd, n_embd + 2 n_embd_kv]
     throw InvalidArgument(fmt::format("expand: {} needs heads x head_dim = dim ({} x {} != {})", hp_.arch, H, hd, E));
@@ -219,7 +228,7 @@ Expander::Expander(const Model& model, const ExpandOptions& o, gguf::GgufWriter&
   const double growth = static_cast<double>(E) / static_cast<double>(E0);
   const double s2 = hp_.qk_norm ? growth / static_cast<double>(r) : arch_.embd_scale ? growth : 1.0;  // t E/E0
   norm_scale_ = static_cast<float>(std::sqrt(1.0 / growth));
-  eps_ = hp_.qk_norm ? static_cast<float>(hp_.rms_eps / static_cast<double>(r))
+  eps_ = hp_.qk_norm        ? static_cast<float>(hp_.rms_eps / static_cast<double>(r))
          : arch_.embd_scale ? hp_.rms_eps
                             : hp_.rms_eps * static_cast<float>(E0) / static_cast<float>(E);
   res_scale_ = static_cast<float>(std::sqrt(s2));
@@ -266,8 +275,8 @@ AxisMap Expander::head_axis(int64_t n_heads_src, int64_t n_heads_new, bool all_l
 // blocks quantise like real weights; the mean gain of each norm kind.
 void Expander::measure_fillers() {
   for (const char* kind : {"attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output", "ffn_gate", "ffn_up", "ffn_down",
-                           "attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm",
-                           "attn_q_bias", "attn_k_bias", "attn_v_bias"}) {
+                           "attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm", "post_attention_norm",
+                           "post_ffw_norm", "attn_q_bias", "attn_k_bias", "attn_v_bias"}) {
     double acc = 0, mean = 0;
     int64_t n = 0;
     for (int64_t l = 0; l < L0; ++l) {
@@ -319,11 +328,12 @@ Expander::Vec Expander::gain(const Vec* src, const char* kind, float scale) {
   return g;
 }
 
-Expander::Vec Expander::placed(const float* src, int64_t n_in_src, int64_t n_out_src, const AxisMap& in, const AxisMap& out,
-                               const std::vector<uint8_t>& exact, float scale, const char* fill_kind, DType t) {
+Expander::Vec Expander::placed(const float* src, int64_t n_in_src, int64_t n_out_src, const AxisMap& in,
+                               const AxisMap& out, const std::vector<uint8_t>& exact, float scale,
+                               const char* fill_kind, DType t) {
   Vec dst(static_cast<size_t>(in.n_new * out.n_new));
-  place_matrix(src, n_in_src, n_out_src, in, out, exact, scale, fill_std_[fill_kind], tensor::dtype_traits(t).block_size,
-               rng_, dst.data());
+  place_matrix(src, n_in_src, n_out_src, in, out, exact, scale, fill_std_[fill_kind],
+               tensor::dtype_traits(t).block_size, rng_, dst.data());
   return dst;
 }
 
@@ -407,7 +417,7 @@ void Expander::write_layer(int64_t li, int64_t l) {
                  float scale, bool zero_if_passthrough) {
     const DType t = type_of(kind, in_ax.n_new, out_ax.n_new);
     add(p + kind + ".weight", t, {in_ax.n_new, out_ax.n_new},
-           part(kind, kind, 0, in_ax, out_ax, exact, scale, zero_if_passthrough, t));
+        part(kind, kind, 0, in_ax, out_ax, exact, scale, zero_if_passthrough, t));
   };
   // Fused matrices (Phi-3): each part placed on its own axes, rows concatenated.
   struct Part {
@@ -462,7 +472,8 @@ void Expander::write_layer(int64_t li, int64_t l) {
   const float inv_sqrt_r = static_cast<float>(1.0 / std::sqrt(static_cast<double>(r)));
   const float wq_scale = hp_.qk_norm ? 1.0f : q_fix_;
   if (f_.find_tensor(sp + "attn_qkv.weight")) {
-    fused("attn_qkv", ax_e_, {{&ax_q_, &exact_q_, wq_scale}, {&ax_kv_, &exact_k_, 1.0f}, {&ax_kv_, &ax_kv_.live, 1.0f}});
+    fused("attn_qkv", ax_e_,
+          {{&ax_q_, &exact_q_, wq_scale}, {&ax_kv_, &exact_k_, 1.0f}, {&ax_kv_, &ax_kv_.live, 1.0f}});
   } else {
     mat("attn_q", ax_e_, ax_q_, exact_q_, wq_scale, false);
     mat("attn_k", ax_e_, ax_kv_, exact_k_, 1.0f, false);

@@ -24,11 +24,11 @@ namespace treespec::model {
 struct Hparams;
 
 struct ExpandOptions {
-  int32_t n_embd = 0;     // new residual width (>= source)
-  int32_t n_ff = 0;       // new FFN width (>= source)
-  int32_t n_layer = 0;    // new depth (>= source)
-  int32_t n_head = 0;     // 0: n_embd / head_dim
-  int32_t head_dim = 0;   // 0: keep the source's; else a multiple of it (RoPE must be full-width)
+  int32_t n_embd = 0;    // new residual width (>= source)
+  int32_t n_ff = 0;      // new FFN width (>= source)
+  int32_t n_layer = 0;   // new depth (>= source)
+  int32_t n_head = 0;    // 0: n_embd / head_dim
+  int32_t head_dim = 0;  // 0: keep the source's; else a multiple of it (RoPE must be full-width)
   // Weight type of every matrix (quant_type_for rules, falls back per tensor); nullopt:
   // each matrix keeps its source type when the new row length fits its blocks.
   std::optional<tensor::DType> type;
@@ -47,8 +47,8 @@ struct ExpandSummary {
 // is not live only ever holds exact zeros.
 struct AxisMap {
   int64_t n_new = 0;
-  std::vector<int64_t> src_to_new;  // [n_src]
-  std::vector<uint8_t> live;        // [n_new]
+  std::vector<int64_t> src_to_new;                               // [n_src]
+  std::vector<uint8_t> live;                                     // [n_new]
   static AxisMap identity_padded(int64_t n_src, int64_t n_new);  // i -> i, live iff i < n_src
 };
 

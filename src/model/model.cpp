@@ -61,7 +61,8 @@ void Model::read_hparams(const ArchTraits& arch) {
   hp_.n_embd = positive_int(f, a + "embedding_length");
   hp_.n_layer = positive_int(f, a + "block_count", 4096);
   hp_.n_head = positive_int(f, a + "attention.head_count", 4096);
-  hp_.n_head_kv = f.has(a + "attention.head_count_kv") ? positive_int(f, a + "attention.head_count_kv", 4096) : hp_.n_head;
+  hp_.n_head_kv =
+      f.has(a + "attention.head_count_kv") ? positive_int(f, a + "attention.head_count_kv", 4096) : hp_.n_head;
   hp_.n_ff = positive_int(f, a + "feed_forward_length");
   hp_.n_ctx_train = f.has(a + "context_length") ? positive_int(f, a + "context_length", int64_t{1} << 30) : 2048;
   if (f.has(a + "expert_count") && f.get_int(a + "expert_count") > 0) {
@@ -69,9 +70,11 @@ void Model::read_hparams(const ArchTraits& arch) {
                                   f.get_int(a + "expert_count")));
   }
   if (hp_.n_embd % hp_.n_head != 0 && !f.has(a + "attention.key_length")) {
-    throw FormatError(fmt::format("{}: {}embedding_length {} is not a multiple of head_count {}", path, a, hp_.n_embd, hp_.n_head));
+    throw FormatError(
+        fmt::format("{}: {}embedding_length {} is not a multiple of head_count {}", path, a, hp_.n_embd, hp_.n_head));
   }
-  hp_.head_dim = f.has(a + "attention.key_length") ? positive_int(f, a + "attention.key_length", 4096) : hp_.n_embd / hp_.n_head;
+  hp_.head_dim =
+      f.has(a + "attention.key_length") ? positive_int(f, a + "attention.key_length", 4096) : hp_.n_embd / hp_.n_head;
   // The KV cache and attention use one head size for K and V.
   if (f.has(a + "attention.value_length")) {
     const int32_t v_len = positive_int(f, a + "attention.value_length", 4096);
@@ -81,16 +84,19 @@ void Model::read_hparams(const ArchTraits& arch) {
     }
   }
   if (hp_.n_head % hp_.n_head_kv != 0) {
-    throw FormatError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", path, hp_.n_head, hp_.n_head_kv));
+    throw FormatError(
+        fmt::format("{}: head_count {} is not a multiple of head_count_kv {}", path, hp_.n_head, hp_.n_head_kv));
   }
   hp_.n_rot = f.has(a + "rope.dimension_count") ? positive_int(f, a + "rope.dimension_count", 4096) : hp_.head_dim;
   if (hp_.n_rot > hp_.head_dim || hp_.n_rot % 2 != 0) {
-    throw FormatError(fmt::format("{}: rope.dimension_count {} must be even and <= head dim {}", path, hp_.n_rot, hp_.head_dim));
+    throw FormatError(
+        fmt::format("{}: rope.dimension_count {} must be even and <= head dim {}", path, hp_.n_rot, hp_.head_dim));
   }
   hp_.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5));
   hp_.rope_theta = static_cast<float>(f.get_float(a + "rope.freq_base", 10000.0));
   if (!(hp_.rms_eps > 0.0f) || !(hp_.rope_theta > 0.0f)) {
-    throw FormatError(fmt::format("{}: rms epsilon {} and rope.freq_base {} must be positive", path, hp_.rms_eps, hp_.rope_theta));
+    throw FormatError(
+        fmt::format("{}: rms epsilon {} and rope.freq_base {} must be positive", path, hp_.rms_eps, hp_.rope_theta));
   }
   const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
   if (scaling == "linear") {
@@ -127,16 +133,18 @@ void Model::read_hparams(const ArchTraits& arch) {
   hp_.attn_softcap = non_negative(a + "attn_logit_softcapping");
   hp_.final_softcap = non_negative(a + "final_logit_softcapping");
   hp_.attn_scale =
-      1.0f / std::sqrt(static_cast<float>(query_scale_dim(hp_.arch, hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.head_dim)));
+      1.0f /
+      std::sqrt(static_cast<float>(query_scale_dim(hp_.arch, hp_.n_layer, hp_.n_embd, hp_.n_head, hp_.head_dim)));
   if (arch.swa_period > 0 && f.has(a + "attention.sliding_window")) {
     hp_.n_swa = positive_int(f, a + "attention.sliding_window", int64_t{1} << 30);
   }
   if (hp_.arch == "gemma3") hp_.rope_theta_swa = 10000.0f;  // llama.cpp: fixed base, scale 1
-  if (arch.granite_scales) {  // required keys, as llama.cpp reads them
+  if (arch.granite_scales) {                                // required keys, as llama.cpp reads them
     auto positive = [&](const std::string& key) {
       if (!f.has(key)) throw FormatError(fmt::format("{}: metadata key '{}' is missing", path, key));
       const double v = f.get_float(key);
-      if (!(v > 0.0) || !std::isfinite(v)) throw FormatError(fmt::format("{}: metadata key '{}' = {} must be positive", path, key, v));
+      if (!(v > 0.0) || !std::isfinite(v))
+        throw FormatError(fmt::format("{}: metadata key '{}' = {} must be positive", path, key, v));
       return static_cast<float>(v);
     };
     hp_.embd_scale = positive(a + "embedding_scale");
@@ -158,7 +166,8 @@ class TensorBinder {
     read_.insert(name);
     if (t->ne != ne) {
       auto dims = [](const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
-      throw FormatError(fmt::format("{}: tensor '{}' has shape {}, expected {}", f_.path(), name, dims(t->ne), dims(ne)));
+      throw FormatError(
+          fmt::format("{}: tensor '{}' has shape {}, expected {}", f_.path(), name, dims(t->ne), dims(ne)));
     }
     if (!kernels::dtype_supported(t->type)) {
       throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support yet", f_.path(), name,
@@ -189,8 +198,10 @@ class TensorBinder {
   void check_all_read(const std::string& arch) const {
     for (const auto& t : f_.tensors()) {
       if (unread_tensor_is_unsupported(t.name) && read_.count(t.name) == 0) {
-        throw Unsupported(fmt::format("{}: tensor '{}' is not part of the supported {} layout (an unsupported variant of "
-                                      "the architecture)", f_.path(), t.name, arch));
+        throw Unsupported(
+            fmt::format("{}: tensor '{}' is not part of the supported {} layout (an unsupported variant of "
+                        "the architecture)",
+                        f_.path(), t.name, arch));
       }
     }
   }
@@ -300,7 +311,8 @@ void Model::bind_rope(TensorBinder& b) {
   auto table = [&](float theta, float freq_scale) {
     std::vector<float> t(static_cast<size_t>(half));
     for (int32_t i = 0; i < half; ++i) {
-      t[static_cast<size_t>(i)] = freq_scale / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(hp_.n_rot));
+      t[static_cast<size_t>(i)] =
+          freq_scale / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(hp_.n_rot));
     }
     return t;
   };
@@ -357,7 +369,9 @@ void Model::repack() {
 }
 
 uint64_t Model::weight_bytes() const {
-  auto wb = [](const kernels::WeightView& w) { return static_cast<uint64_t>(w.row_bytes()) * static_cast<uint64_t>(w.n_out); };
+  auto wb = [](const kernels::WeightView& w) {
+    return static_cast<uint64_t>(w.row_bytes()) * static_cast<uint64_t>(w.n_out);
+  };
   uint64_t total = wb(output_);  // the embedding is only read one row per token
   for (const auto& L : layers_) {
     total += wb(L.wq) + wb(L.wk) + wb(L.wv) + wb(L.wo) + wb(L.w_gate) + wb(L.w_up) + wb(L.w_down);
@@ -528,9 +542,9 @@ void Model::attention(ForwardContext& ctx, const Batch& batch, int32_t il, int32
       for (int64_t i = 0; i < nkv; ++i) v[r * nkv + i] += L.bv[static_cast<size_t>(i)];
     }
   }
-  const float* inv_freq = L.swa && !inv_freq_swa_.empty()                          ? inv_freq_swa_.data()
+  const float* inv_freq = L.swa && !inv_freq_swa_.empty()                       ? inv_freq_swa_.data()
                           : hp_.longrope && kv.shape().n_cells > hp_.n_ctx_orig ? inv_freq_long_.data()
-                                                                                 : inv_freq_.data();
+                                                                                : inv_freq_.data();
   rows_parallel(pool, n, nq + nkv, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       if (hp_.qk_norm) {  // per-head RMSNorm before RoPE (Qwen3, Gemma 3)

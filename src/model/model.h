@@ -27,8 +27,8 @@ class GgufFile;
 namespace treespec::model {
 
 struct Hparams {
-  std::string arch;       // general.architecture
-  std::string name;       // general.name (may be empty)
+  std::string arch;  // general.architecture
+  std::string name;  // general.name (may be empty)
   int32_t n_vocab = 0;
   int32_t n_embd = 0;
   int32_t n_layer = 0;
@@ -36,7 +36,7 @@ struct Hparams {
   int32_t n_head_kv = 0;
   int32_t head_dim = 0;
   int32_t n_ff = 0;
-  int32_t n_rot = 0;           // rotated dims per head
+  int32_t n_rot = 0;  // rotated dims per head
   int32_t n_ctx_train = 0;
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
@@ -45,37 +45,37 @@ struct Hparams {
   bool has_qkv_bias = false;
   bool tied_output = false;
   // Family features (model/arch.h; docs/models.md).
-  bool qk_norm = false;        // per-head RMSNorm of Q and K before RoPE
-  bool post_norms = false;     // RMSNorm of the attention and FFN outputs before the residual add
-  FfnAct act = FfnAct::silu;   // FFN gate activation
-  float embd_scale = 1.0f;     // embeddings are multiplied by this
-  float attn_scale = 0.0f;     // query scale (1/sqrt(head_dim) unless the family says otherwise)
-  float residual_scale = 1.0f; // block outputs are multiplied by this before the residual add
-  float logit_scale = 1.0f;    // output logits are divided by this
-  float attn_softcap = 0.0f;   // > 0: attention logits soft-capped
-  float final_softcap = 0.0f;  // > 0: output logits soft-capped
-  int32_t n_swa = 0;           // sliding window (positions a local layer sees, itself included); 0: none
-  float rope_theta_swa = 0.0f; // > 0: local layers use this RoPE base, unscaled (Gemma 3)
+  bool qk_norm = false;         // per-head RMSNorm of Q and K before RoPE
+  bool post_norms = false;      // RMSNorm of the attention and FFN outputs before the residual add
+  FfnAct act = FfnAct::silu;    // FFN gate activation
+  float embd_scale = 1.0f;      // embeddings are multiplied by this
+  float attn_scale = 0.0f;      // query scale (1/sqrt(head_dim) unless the family says otherwise)
+  float residual_scale = 1.0f;  // block outputs are multiplied by this before the residual add
+  float logit_scale = 1.0f;     // output logits are divided by this
+  float attn_softcap = 0.0f;    // > 0: attention logits soft-capped
+  float final_softcap = 0.0f;   // > 0: output logits soft-capped
+  int32_t n_swa = 0;            // sliding window (positions a local layer sees, itself included); 0: none
+  float rope_theta_swa = 0.0f;  // > 0: local layers use this RoPE base, unscaled (Gemma 3)
   // LongRoPE (Phi-3/3.5/4-mini): per-pair factors rope_factors_short / _long; the long
   // ones when a sequence's context (KV cells) exceeds n_ctx_orig, as llama.cpp chooses.
   bool longrope = false;
-  int32_t n_ctx_orig = 0;        // rope.scaling.original_context_length (else n_ctx_train)
-  float rope_attn_factor = 1.0f; // rope.scaling.attn_factor: cos and sin are multiplied by it
+  int32_t n_ctx_orig = 0;         // rope.scaling.original_context_length (else n_ctx_train)
+  float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: cos and sin are multiplied by it
 
   int32_t n_embd_q() const { return n_head * head_dim; }
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [n_embd]
-  std::vector<float> ffn_norm;   // [n_embd]
-  kernels::WeightView wq, wk, wv, wo;  // row ranges of attn_qkv when the file fuses them
-  std::vector<float> bq, bk, bv;  // empty unless has_qkv_bias
-  std::vector<float> q_norm, k_norm;  // [head_dim], empty unless qk_norm
+  std::vector<float> attn_norm;                      // [n_embd]
+  std::vector<float> ffn_norm;                       // [n_embd]
+  kernels::WeightView wq, wk, wv, wo;                // row ranges of attn_qkv when the file fuses them
+  std::vector<float> bq, bk, bv;                     // empty unless has_qkv_bias
+  std::vector<float> q_norm, k_norm;                 // [head_dim], empty unless qk_norm
   std::vector<float> attn_post_norm, ffn_post_norm;  // [n_embd], empty unless post_norms
-  kernels::WeightView w_gate, w_up, w_down;  // gate / up: halves of ffn_up when fused
-  bool swa = false;  // sliding-window (local) layer
-  bool rope = true;  // false: a RoPE-free layer (SmolLM3)
+  kernels::WeightView w_gate, w_up, w_down;          // gate / up: halves of ffn_up when fused
+  bool swa = false;                                  // sliding-window (local) layer
+  bool rope = true;                                  // false: a RoPE-free layer (SmolLM3)
 };
 
 class ForwardContext;
@@ -141,7 +141,8 @@ class Model {
   // Checks the batch against kv and fills ctx's per-row visible tree cells.
   Status prepare_rows(ForwardContext& ctx, const Batch& batch, kv::KvCache& kv) const;
   // One layer `il` on x, its K/V in KV layer `kv_layer` (prepare_rows ran first).
-  void run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32_t kv_layer, float* x, kv::KvCache& kv) const;
+  void run_layer(ForwardContext& ctx, const Batch& batch, int32_t il, int32_t kv_layer, float* x,
+                 kv::KvCache& kv) const;
   // The attention half of layer il: ctx.tmp_ = attention output projected to [n, n_embd].
   void attention(ForwardContext& ctx, const Batch& batch, int32_t il, int32_t kv_layer, kv::KvCache& kv) const;
   // The FFN half: ctx.tmp_ = FFN of ctx.xn_.
@@ -152,9 +153,9 @@ class Model {
   kernels::WeightView tok_embd_;
   kernels::WeightView output_;
   std::vector<float> output_norm_;
-  std::vector<float> inv_freq_;      // [n_rot / 2]
-  std::vector<float> inv_freq_swa_;  // local layers' table when rope_theta_swa > 0
-  std::vector<float> inv_freq_long_; // LongRoPE: the table with the long factors
+  std::vector<float> inv_freq_;       // [n_rot / 2]
+  std::vector<float> inv_freq_swa_;   // local layers' table when rope_theta_swa > 0
+  std::vector<float> inv_freq_long_;  // LongRoPE: the table with the long factors
   std::vector<LayerWeights> layers_;
   std::vector<core::AlignedBuffer<uint8_t>> packed_;  // owned by the views' `packed`
   uint64_t packed_bytes_ = 0;
@@ -191,10 +192,10 @@ class ForwardContext {
     int32_t seg, row, n_rows, kv_head;
   };
   size_t scores_per_thread_ = 0;
-  core::AlignedBuffer<float> scores_;  // [n_threads, scores_per_thread_]
+  core::AlignedBuffer<float> scores_;        // [n_threads, scores_per_thread_]
   std::vector<std::vector<int32_t>> extra_;  // per row: visible tree cells
-  std::vector<const int32_t*> extra_ptr_;   // [n_rows] extra_[r].data()
-  std::vector<int32_t> extra_len_;          // [n_rows]
+  std::vector<const int32_t*> extra_ptr_;    // [n_rows] extra_[r].data()
+  std::vector<int32_t> extra_len_;           // [n_rows]
   // Sliding-window layers: per row the first position (= index in its visible list) inside
   // the window.
   std::vector<int64_t> window_begin_;

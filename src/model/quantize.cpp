@@ -26,13 +26,13 @@ struct RecipeEntry {
 
 // llama.cpp's file types (llama_ftype numbers) and treespec's uniform K-quant recipes.
 constexpr RecipeEntry kRecipes[] = {
-    {"f32", DType::f32, 0, false},       {"f16", DType::f16, 1, false},       {"bf16", DType::bf16, 32, false},
-    {"q8_0", DType::q8_0, 7, true},      {"q4_0", DType::q4_0, 2, true},      {"q4_1", DType::q4_1, 3, true},
-    {"q5_0", DType::q5_0, 8, true},      {"q5_1", DType::q5_1, 9, true},      {"iq4_nl", DType::iq4_nl, 25, true},
-    {"iq4_xs", DType::iq4_xs, 30, true}, {"q2_k", DType::q2_k, 10, true},     {"q3_k_s", DType::q3_k, 11, true},
-    {"q3_k_m", DType::q3_k, 12, true},   {"q3_k_l", DType::q3_k, 13, true},   {"q4_k_s", DType::q4_k, 14, true},
-    {"q4_k_m", DType::q4_k, 15, true},   {"q5_k_s", DType::q5_k, 16, true},   {"q5_k_m", DType::q5_k, 17, true},
-    {"q6_k", DType::q6_k, 18, true},     {"q3_k", DType::q3_k, 11, false},    {"q4_k", DType::q4_k, 14, false},
+    {"f32", DType::f32, 0, false},       {"f16", DType::f16, 1, false},     {"bf16", DType::bf16, 32, false},
+    {"q8_0", DType::q8_0, 7, true},      {"q4_0", DType::q4_0, 2, true},    {"q4_1", DType::q4_1, 3, true},
+    {"q5_0", DType::q5_0, 8, true},      {"q5_1", DType::q5_1, 9, true},    {"iq4_nl", DType::iq4_nl, 25, true},
+    {"iq4_xs", DType::iq4_xs, 30, true}, {"q2_k", DType::q2_k, 10, true},   {"q3_k_s", DType::q3_k, 11, true},
+    {"q3_k_m", DType::q3_k, 12, true},   {"q3_k_l", DType::q3_k, 13, true}, {"q4_k_s", DType::q4_k, 14, true},
+    {"q4_k_m", DType::q4_k, 15, true},   {"q5_k_s", DType::q5_k, 16, true}, {"q5_k_m", DType::q5_k, 17, true},
+    {"q6_k", DType::q6_k, 18, true},     {"q3_k", DType::q3_k, 11, false},  {"q4_k", DType::q4_k, 14, false},
     {"q5_k", DType::q5_k, 16, false},
 };
 
@@ -162,7 +162,8 @@ struct Choice {
   DType type = DType::f32;
 };
 
-Choice choose(const std::string& name, const std::vector<int64_t>& ne, const QuantRecipe& r, const QuantModelShape& shape) {
+Choice choose(const std::string& name, const std::vector<int64_t>& ne, const QuantRecipe& r,
+              const QuantModelShape& shape) {
   const bool is_matrix = ne.size() == 2 && ne[0] > 1 && ne[1] > 1;
   const bool is_weight = ends_with(name, ".weight");
   if (!is_matrix || !is_weight || name == "rope_freqs.weight") return {};
@@ -203,9 +204,10 @@ std::vector<uint8_t> f32_to_tensor(DType type, const float* x, int64_t n_rows, i
 
 QuantizeSummary quantize_gguf(const std::string& in, const std::string& out, DType target) {
   if (!tensor::quant_supported(target)) {
-    throw Unsupported(fmt::format("quantize: target type {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
-                                  "q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs)",
-                                  tensor::dtype_name(target)));
+    throw Unsupported(
+        fmt::format("quantize: target type {} is not supported (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+                    "q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs)",
+                    tensor::dtype_name(target)));
   }
   return quantize_gguf(in, out, QuantRecipe{tensor::dtype_name(target), target, file_type_for(target), false});
 }

@@ -24,10 +24,10 @@ tensor::DType quant_type_for(const std::string& name, const std::vector<int64_t>
 // for every matrix (q3_k, q4_k, q5_k: not llama.cpp file types). docs/kernels.md lists
 // the rules.
 struct QuantRecipe {
-  std::string name;                      // lower case, as accepted
+  std::string name;                         // lower case, as accepted
   tensor::DType base = tensor::DType::f16;  // the type most matrices get
-  int32_t file_type = 1;                 // general.file_type (llama_ftype numbering)
-  bool llama_rules = false;              // apply llama-quantize's per-tensor choices
+  int32_t file_type = 1;                    // general.file_type (llama_ftype numbering)
+  bool llama_rules = false;                 // apply llama-quantize's per-tensor choices
 };
 // nullopt for an unknown name; quant_recipe_names() lists the known ones.
 std::optional<QuantRecipe> quant_recipe(const std::string& name);
@@ -38,8 +38,8 @@ int32_t file_type_for(tensor::DType t);
 // What llama-quantize's rules look at besides a tensor's name and shape.
 struct QuantModelShape {
   int64_t n_layer = 0;
-  int64_t n_gqa = 1;         // query heads per KV head
-  bool has_output = false;   // a separate output.weight (else token_embd is the output)
+  int64_t n_gqa = 1;        // query heads per KV head
+  bool has_output = false;  // a separate output.weight (else token_embd is the output)
 };
 // The type of one tensor under a recipe (llama_rules: llama.cpp's choices for the output
 // and the attention / FFN matrices of each layer, then the row-length fallbacks).
@@ -56,10 +56,10 @@ std::vector<uint8_t> f32_to_tensor(tensor::DType type, const float* x, int64_t n
 
 struct QuantizeSummary {
   size_t n_tensors = 0;
-  size_t n_quantized = 0;     // tensors that got the recipe's base type
-  size_t n_upgraded = 0;      // matrices a llama.cpp rule gave another quantised type
-  size_t n_fallback = 0;      // matrices that got a fallback type (row length)
-  uint64_t bytes_in = 0;      // tensor data bytes
+  size_t n_quantized = 0;  // tensors that got the recipe's base type
+  size_t n_upgraded = 0;   // matrices a llama.cpp rule gave another quantised type
+  size_t n_fallback = 0;   // matrices that got a fallback type (row length)
+  uint64_t bytes_in = 0;   // tensor data bytes
   uint64_t bytes_out = 0;
 };
 

@@ -21,7 +21,9 @@ void SamplingParams::validate() const {
   if (!(std::isfinite(repeat_penalty) && repeat_penalty > 0.0f)) {
     throw InvalidArgument(fmt::format("repeat_penalty must be > 0 (1 = off), got {}", repeat_penalty));
   }
-  if (repeat_last_n < -1) throw InvalidArgument(fmt::format("repeat_last_n must be >= -1 (0 = off, -1 = the whole context), got {}", repeat_last_n));
+  if (repeat_last_n < -1)
+    throw InvalidArgument(
+        fmt::format("repeat_last_n must be >= -1 (0 = off, -1 = the whole context), got {}", repeat_last_n));
   if (!(std::isfinite(frequency_penalty) && frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
     throw InvalidArgument(fmt::format("frequency_penalty must be in [-2, 2], got {}", frequency_penalty));
   }
@@ -34,7 +36,8 @@ void SamplingParams::validate() const {
   for (const LogitBias& b : logit_bias) {
     if (b.token < 0) throw InvalidArgument(fmt::format("logit_bias: token id {} is negative", b.token));
     if (std::isnan(b.bias) || b.bias == std::numeric_limits<float>::infinity()) {
-      throw InvalidArgument(fmt::format("logit_bias of token {} must be a number or -infinity (a ban), got {}", b.token, b.bias));
+      throw InvalidArgument(
+          fmt::format("logit_bias of token {} must be a number or -infinity (a ban), got {}", b.token, b.bias));
     }
   }
 }

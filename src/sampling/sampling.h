@@ -26,9 +26,9 @@ struct LogitBias {
 
 struct SamplingParams {
   float temp = 0.8f;
-  int32_t top_k = 40;     // 0 = off
-  float top_p = 0.95f;    // 1 = off
-  float min_p = 0.05f;    // 0 = off
+  int32_t top_k = 40;   // 0 = off
+  float top_p = 0.95f;  // 1 = off
+  float min_p = 0.05f;  // 0 = off
   uint64_t seed = 0;
   float repeat_penalty = 1.0f;     // 1 = off; > 1 discourages tokens in the window
   int32_t repeat_last_n = 64;      // the window: last N tokens of the context (0 = off, -1 = all)
@@ -119,8 +119,8 @@ struct TokenProb {
   float logprob = 0.0f;  // -infinity for a banned token
 };
 struct TokenLogprob {
-  int32_t token = -1;     // the emitted token
-  float logprob = 0.0f;   // its log-probability
+  int32_t token = -1;          // the emitted token
+  float logprob = 0.0f;        // its log-probability
   std::vector<TokenProb> top;  // the n_top most likely tokens, most likely first (ties: lower id)
 };
 TokenLogprob token_logprob(const float* logits, int32_t n_vocab, int32_t token, int32_t n_top);

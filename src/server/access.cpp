@@ -36,12 +36,14 @@ std::vector<std::string> read_api_key_file(const std::string& path) {
     if (k.empty() || k[0] == '#') continue;
     for (char c : k) {
       if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
-        throw InvalidArgument(fmt::format("--api-key-file '{}': the key on line {} contains a space or a control character", path, n));
+        throw InvalidArgument(
+            fmt::format("--api-key-file '{}': the key on line {} contains a space or a control character", path, n));
       }
     }
     keys.push_back(k);
   }
-  if (keys.empty()) throw InvalidArgument(fmt::format("--api-key-file '{}' holds no key (one per line; '#' starts a comment)", path));
+  if (keys.empty())
+    throw InvalidArgument(fmt::format("--api-key-file '{}' holds no key (one per line; '#' starts a comment)", path));
   return keys;
 }
 
@@ -68,8 +70,10 @@ CorsPolicy CorsPolicy::parse(const std::string& spec) {
     const bool ok = scheme != std::string::npos && scheme > 0 && o.size() > scheme + 3 &&
                     o.find('/', scheme + 3) == std::string::npos && o.find_first_of(" \t*") == std::string::npos;
     if (!ok) {
-      throw InvalidArgument(fmt::format(
-          "--cors-origins: '{}' is not an origin (scheme://host[:port], e.g. http://localhost:3000; or '*' / 'none' alone)", o));
+      throw InvalidArgument(
+          fmt::format("--cors-origins: '{}' is not an origin (scheme://host[:port], e.g. http://localhost:3000; or '*' "
+                      "/ 'none' alone)",
+                      o));
     }
     p.origins_.push_back(o);
   }

@@ -133,7 +133,8 @@ namespace {
 // what the client relies on (docs/server.md); the ones we can ignore are named by
 // ignored_fields() instead. n, best_of, logprobs and logit_bias: request_fields.cpp.
 void reject_unsupported(const json& body, Endpoint ep, bool jinja_chat) {
-  if (get_bool(body, "echo", false)) throw unsupported("'echo' (the prompt's log-probabilities are not computed)", "echo");
+  if (get_bool(body, "echo", false))
+    throw unsupported("'echo' (the prompt's log-probabilities are not computed)", "echo");
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty())) {
     throw unsupported("'suffix' (insertion)", "suffix");
   }
@@ -161,7 +162,8 @@ std::vector<std::string> parse_stops(const json& body) {
   const json* v = field(body, "stop");
   if (!v) return out;
   auto add = [&](const json& s, size_t i) {
-    if (!s.is_string()) throw invalid_request(fmt::format("'stop[{}]' must be a string, got {}", i, s.type_name()), "stop");
+    if (!s.is_string())
+      throw invalid_request(fmt::format("'stop[{}]' must be a string, got {}", i, s.type_name()), "stop");
     std::string str = s.get<std::string>();
     if (str.empty()) throw invalid_request(fmt::format("'stop[{}]' is empty", i), "stop");
     if (str.size() > 1024) throw invalid_request(fmt::format("'stop[{}]' is longer than 1024 bytes", i), "stop");
@@ -186,18 +188,24 @@ std::string message_content(const json& m, size_t i) {
     std::string text;
     for (size_t k = 0; k < it->size(); ++k) {
       const json& part = (*it)[k];
-      if (!part.is_object()) throw invalid_request(fmt::format("'messages[{}].content[{}]' must be an object", i, k), "messages");
+      if (!part.is_object())
+        throw invalid_request(fmt::format("'messages[{}].content[{}]' must be an object", i, k), "messages");
       const std::string type = get_string(part, "type", "");
       if (type != "text") {
-        throw invalid_request(fmt::format("'messages[{}].content[{}]': content type '{}' is not supported (only 'text')", i, k, type), "messages");
+        throw invalid_request(
+            fmt::format("'messages[{}].content[{}]': content type '{}' is not supported (only 'text')", i, k, type),
+            "messages");
       }
       const json* t = field(part, "text");
-      if (!t || !t->is_string()) throw invalid_request(fmt::format("'messages[{}].content[{}].text' must be a string", i, k), "messages");
+      if (!t || !t->is_string())
+        throw invalid_request(fmt::format("'messages[{}].content[{}].text' must be a string", i, k), "messages");
       text += t->get<std::string>();
     }
     return text;
   }
-  throw invalid_request(fmt::format("'messages[{}].content' must be a string or an array of content parts, got {}", i, it->type_name()), "messages");
+  throw invalid_request(fmt::format("'messages[{}].content' must be a string or an array of content parts, got {}", i,
+                                    it->type_name()),
+                        "messages");
 }
 
 std::vector<chat::ChatMessage> parse_messages(const json& body, bool jinja_chat) {
@@ -208,18 +216,24 @@ std::vector<chat::ChatMessage> parse_messages(const json& body, bool jinja_chat)
   std::vector<chat::ChatMessage> out;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
-    if (!m.is_object()) throw invalid_request(fmt::format("'messages[{}]' must be an object, got {}", i, m.type_name()), "messages");
+    if (!m.is_object())
+      throw invalid_request(fmt::format("'messages[{}]' must be an object, got {}", i, m.type_name()), "messages");
     auto r = m.find("role");
-    if (r == m.end() || !r->is_string()) throw invalid_request(fmt::format("'messages[{}].role' must be a string", i), "messages");
+    if (r == m.end() || !r->is_string())
+      throw invalid_request(fmt::format("'messages[{}].role' must be a string", i), "messages");
     std::string role = r->get<std::string>();
     if (role == "developer") role = "system";  // OpenAI's newer name for the system role
     if (role != "system" && role != "user" && role != "assistant" && !(jinja_chat && role == "tool")) {
-      throw invalid_request(fmt::format("'messages[{}].role' '{}' is not supported (system, developer, user, assistant{})", i,
-                                        role, jinja_chat ? ", tool" : ""), "messages");
+      throw invalid_request(
+          fmt::format("'messages[{}].role' '{}' is not supported (system, developer, user, assistant{})", i, role,
+                      jinja_chat ? ", tool" : ""),
+          "messages");
     }
     if (const json* tc = field(m, "tool_calls"); tc && !tc->is_null()) {
-      if (!jinja_chat) throw unsupported("'tool_calls' in messages (this model's chat format has no tool calls)", "messages");
-      if (!tc->is_array()) throw invalid_request(fmt::format("'messages[{}].tool_calls' must be an array", i), "messages");
+      if (!jinja_chat)
+        throw unsupported("'tool_calls' in messages (this model's chat format has no tool calls)", "messages");
+      if (!tc->is_array())
+        throw invalid_request(fmt::format("'messages[{}].tool_calls' must be an array", i), "messages");
     }
     out.push_back({role, message_content(m, i)});
   }
@@ -233,7 +247,8 @@ std::vector<int32_t> token_array(const json& a, const std::string& where, const 
   for (size_t i = 0; i < a.size(); ++i) {
     const json& t = a[i];
     if (!t.is_number_integer()) {
-      throw invalid_request(fmt::format("'{}[{}]' must be a token id (integer), got {}", where, i, t.type_name()), param);
+      throw invalid_request(fmt::format("'{}[{}]' must be a token id (integer), got {}", where, i, t.type_name()),
+                            param);
     }
     const int64_t id = t.get<int64_t>();
     if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
@@ -261,7 +276,8 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
     } else if (p->is_array()) {
       if (p->empty()) throw invalid_request("'prompt' is an empty array", "prompt");
       if ((*p)[0].is_string()) {
-        if (p->size() != 1) throw unsupported(fmt::format("a batch of {} prompts (send one prompt per request)", p->size()), "prompt");
+        if (p->size() != 1)
+          throw unsupported(fmt::format("a batch of {} prompts (send one prompt per request)", p->size()), "prompt");
         r.prompt = (*p)[0].get<std::string>();
       } else {
         r.prompt_is_tokens = true;
@@ -277,13 +293,15 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
   int64_t max_tokens = get_integer(body, "max_tokens", -1);
   if (ep == Endpoint::chat) max_tokens = get_integer(body, "max_completion_tokens", max_tokens);
   if (field(body, "max_tokens") || field(body, "max_completion_tokens")) {
-    if (max_tokens < 1) throw invalid_request(fmt::format("'max_tokens' must be >= 1, got {}", max_tokens), "max_tokens");
+    if (max_tokens < 1)
+      throw invalid_request(fmt::format("'max_tokens' must be >= 1, got {}", max_tokens), "max_tokens");
   }
   if (ep == Endpoint::native && field(body, "n_predict")) {
     // llama-server: n_predict (-1 = until the context is full) before max_tokens.
     max_tokens = get_integer(body, "n_predict", -1);
     if (max_tokens == 0 || max_tokens < -1) {
-      throw invalid_request(fmt::format("'n_predict' must be -1 (until the context is full) or >= 1, got {}", max_tokens),
+      throw invalid_request(fmt::format("'n_predict' must be -1 (until the context is full) or >= 1, got {}",
+                                        max_tokens),
                             "n_predict");
     }
   }
@@ -291,7 +309,8 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
 
   r.sampling = defaults;
   r.sampling.temp = get_float(body, "temperature", defaults.temp);
-  if (r.sampling.temp < 0.0f) throw invalid_request(fmt::format("'temperature' must be >= 0, got {}", r.sampling.temp), "temperature");
+  if (r.sampling.temp < 0.0f)
+    throw invalid_request(fmt::format("'temperature' must be >= 0, got {}", r.sampling.temp), "temperature");
   r.sampling.top_p = get_float(body, "top_p", defaults.top_p);
   if (!(r.sampling.top_p > 0.0f && r.sampling.top_p <= 1.0f)) {
     throw invalid_request(fmt::format("'top_p' must be in (0, 1], got {}", r.sampling.top_p), "top_p");
@@ -310,7 +329,9 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
   r.sampling.repeat_penalty = get_float(body, "repeat_penalty", defaults.repeat_penalty);
   const int64_t last_n = get_integer(body, "repeat_last_n", defaults.repeat_last_n);
   if (last_n < -1 || last_n > std::numeric_limits<int32_t>::max()) {
-    throw invalid_request(fmt::format("'repeat_last_n' must be >= -1 (0 = off, -1 = the whole context), got {}", last_n), "repeat_last_n");
+    throw invalid_request(fmt::format("'repeat_last_n' must be >= -1 (0 = off, -1 = the whole context), got {}",
+                                      last_n),
+                          "repeat_last_n");
   }
   r.sampling.repeat_last_n = static_cast<int32_t>(last_n);
   if (field(body, "repetition_penalty")) {
@@ -321,12 +342,14 @@ GenerationRequest parse_generation_request(const json& body, Endpoint ep, const 
     if (!field(body, "repeat_last_n")) r.sampling.repeat_last_n = -1;
   }
   if (!(r.sampling.repeat_penalty > 0.0f) || !std::isfinite(r.sampling.repeat_penalty)) {
-    throw invalid_request(fmt::format("'repeat_penalty' must be > 0 (1 = off), got {}", r.sampling.repeat_penalty), "repeat_penalty");
+    throw invalid_request(fmt::format("'repeat_penalty' must be > 0 (1 = off), got {}", r.sampling.repeat_penalty),
+                          "repeat_penalty");
   }
   for (auto [name, value] : {std::pair{"presence_penalty", &r.sampling.presence_penalty},
                              std::pair{"frequency_penalty", &r.sampling.frequency_penalty}}) {
     *value = get_float(body, name, *value);  // r.sampling started as the defaults
-    if (!(*value >= -2.0f && *value <= 2.0f)) throw invalid_request(fmt::format("'{}' must be in [-2, 2], got {}", name, *value), name);
+    if (!(*value >= -2.0f && *value <= 2.0f))
+      throw invalid_request(fmt::format("'{}' must be in [-2, 2], got {}", name, *value), name);
   }
   parse_sampling_fields(body, ep, r);  // typical_p, logit_bias, logprobs, n (request_fields.cpp)
   const int64_t seed = get_integer(body, "seed", -1);
@@ -351,10 +374,12 @@ EmbeddingRequest parse_embedding_request(const json& body) {
   r.model = get_string(body, "model", "");
   const std::string fmt_name = get_string(body, "encoding_format", "float");
   if (fmt_name != "float" && fmt_name != "base64") {
-    throw invalid_request(fmt::format("'encoding_format' must be \"float\" or \"base64\", got \"{}\"", fmt_name), "encoding_format");
+    throw invalid_request(fmt::format("'encoding_format' must be \"float\" or \"base64\", got \"{}\"", fmt_name),
+                          "encoding_format");
   }
   r.base64 = fmt_name == "base64";
-  if (const json* d = field(body, "dimensions"); d && !d->is_null()) throw unsupported("'dimensions' (the model's width only)", "dimensions");
+  if (const json* d = field(body, "dimensions"); d && !d->is_null())
+    throw unsupported("'dimensions' (the model's width only)", "dimensions");
   const json* in = field(body, "input");
   if (!in) throw invalid_request("'input' is required", "input");
   auto text = [&](const json& s, const std::string& where) {
@@ -376,7 +401,8 @@ EmbeddingRequest parse_embedding_request(const json& body) {
   } else if (in->is_array() && (*in)[0].is_number_integer()) {
     r.inputs.push_back(tokens(*in, "input"));
   } else if (in->is_array()) {
-    if (in->size() > 2048) throw invalid_request(fmt::format("'input' has {} items; at most 2048", in->size()), "input");
+    if (in->size() > 2048)
+      throw invalid_request(fmt::format("'input' has {} items; at most 2048", in->size()), "input");
     for (size_t i = 0; i < in->size(); ++i) {
       const json& x = (*in)[i];
       const std::string where = fmt::format("input[{}]", i);
@@ -385,7 +411,9 @@ EmbeddingRequest parse_embedding_request(const json& body) {
       } else if (x.is_array()) {
         r.inputs.push_back(tokens(x, where));
       } else {
-        throw invalid_request(fmt::format("'{}' must be a string or an array of token ids, got {}", where, x.type_name()), "input");
+        throw invalid_request(fmt::format("'{}' must be a string or an array of token ids, got {}", where,
+                                          x.type_name()),
+                              "input");
       }
     }
   } else {
@@ -412,10 +440,12 @@ std::vector<int32_t> parse_detokenize_request(const json& body, int32_t n_vocab)
   std::vector<int32_t> ids;
   for (size_t i = 0; i < t->size(); ++i) {
     const json& v = (*t)[i];
-    if (!v.is_number_integer()) throw invalid_request(fmt::format("'tokens[{}]' must be an integer, got {}", i, v.type_name()), "tokens");
+    if (!v.is_number_integer())
+      throw invalid_request(fmt::format("'tokens[{}]' must be an integer, got {}", i, v.type_name()), "tokens");
     const int64_t id = v.get<int64_t>();
     if (id < 0 || id >= n_vocab) {
-      throw invalid_request(fmt::format("'tokens[{}]' = {} is outside the vocabulary (0..{})", i, id, n_vocab - 1), "tokens");
+      throw invalid_request(fmt::format("'tokens[{}]' = {} is outside the vocabulary (0..{})", i, id, n_vocab - 1),
+                            "tokens");
     }
     ids.push_back(static_cast<int32_t>(id));
   }
@@ -428,7 +458,8 @@ std::string make_request_id(Endpoint ep) {
     return (static_cast<uint64_t>(rd()) << 32) ^ rd();
   }();
   static std::atomic<uint64_t> counter{0};
-  return fmt::format("{}-{:016x}{:06x}", ep == Endpoint::chat ? "chatcmpl" : "cmpl", prefix, counter.fetch_add(1) & 0xffffff);
+  return fmt::format("{}-{:016x}{:06x}", ep == Endpoint::chat ? "chatcmpl" : "cmpl", prefix,
+                     counter.fetch_add(1) & 0xffffff);
 }
 
 }  // namespace treespec::server

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "chat/builtin_formats.h"
 #include "grammar/grammar.h"
 #include "sampling/sampling.h"
-#include "chat/builtin_formats.h"
 
 namespace treespec::server {
 
@@ -24,7 +24,11 @@ namespace treespec::server {
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string type, const std::string& message, std::string code = {}, std::string param = {})
-      : std::runtime_error(message), status_(status), type_(std::move(type)), code_(std::move(code)), param_(std::move(param)) {}
+      : std::runtime_error(message),
+        status_(status),
+        type_(std::move(type)),
+        code_(std::move(code)),
+        param_(std::move(param)) {}
   int status() const { return status_; }
   const std::string& type() const { return type_; }
   const std::string& code() const { return code_; }
@@ -41,7 +45,8 @@ class ApiError : public std::runtime_error {
 // Shorthands for the common cases.
 ApiError invalid_request(const std::string& message, const std::string& param = {});  // 400
 ApiError unavailable(const std::string& message);                                     // 503
-nlohmann::json error_body(int status, const std::string& type, const std::string& message, const std::string& code = {});
+nlohmann::json error_body(int status, const std::string& type, const std::string& message,
+                          const std::string& code = {});
 
 // Parses a request body: valid UTF-8 (400), valid JSON (400), a JSON object (400).
 nlohmann::json parse_body(const std::string& body);
@@ -53,20 +58,20 @@ enum class Endpoint { completions, chat, native };
 // One generation request as the client asked for it (before tokenization).
 struct GenerationRequest {
   Endpoint endpoint = Endpoint::completions;
-  std::string model;                      // "" when not given
-  std::string prompt;                     // completions: text prompt
-  std::vector<int32_t> prompt_tokens;     // completions: token-id prompt (prompt_is_tokens)
+  std::string model;                   // "" when not given
+  std::string prompt;                  // completions: text prompt
+  std::vector<int32_t> prompt_tokens;  // completions: token-id prompt (prompt_is_tokens)
   bool prompt_is_tokens = false;
-  std::vector<chat::ChatMessage> messages;      // chat
-  int64_t max_tokens = -1;                // -1 = not given
-  sampling::SamplingParams sampling;      // server defaults overridden by the request
+  std::vector<chat::ChatMessage> messages;  // chat
+  int64_t max_tokens = -1;                  // -1 = not given
+  sampling::SamplingParams sampling;        // server defaults overridden by the request
   bool seed_given = false;
   std::vector<std::string> stops;
   bool stream = false;
-  bool include_usage = false;             // stream_options.include_usage
-  bool ignore_eos = false;                // extension (llama-server): generate past EOS
-  std::string spec;                       // extension: the speculative method ("" = the server's --spec)
-  bool cache_prompt = true;               // llama-server: reuse and offer cached prompt KV
+  bool include_usage = false;  // stream_options.include_usage
+  bool ignore_eos = false;     // extension (llama-server): generate past EOS
+  std::string spec;            // extension: the speculative method ("" = the server's --spec)
+  bool cache_prompt = true;    // llama-server: reuse and offer cached prompt KV
   // logit_bias entries keyed by text (llama-server): every token of the text gets the
   // bias; the server tokenizes them (sampling.logit_bias has the entries keyed by id).
   std::vector<std::pair<std::string, float>> logit_bias_text;
@@ -74,7 +79,7 @@ struct GenerationRequest {
   // `top_logprobs: N`, native `n_probs: N` (N alternatives per token).
   bool logprobs = false;
   int32_t top_logprobs = 0;
-  int32_t n = 1;                          // choices (OpenAI routes), each its own sequence
+  int32_t n = 1;  // choices (OpenAI routes), each its own sequence
 };
 
 // Limits of the request fields (400 beyond): OpenAI's 20 alternatives per token; the

@@ -44,7 +44,9 @@ std::shared_ptr<const grammar::Grammar> compile_schema(const ojson& schema, cons
 // response_format: {"type": "text"} | {"type": "json_object"[, "schema": S]} |
 // {"type": "json_schema", "json_schema": {"name": N, "schema": S, "strict": B}}.
 std::shared_ptr<const grammar::Grammar> response_format_grammar(const ojson& rf) {
-  if (!rf.is_object()) throw invalid_request(fmt::format("'response_format' must be an object, got {}", rf.type_name()), "response_format");
+  if (!rf.is_object())
+    throw invalid_request(fmt::format("'response_format' must be an object, got {}", rf.type_name()),
+                          "response_format");
   const ojson* type = constraint_field(rf, "type");
   if (type && !type->is_string()) throw invalid_request("'response_format.type' must be a string", "response_format");
   const std::string t = type ? type->get<std::string>() : "text";
@@ -62,8 +64,9 @@ std::shared_ptr<const grammar::Grammar> response_format_grammar(const ojson& rf)
     if (!s) throw invalid_request("'response_format.json_schema.schema' is required", "response_format");
     return compile_schema(*s, "response_format");
   }
-  throw invalid_request(fmt::format("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got \"{}\"", t),
-                        "response_format");
+  throw invalid_request(
+      fmt::format("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got \"{}\"", t),
+      "response_format");
 }
 
 }  // namespace
@@ -78,7 +81,8 @@ std::shared_ptr<const grammar::Grammar> parse_request_grammar(const nlohmann::or
     from = name;
   };
   if (const ojson* v = constraint_field(body, "grammar")) {
-    if (!v->is_string()) throw invalid_request(fmt::format("'grammar' must be a GBNF string, got {}", v->type_name()), "grammar");
+    if (!v->is_string())
+      throw invalid_request(fmt::format("'grammar' must be a GBNF string, got {}", v->type_name()), "grammar");
     if (!v->get<std::string>().empty()) take(compile_for(v->get<std::string>(), "grammar"), "grammar");
   }
   if (const ojson* v = constraint_field(body, "json_schema"); v && !(v->is_object() && v->empty())) {

@@ -45,7 +45,8 @@ void Server::Impl::handle_embeddings(const httplib::Request& req, httplib::Respo
     std::vector<int32_t> t = in.is_tokens ? in.tokens : tok->encode(in.text, true, true);
     for (int32_t id : t) {
       if (id >= tok->n_vocab()) {
-        throw invalid_request(fmt::format("'input[{}]' holds token id {}, outside the vocabulary (0..{})", i, id, tok->n_vocab() - 1),
+        throw invalid_request(fmt::format("'input[{}]' holds token id {}, outside the vocabulary (0..{})", i, id,
+                                          tok->n_vocab() - 1),
                               "input");
       }
     }
@@ -69,7 +70,8 @@ void Server::Impl::handle_embeddings(const httplib::Request& req, httplib::Respo
     for (size_t i = 0; i < tokens.size(); ++i) {
       const std::vector<float> e = engine::embed_tokens(*model, *embed_ctx, tokens[i], p, n_ctx);
       n_tokens += static_cast<int64_t>(tokens[i].size());
-      data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", r.base64 ? json(base64_floats(e)) : json(e)}});
+      data.push_back(
+          {{"object", "embedding"}, {"index", i}, {"embedding", r.base64 ? json(base64_floats(e)) : json(e)}});
     }
   }
   send_json(res, 200,

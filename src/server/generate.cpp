@@ -58,7 +58,8 @@ int32_t slot_of(RequestState& s) {
 }
 
 // llama-server's stream: pieces, then a final object with stop: true; no [DONE].
-std::string native_events(Stream& s, const std::string& text, const std::vector<sampling::TokenLogprob>& lp, bool done) {
+std::string native_events(Stream& s, const std::string& text, const std::vector<sampling::TokenLogprob>& lp,
+                          bool done) {
   StreamChoice& c = s.choices[0];
   std::string out;
   if (done) {
@@ -80,8 +81,8 @@ std::string native_events(Stream& s, const std::string& text, const std::vector<
 // OpenAI's stream, one choice's events: its role announcement (chat), its text chunks;
 // and, when it is done, its finish chunk (the request's usage, timings and treespec
 // objects on the last one, `totals`).
-std::string openai_events(Stream& s, int32_t index, const std::string& text, const std::vector<sampling::TokenLogprob>& lp,
-                          bool done, const Outcome* totals) {
+std::string openai_events(Stream& s, int32_t index, const std::string& text,
+                          const std::vector<sampling::TokenLogprob>& lp, bool done, const Outcome* totals) {
   StreamChoice& c = s.choices[static_cast<size_t>(index)];
   const Reply& r = s.reply;
   std::string out;
@@ -188,19 +189,23 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
 }
 
 // The method a request runs: its "spec" (400 unless the server offers it) or the server's.
-std::string request_method(const std::string& spec, const std::vector<std::string>& offered, const std::string& server_method) {
+std::string request_method(const std::string& spec, const std::vector<std::string>& offered,
+                           const std::string& server_method) {
   if (spec.empty()) return server_method;
   if (std::find(offered.begin(), offered.end(), spec) == offered.end()) {
-    throw invalid_request(fmt::format("'spec' = '{}' is not a method this server offers (it offers: {}; started with --spec {})",
-                                      spec, fmt::join(offered, ", "), server_method), "spec");
+    throw invalid_request(
+        fmt::format("'spec' = '{}' is not a method this server offers (it offers: {}; started with --spec {})", spec,
+                    fmt::join(offered, ", "), server_method),
+        "spec");
   }
   return spec;
 }
 
 // The prompt's tokens, exactly as `treespec run` tokenizes (BOS added, special-token
 // text parsed); chat: the rendered messages, whose template may add stop strings.
-std::vector<int32_t> request_prompt(const httplib::Request& req, const GenerationRequest& g, const chat::Formatter& formatter,
-                                    const tokenizer::Tokenizer& tok, std::vector<std::string>& stops) {
+std::vector<int32_t> request_prompt(const httplib::Request& req, const GenerationRequest& g,
+                                    const chat::Formatter& formatter, const tokenizer::Tokenizer& tok,
+                                    std::vector<std::string>& stops) {
   if (g.endpoint == Endpoint::chat) {
     // Messages as sent (key order kept for the template's tojson); parse_generation_request
     // has checked them.
@@ -214,7 +219,8 @@ std::vector<int32_t> request_prompt(const httplib::Request& req, const Generatio
     try {
       cp = formatter.render(raw.at("messages"), tools, kwargs);
     } catch (const chat::TemplateError& e) {
-      throw invalid_request(fmt::format("the model's chat template failed on these messages: {}", e.describe()), "messages");
+      throw invalid_request(fmt::format("the model's chat template failed on these messages: {}", e.describe()),
+                            "messages");
     }
     stops.insert(stops.end(), cp.stops.begin(), cp.stops.end());
     return std::move(cp.tokens);
@@ -223,7 +229,8 @@ std::vector<int32_t> request_prompt(const httplib::Request& req, const Generatio
     for (size_t i = 0; i < g.prompt_tokens.size(); ++i) {
       if (g.prompt_tokens[i] >= tok.n_vocab()) {
         throw invalid_request(fmt::format("'prompt[{}]' = {} is outside the vocabulary (0..{})", i, g.prompt_tokens[i],
-                                          tok.n_vocab() - 1), "prompt");
+                                          tok.n_vocab() - 1),
+                              "prompt");
       }
     }
     return g.prompt_tokens;
@@ -236,7 +243,8 @@ std::vector<int32_t> request_prompt(const httplib::Request& req, const Generatio
 void resolve_logit_bias(GenerationRequest& g, const tokenizer::Tokenizer& tok) {
   for (const sampling::LogitBias& b : g.sampling.logit_bias) {
     if (b.token >= tok.n_vocab()) {
-      throw invalid_request(fmt::format("'logit_bias': token id {} is outside the vocabulary (0..{})", b.token, tok.n_vocab() - 1),
+      throw invalid_request(fmt::format("'logit_bias': token id {} is outside the vocabulary (0..{})", b.token,
+                                        tok.n_vocab() - 1),
                             "logit_bias");
     }
   }
@@ -257,8 +265,8 @@ struct IgnoredFieldsNote {
 };
 
 // Plain response: waits for every choice, cancelling all if the client hangs up.
-void respond_plain(httplib::Response& res, const Reply& reply, const std::vector<std::shared_ptr<RequestState>>& states, int fd,
-                   const tokenizer::Tokenizer& tok, int32_t prime) {
+void respond_plain(httplib::Response& res, const Reply& reply, const std::vector<std::shared_ptr<RequestState>>& states,
+                   int fd, const tokenizer::Tokenizer& tok, int32_t prime) {
   for (const auto& state : states) {
     while (!state->wait_done(kPollSeconds)) {
       if (!peer_closed(fd)) continue;
@@ -281,7 +289,8 @@ void respond_plain(httplib::Response& res, const Reply& reply, const std::vector
   j["choices"] = json::array();
   for (size_t i = 0; i < outs.size(); ++i) {
     json lp = reply.logprobs ? LogprobWriter(tok, prime).of(reply.ep, outs[i].logprobs) : json(nullptr);
-    j["choices"].push_back(choice_json(reply, static_cast<int32_t>(i), outs[i].text, outs[i].finish_reason, false, false, std::move(lp)));
+    j["choices"].push_back(
+        choice_json(reply, static_cast<int32_t>(i), outs[i].text, outs[i].finish_reason, false, false, std::move(lp)));
   }
   const Outcome totals = merge_outcomes(outs);
   j["usage"] = usage_json(totals);
@@ -303,15 +312,18 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   require_model(g.model);
   resolve_logit_bias(g, *tok);
   // The body as sent: a schema's properties keep their order (parse_body checked the JSON).
-  const std::shared_ptr<const grammar::Grammar> constraint = parse_request_grammar(nlohmann::ordered_json::parse(req.body));
+  const std::shared_ptr<const grammar::Grammar> constraint =
+      parse_request_grammar(nlohmann::ordered_json::parse(req.body));
   std::vector<std::string> stops = g.stops;
   std::vector<int32_t> prompt = request_prompt(req, g, *formatter, *tok, stops);
   if (prompt.empty()) throw invalid_request("the prompt is empty (and the model adds no BOS token)", "prompt");
   if (static_cast<int64_t>(prompt.size()) > n_ctx) {
-    throw ApiError(400, "invalid_request_error",
-                   fmt::format("the prompt has {} tokens but the context holds {} per request (--max-model-len, at most -c/--ctx-size)",
-                               prompt.size(), n_ctx),
-                   "context_length_exceeded", ep == Endpoint::chat ? "messages" : "prompt");
+    throw ApiError(
+        400, "invalid_request_error",
+        fmt::format(
+            "the prompt has {} tokens but the context holds {} per request (--max-model-len, at most -c/--ctx-size)",
+            prompt.size(), n_ctx),
+        "context_length_exceeded", ep == Endpoint::chat ? "messages" : "prompt");
   }
   // max_tokens beyond the room left is clamped, as llama-server does; the request ends
   // with finish_reason "length" there. Without max_tokens: 16 for completions (OpenAI's
@@ -321,8 +333,9 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   n_predict = std::min(n_predict, room);
 
   // Choice i is its own sequence with seed + i (the drawn seed when the request gave none).
-  const uint64_t seed = g.seed_given ? g.sampling.seed
-                                     : cfg.default_seed >= 0 ? static_cast<uint64_t>(cfg.default_seed) : random_seed();
+  const uint64_t seed = g.seed_given            ? g.sampling.seed
+                        : cfg.default_seed >= 0 ? static_cast<uint64_t>(cfg.default_seed)
+                                                : random_seed();
   const std::string id = make_request_id(ep);
   auto notifier = g.n > 1 && g.stream ? std::make_shared<Notifier>() : nullptr;
   std::vector<std::shared_ptr<RequestState>> states;
@@ -352,11 +365,18 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
   auto guard = std::make_shared<InflightGuard>(inflight);
   const Status st = scheduler->submit(states);
   if (!st.ok()) {
-    throw ApiError(503, "unavailable_error", st.message(), st.code() == StatusCode::no_slot ? "queue_full" : "shutting_down");
+    throw ApiError(503, "unavailable_error", st.message(),
+                   st.code() == StatusCode::no_slot ? "queue_full" : "shutting_down");
   }
   ignored.handed_over = true;  // the scheduler's log line names them
-  const Reply reply{ep, id, static_cast<int64_t>(std::time(nullptr)), model_id, method,
-                    ep != Endpoint::native ? std::string() : g.prompt_is_tokens ? tok->decode(g.prompt_tokens) : g.prompt,
+  const Reply reply{ep,
+                    id,
+                    static_cast<int64_t>(std::time(nullptr)),
+                    model_id,
+                    method,
+                    ep != Endpoint::native ? std::string()
+                    : g.prompt_is_tokens   ? tok->decode(g.prompt_tokens)
+                                           : g.prompt,
                     g.logprobs};
   const int fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
 

@@ -69,7 +69,8 @@ json LogprobWriter::chat(std::span<const sampling::TokenLogprob> entries) const 
   for (const sampling::TokenLogprob& e : entries) {
     json top = json::array();
     for (const sampling::TokenProb& t : e.top) {
-      top.push_back({{"token", token_text(t.token)}, {"logprob", reported(t.logprob)}, {"bytes", token_bytes(t.token)}});
+      top.push_back(
+          {{"token", token_text(t.token)}, {"logprob", reported(t.logprob)}, {"bytes", token_bytes(t.token)}});
     }
     content.push_back({{"token", token_text(e.token)},
                        {"logprob", reported(e.logprob)},

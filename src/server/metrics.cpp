@@ -24,17 +24,17 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
     out += fmt::format("{}_bucket{{{}le=\"{}\"}} {}\n", name, pre, bounds_[i], cum);
   }
   cum += counts_.back();
-  out += fmt::format("{}_bucket{{{}le=\"+Inf\"}} {}\n{}_sum{} {}\n{}_count{} {}\n", name, pre, cum, name, own, sum_, name, own,
-                     count_);
+  out += fmt::format("{}_bucket{{{}le=\"+Inf\"}} {}\n{}_sum{} {}\n{}_count{} {}\n", name, pre, cum, name, own, sum_,
+                     name, own, count_);
 }
 
 namespace {
 // vLLM's buckets (vllm/v1/metrics/loggers.py): time to first token, time per output
 // token, and request latencies (end to end, queue).
-const std::vector<double> kTtftBounds = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,  0.1,   0.25,  0.5,   0.75,
-                                         1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0,  80.0,  160.0, 640.0, 2560.0};
-const std::vector<double> kTpotBounds = {0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,  0.4, 0.5,
-                                         0.75, 1.0,   2.5,  5.0,   7.5,  10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kTtftBounds = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                                         1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kTpotBounds = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                         0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
 const std::vector<double> kLatencyBounds = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
                                             30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 
@@ -120,7 +120,9 @@ std::string Metrics::render() const {
 
   header(out, "http_requests_total", "counter", "HTTP responses by route and status code.");
   for (const auto& [key, n] : http_) {
-    out += fmt::format("{} {}\n", series("http_requests_total", fmt::format("path=\"{}\",status=\"{}\"", key.first, key.second)), n);
+    out +=
+        fmt::format("{} {}\n",
+                    series("http_requests_total", fmt::format("path=\"{}\",status=\"{}\"", key.first, key.second)), n);
   }
   header(out, "request_success_total", "counter", "Finished generation requests by finish reason.");
   for (const auto& [reason, n] : success_) {
@@ -152,7 +154,8 @@ std::string Metrics::render() const {
   header(out, "num_preemptions_total", "counter",
          "Sequences preempted because the KV cache pool ran out of blocks (recomputed when resumed).");
   out += fmt::format("{} {}\n", series("num_preemptions_total"), preemptions_);
-  header(out, "prefix_cache_queries_total", "counter", "Prompt tokens of started requests (vLLM: prefix_cache_queries).");
+  header(out, "prefix_cache_queries_total", "counter",
+         "Prompt tokens of started requests (vLLM: prefix_cache_queries).");
   out += fmt::format("{} {}\n", series("prefix_cache_queries_total"), totals_.n_prompt);
   header(out, "prefix_cache_hits_total", "counter",
          "Prompt tokens whose KV was reused from another request instead of computed (vLLM: prefix_cache_hits).");
@@ -163,16 +166,20 @@ std::string Metrics::render() const {
   header(out, "engine_tree_rows_total", "counter", "Tree rows (tokens) fed to the model in decode steps.");
   out += fmt::format("{} {}\n", series("engine_tree_rows_total"), totals_.n_rows);
 
-  header(out, "spec_decode_num_drafts_total", "counter", "Verification steps with at least one drafted token (vLLM: spec_decode_num_drafts).");
+  header(out, "spec_decode_num_drafts_total", "counter",
+         "Verification steps with at least one drafted token (vLLM: spec_decode_num_drafts).");
   out += fmt::format("{} {}\n", series("spec_decode_num_drafts_total"), totals_.n_drafts);
-  header(out, "spec_decode_num_draft_tokens_total", "counter", "Drafted tokens verified (vLLM: spec_decode_num_draft_tokens).");
+  header(out, "spec_decode_num_draft_tokens_total", "counter",
+         "Drafted tokens verified (vLLM: spec_decode_num_draft_tokens).");
   out += fmt::format("{} {}\n", series("spec_decode_num_draft_tokens_total"), totals_.n_draft_tokens);
-  header(out, "spec_decode_num_accepted_tokens_total", "counter", "Drafted tokens accepted (vLLM: spec_decode_num_accepted_tokens).");
+  header(out, "spec_decode_num_accepted_tokens_total", "counter",
+         "Drafted tokens accepted (vLLM: spec_decode_num_accepted_tokens).");
   out += fmt::format("{} {}\n", series("spec_decode_num_accepted_tokens_total"), totals_.n_accepted);
   header(out, "spec_decode_num_accepted_tokens_per_pos_total", "counter",
          "Accepted tokens by draft position, 0-based (vLLM: spec_decode_num_accepted_tokens_per_pos).");
   for (size_t i = 0; i < totals_.accepted_per_pos.size(); ++i) {
-    out += fmt::format("{} {}\n", series("spec_decode_num_accepted_tokens_per_pos_total", fmt::format("position=\"{}\"", i)),
+    out += fmt::format("{} {}\n",
+                       series("spec_decode_num_accepted_tokens_per_pos_total", fmt::format("position=\"{}\"", i)),
                        totals_.accepted_per_pos[i]);
   }
   return out;

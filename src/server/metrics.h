@@ -36,10 +36,10 @@ class Histogram {
 
 // One finished request's times in seconds (-1 = does not apply).
 struct RequestTimes {
-  double ttft_s = -1.0;   // arrival -> first generated token
-  double e2e_s = 0.0;     // arrival -> last token
-  double queue_s = 0.0;   // arrival -> slot assigned
-  double tpot_s = -1.0;   // (last token - first token) / (generated tokens - 1)
+  double ttft_s = -1.0;  // arrival -> first generated token
+  double e2e_s = 0.0;    // arrival -> last token
+  double queue_s = 0.0;  // arrival -> slot assigned
+  double tpot_s = -1.0;  // (last token - first token) / (generated tokens - 1)
 };
 
 class Metrics {
@@ -70,8 +70,8 @@ class Metrics {
   std::string prefix_;
   std::string base_labels_;  // model_name="..." or empty
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, int>, uint64_t> http_;      // (path, status) -> count
-  std::map<std::string, uint64_t> success_;                   // finish reason -> count
+  std::map<std::pair<std::string, int>, uint64_t> http_;  // (path, status) -> count
+  std::map<std::string, uint64_t> success_;               // finish reason -> count
   uint64_t prompt_tokens_ = 0;
   uint64_t generation_tokens_ = 0;
   Histogram ttft_;

@@ -24,7 +24,8 @@ float bias_value(const json& v, const std::string& where) {
                           "logit_bias");
   }
   const double b = v.get<double>();
-  if (!(b >= -100.0 && b <= 100.0)) throw invalid_request(fmt::format("'{}' = {} is outside [-100, 100]", where, b), "logit_bias");
+  if (!(b >= -100.0 && b <= 100.0))
+    throw invalid_request(fmt::format("'{}' = {} is outside [-100, 100]", where, b), "logit_bias");
   return static_cast<float>(b);
 }
 
@@ -65,21 +66,25 @@ void parse_logit_bias(const json& body, GenerationRequest& r) {
     }
     return;
   }
-  if (!v->is_array()) throw wrong_type("logit_bias", "an object {\"token id\": bias} or an array [[token id or text, bias]]", *v);
+  if (!v->is_array())
+    throw wrong_type("logit_bias", "an object {\"token id\": bias} or an array [[token id or text, bias]]", *v);
   for (size_t i = 0; i < v->size(); ++i) {
     const json& e = (*v)[i];
     const std::string where = fmt::format("logit_bias[{}]", i);
     if (!e.is_array() || e.size() != 2) {
-      throw invalid_request(fmt::format("'{}' must be a pair [token id or text, bias], got {}", where, e.dump()), "logit_bias");
+      throw invalid_request(fmt::format("'{}' must be a pair [token id or text, bias], got {}", where, e.dump()),
+                            "logit_bias");
     }
     const float bias = bias_value(e[1], where + "[1]");
     if (e[0].is_string()) {
       r.logit_bias_text.emplace_back(e[0].get<std::string>(), bias);
     } else if (e[0].is_number_integer()) {
-      const bool huge = e[0].is_number_unsigned() && e[0].get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      const bool huge = e[0].is_number_unsigned() &&
+                        e[0].get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
       add_bias_id(r, e[0].dump(), huge ? std::numeric_limits<int64_t>::max() : e[0].get<int64_t>(), bias);
     } else {
-      throw invalid_request(fmt::format("'{}[0]' must be a token id or a text, got {}", where, e[0].type_name()), "logit_bias");
+      throw invalid_request(fmt::format("'{}[0]' must be a token id or a text, got {}", where, e[0].type_name()),
+                            "logit_bias");
     }
   }
 }
@@ -122,14 +127,16 @@ void parse_logprobs(const json& body, Endpoint ep, GenerationRequest& r) {
 void parse_sampling_fields(const json& body, Endpoint ep, GenerationRequest& r) {
   r.sampling.typical_p = get_float(body, "typical_p", r.sampling.typical_p);
   if (!(r.sampling.typical_p >= 0.0f && r.sampling.typical_p <= 1.0f)) {
-    throw invalid_request(fmt::format("'typical_p' must be in [0, 1] (1 = off), got {}", r.sampling.typical_p), "typical_p");
+    throw invalid_request(fmt::format("'typical_p' must be in [0, 1] (1 = off), got {}", r.sampling.typical_p),
+                          "typical_p");
   }
   parse_logit_bias(body, r);
   parse_logprobs(body, ep, r);
   if (ep == Endpoint::native) return;
   r.n = bounded_integer(body, "n", 1, kMaxChoices, 1);
   if (const json* b = field(body, "best_of"); b && !(is_integral(*b) && b->get<double>() == r.n)) {
-    throw unsupported(fmt::format("'best_of' = {} with n = {} (choosing the best of several samples)", b->dump(), r.n), "best_of");
+    throw unsupported(fmt::format("'best_of' = {} with n = {} (choosing the best of several samples)", b->dump(), r.n),
+                      "best_of");
   }
 }
 
@@ -139,20 +146,44 @@ bool equals(const json& v, double x) { return v.is_number() && v.get<double>() =
 bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 
 // Fields the parsers read on every endpoint.
-constexpr std::string_view kCommonFields[] = {
-    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stream", "stream_options",
-    "ignore_eos", "spec", "cache_prompt", "repeat_penalty", "repeat_last_n", "repetition_penalty", "presence_penalty",
-    "frequency_penalty", "typical_p", "logit_bias", "echo", "suffix", "grammar", "json_schema", "tools", "functions",
-    "tool_choice", "response_format"};
+constexpr std::string_view kCommonFields[] = {"model",
+                                              "max_tokens",
+                                              "temperature",
+                                              "top_p",
+                                              "top_k",
+                                              "min_p",
+                                              "seed",
+                                              "stop",
+                                              "stream",
+                                              "stream_options",
+                                              "ignore_eos",
+                                              "spec",
+                                              "cache_prompt",
+                                              "repeat_penalty",
+                                              "repeat_last_n",
+                                              "repetition_penalty",
+                                              "presence_penalty",
+                                              "frequency_penalty",
+                                              "typical_p",
+                                              "logit_bias",
+                                              "echo",
+                                              "suffix",
+                                              "grammar",
+                                              "json_schema",
+                                              "tools",
+                                              "functions",
+                                              "tool_choice",
+                                              "response_format"};
 
 bool implemented(std::string_view name, Endpoint ep) {
   if (std::find(std::begin(kCommonFields), std::end(kCommonFields), name) != std::end(kCommonFields)) return true;
   switch (ep) {
     case Endpoint::completions: return name == "prompt" || name == "n" || name == "best_of" || name == "logprobs";
     case Endpoint::chat:
-      return name == "messages" || name == "max_completion_tokens" || name == "n" || name == "best_of" || name == "logprobs" ||
-             name == "top_logprobs" || name == "chat_template_kwargs";
-    case Endpoint::native: return name == "prompt" || name == "n_predict" || name == "n_probs" || name == "post_sampling_probs";
+      return name == "messages" || name == "max_completion_tokens" || name == "n" || name == "best_of" ||
+             name == "logprobs" || name == "top_logprobs" || name == "chat_template_kwargs";
+    case Endpoint::native:
+      return name == "prompt" || name == "n_predict" || name == "n_probs" || name == "post_sampling_probs";
   }
   return false;
 }
@@ -176,7 +207,8 @@ bool neutral(std::string_view name, const json& v, const json& body) {
   if (name == "n" || name == "best_of") return equals(v, 1.0);
   if (name == "id_slot") return equals(v, -1.0);
   if (name == "logprobs") return is_false(v) || equals(v, 0.0);
-  if (name == "penalize_nl" || name == "post_sampling_probs" || name == "return_tokens" || name == "timings_per_token") {
+  if (name == "penalize_nl" || name == "post_sampling_probs" || name == "return_tokens" ||
+      name == "timings_per_token") {
     return is_false(v);
   }
   return false;

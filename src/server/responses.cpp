@@ -35,7 +35,8 @@ Outcome merge_outcomes(const std::vector<Outcome>& outs) {
     const Outcome& o = outs[i];
     m.n_completion_tokens += o.n_completion_tokens;
     m.stats.merge(o.stats);
-    if (o.t_first_token > 0.0 && (m.t_first_token == 0.0 || o.t_first_token < m.t_first_token)) m.t_first_token = o.t_first_token;
+    if (o.t_first_token > 0.0 && (m.t_first_token == 0.0 || o.t_first_token < m.t_first_token))
+      m.t_first_token = o.t_first_token;
     m.t_done = std::max(m.t_done, o.t_done);
   }
   m.stats.n_prompt = outs[0].stats.n_prompt;  // one prompt
@@ -84,7 +85,8 @@ json timings_json(const Outcome& o) {
               {"prompt_per_second", prompt_ms > 0 ? 1e3 * static_cast<double>(o.n_prompt) / prompt_ms : 0.0},
               {"predicted_n", o.n_completion_tokens},
               {"predicted_ms", predicted_ms},
-              {"predicted_per_second", predicted_ms > 0 ? 1e3 * static_cast<double>(st.n_generated) / predicted_ms : 0.0},
+              {"predicted_per_second",
+               predicted_ms > 0 ? 1e3 * static_cast<double>(st.n_generated) / predicted_ms : 0.0},
               {"draft_n", st.n_draft_tokens},
               {"draft_n_accepted", st.n_accepted}};
 }
@@ -147,7 +149,8 @@ json choice_json(const Reply& r, int32_t index, const std::string& text, const j
 json envelope(const Reply& r, bool chunk) {
   json j;
   j["id"] = r.id;
-  j["object"] = r.ep == Endpoint::completions ? "text_completion" : (chunk ? "chat.completion.chunk" : "chat.completion");
+  j["object"] =
+      r.ep == Endpoint::completions ? "text_completion" : (chunk ? "chat.completion.chunk" : "chat.completion");
   j["created"] = r.created;
   j["model"] = r.model;
   return j;

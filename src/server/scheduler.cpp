@@ -114,7 +114,9 @@ Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok,
 
 Scheduler::~Scheduler() { shutdown(0.0); }
 
-Status Scheduler::submit(std::shared_ptr<RequestState> r) { return submit(std::vector<std::shared_ptr<RequestState>>{std::move(r)}); }
+Status Scheduler::submit(std::shared_ptr<RequestState> r) {
+  return submit(std::vector<std::shared_ptr<RequestState>>{std::move(r)});
+}
 
 Status Scheduler::submit(const std::vector<std::shared_ptr<RequestState>>& rs) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -122,9 +124,10 @@ Status Scheduler::submit(const std::vector<std::shared_ptr<RequestState>>& rs) {
   const auto free_slots = std::max<int64_t>(0, static_cast<int64_t>(cfg_.engine.n_slots) - n_running_);
   const auto n = static_cast<int64_t>(rs.size());
   if (static_cast<int64_t>(waiting_.size()) + n > free_slots + cfg_.max_queue) {
-    return {StatusCode::no_slot, fmt::format("all {} slots are busy and {} requests are queued (--max-queue {}){}",
-                                             cfg_.engine.n_slots, waiting_.size(), cfg_.max_queue,
-                                             n > 1 ? fmt::format("; this request needs room for its {} choices", n) : "")};
+    return {StatusCode::no_slot,
+            fmt::format("all {} slots are busy and {} requests are queued (--max-queue {}){}", cfg_.engine.n_slots,
+                        waiting_.size(), cfg_.max_queue,
+                        n > 1 ? fmt::format("; this request needs room for its {} choices", n) : "")};
   }
   waiting_.insert(waiting_.end(), rs.begin(), rs.end());
   metrics_.set_waiting(static_cast<int32_t>(waiting_.size()));
@@ -149,7 +152,8 @@ void Scheduler::shutdown(double grace_s) {
     stop_ = true;
     cv_.notify_all();
     if (grace_s > 0.0) {
-      idle_cv_.wait_for(lock, std::chrono::duration<double>(grace_s), [&] { return n_running_ == 0 && waiting_.empty(); });
+      idle_cv_.wait_for(lock, std::chrono::duration<double>(grace_s),
+                        [&] { return n_running_ == 0 && waiting_.empty(); });
     }
   }
   cancel_all_.store(true);
@@ -160,7 +164,8 @@ void Scheduler::shutdown(double grace_s) {
 bool Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::unique_ptr<Active>>& active) {
   if (r->cancel_requested.load() || cancel_all_.load()) {
     finish_without_engine(*r, "cancelled", "");
-    metrics_.on_request_done("cancelled", 0, 0, RequestTimes{-1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival, -1.0});
+    metrics_.on_request_done("cancelled", 0, 0,
+                             RequestTimes{-1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival, -1.0});
     return true;
   }
   auto a = std::make_unique<Active>();
@@ -205,7 +210,7 @@ bool Scheduler::admit(const std::shared_ptr<RequestState>& r, std::vector<std::u
     }
     const Status st = engine_.add(*a->seq);
     if (st.code() == StatusCode::kv_full) return false;  // waits for blocks (slots were free)
-    if (!st.ok()) throw Error(st.to_string());  // cannot happen: we admit only into free slots
+    if (!st.ok()) throw Error(st.to_string());           // cannot happen: we admit only into free slots
     std::lock_guard<std::mutex> lock(r->mu);
     r->slot = a->seq->slot();
   } catch (const std::exception& e) {
@@ -225,7 +230,8 @@ bool Scheduler::resume_preempted(std::vector<std::unique_ptr<Active>>& active) {
   for (auto& a : active) {
     if (a->seq->preempted() && !a->seq->finished()) parked.push_back(a.get());
   }
-  std::sort(parked.begin(), parked.end(), [](const Active* x, const Active* y) { return x->seq->admitted() < y->seq->admitted(); });
+  std::sort(parked.begin(), parked.end(),
+            [](const Active* x, const Active* y) { return x->seq->admitted() < y->seq->admitted(); });
   for (Active* a : parked) {
     if (cancel_all_.load() || a->state->cancel_requested.load()) {
       engine_.release(*a->seq, engine::FinishReason::cancelled);
@@ -272,12 +278,12 @@ void Scheduler::finalize(Active& a) {
   }
   const auto& st = seq.stats();
   TS_LOG_INFO(
-      "request {}: {} | prompt {} tok, completion {} tok | queue {:.1f} ms, ttft {:.1f} ms, total {:.1f} ms, {:.1f} tok/s | "
+      "request {}: {} | prompt {} tok, completion {} tok | queue {:.1f} ms, ttft {:.1f} ms, total {:.1f} ms, {:.1f} "
+      "tok/s | "
       "spec {}: {} drafts, {} draft tokens, {} accepted, mean accepted length {:.2f}{}",
-      s.id, reason, s.prompt.size(), n_tokens, 1e3 * times.queue_s, 1e3 * times.ttft_s, 1e3 * times.e2e_s, st.tokens_per_s(),
-      s.spec.empty() ? cfg_.spec.method : s.spec,
-      st.n_drafts, st.n_draft_tokens, st.n_accepted, st.mean_accepted_length(),
-      s.ignored_fields.empty() ? std::string() : " | ignored fields: " + s.ignored_fields);
+      s.id, reason, s.prompt.size(), n_tokens, 1e3 * times.queue_s, 1e3 * times.ttft_s, 1e3 * times.e2e_s,
+      st.tokens_per_s(), s.spec.empty() ? cfg_.spec.method : s.spec, st.n_drafts, st.n_draft_tokens, st.n_accepted,
+      st.mean_accepted_length(), s.ignored_fields.empty() ? std::string() : " | ignored fields: " + s.ignored_fields);
 }
 
 std::vector<SlotInfo> Scheduler::snapshot_slots(const std::vector<std::unique_ptr<Active>>& active) const {
@@ -328,7 +334,8 @@ void Scheduler::loop() {
     }
     for (auto& r : to_cancel) {
       finish_without_engine(*r, "cancelled", "");
-      metrics_.on_request_done("cancelled", 0, 0, RequestTimes{-1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival, -1.0});
+      metrics_.on_request_done("cancelled", 0, 0,
+                               RequestTimes{-1.0, core::now_s() - r->t_arrival, core::now_s() - r->t_arrival, -1.0});
     }
     for (size_t i = 0; i < to_admit.size(); ++i) {
       if (admit(to_admit[i], active)) continue;

@@ -51,16 +51,16 @@ struct RequestState {
   std::vector<int32_t> prompt;
   engine::SequenceParams params;
   std::vector<std::string> stops;
-  std::string spec;        // the drafter (one of Scheduler::request_methods()); "" = the server's --spec
-  double t_arrival = 0.0;  // core::now_s() when the HTTP request arrived
-  std::string ignored_fields;         // named in the request's log line ("" = none)
+  std::string spec;                    // the drafter (one of Scheduler::request_methods()); "" = the server's --spec
+  double t_arrival = 0.0;              // core::now_s() when the HTTP request arrived
+  std::string ignored_fields;          // named in the request's log line ("" = none)
   std::shared_ptr<Notifier> notifier;  // also woken on every change (null = none)
 
   // Shared; guarded by mu.
   std::mutex mu;
   std::condition_variable cv;
-  std::string pending;        // released text not yet taken by the HTTP side
-  std::string text;           // all released text
+  std::string pending;  // released text not yet taken by the HTTP side
+  std::string text;     // all released text
   bool done = false;
   std::string finish_reason;  // OpenAI: stop | length | cancelled
   std::string stop_word;      // the stop string that ended it ("" = none did)
@@ -97,18 +97,18 @@ struct RequestState {
 struct SlotInfo {
   int32_t id = 0;
   bool is_processing = false;
-  std::string id_task;            // the request decoding in it ("" = idle)
-  std::string spec;               // its method
+  std::string id_task;  // the request decoding in it ("" = idle)
+  std::string spec;     // its method
   int64_t n_prompt_tokens = 0;
-  int64_t n_decoded = 0;          // tokens generated so far
+  int64_t n_decoded = 0;               // tokens generated so far
   int64_t n_prompt_tokens_cached = 0;  // prompt tokens whose KV came from the prefix cache
 };
 
 struct SchedulerConfig {
   engine::EngineParams engine;
   drafters::SpecConfig spec;
-  int32_t max_queue = 64;     // waiting requests beyond the free slots
-  int32_t step_budget = 0;    // tree nodes per step across slots; 0 = no cap
+  int32_t max_queue = 64;   // waiting requests beyond the free slots
+  int32_t step_budget = 0;  // tree nodes per step across slots; 0 = no cap
 };
 
 class Scheduler {
@@ -168,7 +168,7 @@ class Scheduler {
   std::deque<std::shared_ptr<RequestState>> waiting_;
   int32_t n_running_ = 0;
   bool accepting_ = true;
-  bool stop_ = false;                // exit once idle
+  bool stop_ = false;  // exit once idle
   std::atomic<bool> cancel_all_{false};
   std::thread thread_;
 };

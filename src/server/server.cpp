@@ -9,12 +9,12 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <memory>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
-#include "core/memory.h"
 #include "core/log.h"
+#include "core/memory.h"
 #include "core/timer.h"
 #include "engine/grammar_step.h"
 #include "gguf/gguf.h"
@@ -45,9 +45,22 @@ namespace {
 
 // Bounded label set for per-route metrics.
 std::string route_label(const std::string& path) {
-  static const char* known[] = {"/",  "/health",         "/v1/models", "/models",   "/metrics",  "/v1/completions",
-                                "/completions",    "/v1/chat/completions",    "/chat/completions",
-                                "/tokenize",       "/detokenize",             "/props", "/completion", "/slots", "/v1/embeddings", "/embeddings"};
+  static const char* known[] = {"/",
+                                "/health",
+                                "/v1/models",
+                                "/models",
+                                "/metrics",
+                                "/v1/completions",
+                                "/completions",
+                                "/v1/chat/completions",
+                                "/chat/completions",
+                                "/tokenize",
+                                "/detokenize",
+                                "/props",
+                                "/completion",
+                                "/slots",
+                                "/v1/embeddings",
+                                "/embeddings"};
   for (const char* k : known) {
     if (path == k) return k;
   }
@@ -97,7 +110,8 @@ void Server::Impl::require_ready() const {
 void Server::Impl::require_model(const std::string& name) const {
   if (name.empty() || name == model_id || name == cfg.model_path) return;
   if (name == std::filesystem::path(cfg.model_path).filename().string()) return;
-  throw ApiError(404, "invalid_request_error", fmt::format("The model '{}' does not exist: this server serves '{}'", name, model_id),
+  throw ApiError(404, "invalid_request_error",
+                 fmt::format("The model '{}' does not exist: this server serves '{}'", name, model_id),
                  "model_not_found", "model");
 }
 
@@ -173,26 +187,29 @@ void Server::Impl::install_http_hooks() {
   });
 
   // httplib's own errors (unknown route, body too large, malformed HTTP) get JSON bodies.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
-    if (res.status == 404) {
-      send_error(res, ApiError(404, "not_found_error", fmt::format("no route for {} {}", req.method, req.path)));
-    } else if (res.status == 413) {
-      send_error(res, ApiError(413, "invalid_request_error",
-                               fmt::format("request body is larger than the limit of {} bytes (--max-body)", cfg.max_body_bytes)));
-    } else if (res.status == 400) {
-      // httplib could not read the request: malformed HTTP, or the body did not arrive
-      // within --timeout (a slow or stalled client). Do not keep such a connection.
-      // (The logger below then ends the connection.)
-      res.set_header("Connection", "close");
-      send_error(res, invalid_request(fmt::format(
-                          "malformed HTTP request, or its body did not arrive within {} s (--timeout)", cfg.timeout_s)));
-    } else {
-      send_error(res, ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
-                               fmt::format("HTTP error {}", res.status)));
-    }
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  http.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
+        if (res.status == 404) {
+          send_error(res, ApiError(404, "not_found_error", fmt::format("no route for {} {}", req.method, req.path)));
+        } else if (res.status == 413) {
+          send_error(res, ApiError(413, "invalid_request_error",
+                                   fmt::format("request body is larger than the limit of {} bytes (--max-body)",
+                                               cfg.max_body_bytes)));
+        } else if (res.status == 400) {
+          // httplib could not read the request: malformed HTTP, or the body did not arrive
+          // within --timeout (a slow or stalled client). Do not keep such a connection.
+          // (The logger below then ends the connection.)
+          res.set_header("Connection", "close");
+          send_error(res, invalid_request(
+                              fmt::format("malformed HTTP request, or its body did not arrive within {} s (--timeout)",
+                                          cfg.timeout_s)));
+        } else {
+          send_error(res, ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
+                                   fmt::format("HTTP error {}", res.status)));
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      }));
 
   // CORS on every response (errors and streams included).
   http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -391,7 +408,8 @@ void Server::Impl::load() {
     }
     for (const sampling::LogitBias& b : cfg.sampling.logit_bias) {
       if (b.token >= hp.n_vocab) {
-        throw InvalidArgument(fmt::format("-l/--logit-bias: token id {} is outside the vocabulary (0..{})", b.token, hp.n_vocab - 1));
+        throw InvalidArgument(
+            fmt::format("-l/--logit-bias: token id {} is outside the vocabulary (0..{})", b.token, hp.n_vocab - 1));
       }
     }
     // -c is the pool; a request may use all of it unless --max-model-len says less (a
@@ -427,10 +445,12 @@ void Server::Impl::load() {
     TS_LOG_INFO("{}: {} reserved", kv::KvCache::describe(kvs), core::format_bytes(kv::KvCache::required_bytes(kvs)));
     owner.state_.store(State::ready);
     metrics.set_ready(true);
-    TS_LOG_INFO("model {} loaded in {:.2f} s: {} slots sharing {} KV cells, at most {} per request, spec {}, step budget {}, "
-                "chat template {} ({}); ready",
-                model_id, core::now_s() - t0, cfg.n_slots, n_kv_cells, n_ctx, cfg.spec.method, cfg.step_budget,
-                formatter->jinja() ? "jinja" : chat::chat_family_name(formatter->family()), chat::chat_family_name(formatter->family()));
+    TS_LOG_INFO(
+        "model {} loaded in {:.2f} s: {} slots sharing {} KV cells, at most {} per request, spec {}, step budget {}, "
+        "chat template {} ({}); ready",
+        model_id, core::now_s() - t0, cfg.n_slots, n_kv_cells, n_ctx, cfg.spec.method, cfg.step_budget,
+        formatter->jinja() ? "jinja" : chat::chat_family_name(formatter->family()),
+        chat::chat_family_name(formatter->family()));
   } catch (const std::exception& e) {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -448,17 +468,22 @@ void Server::start() {
   ServerConfig& c = im.cfg;
   if (state_.load() != State::created) throw InvalidArgument("Server::start called twice");
   // Everything that can be checked without the model fails here, before listening.
-  if (c.n_slots < 1 || c.n_slots > 1024) throw InvalidArgument(fmt::format("-np/--parallel must be in 1..1024, got {}", c.n_slots));
+  if (c.n_slots < 1 || c.n_slots > 1024)
+    throw InvalidArgument(fmt::format("-np/--parallel must be in 1..1024, got {}", c.n_slots));
   if (c.n_ctx < 0) throw InvalidArgument(fmt::format("-c/--ctx-size must be >= 0, got {}", c.n_ctx));
   if (c.n_ctx > (1 << 20)) throw InvalidArgument(fmt::format("-c/--ctx-size {} is larger than 1048576", c.n_ctx));
-  if (c.max_model_len < 0) throw InvalidArgument(fmt::format("--max-model-len must be >= 0 (0 = the pool's size), got {}", c.max_model_len));
+  if (c.max_model_len < 0)
+    throw InvalidArgument(fmt::format("--max-model-len must be >= 0 (0 = the pool's size), got {}", c.max_model_len));
   if (c.n_ctx > 0 && c.max_model_len > c.n_ctx) {
-    throw InvalidArgument(fmt::format("--max-model-len {} is larger than the KV cache pool (-c/--ctx-size {})", c.max_model_len, c.n_ctx));
+    throw InvalidArgument(fmt::format("--max-model-len {} is larger than the KV cache pool (-c/--ctx-size {})",
+                                      c.max_model_len, c.n_ctx));
   }
   if (c.max_queue < 0) throw InvalidArgument(fmt::format("--max-queue must be >= 0, got {}", c.max_queue));
-  if (c.step_budget < 0) throw InvalidArgument(fmt::format("--step-budget must be >= 0 (0 = no cap), got {}", c.step_budget));
+  if (c.step_budget < 0)
+    throw InvalidArgument(fmt::format("--step-budget must be >= 0 (0 = no cap), got {}", c.step_budget));
   if (c.timeout_s < 1) throw InvalidArgument(fmt::format("--timeout must be >= 1 second, got {}", c.timeout_s));
-  if (c.max_body_bytes < 1024) throw InvalidArgument(fmt::format("--max-body must be >= 1024 bytes, got {}", c.max_body_bytes));
+  if (c.max_body_bytes < 1024)
+    throw InvalidArgument(fmt::format("--max-body must be >= 1024 bytes, got {}", c.max_body_bytes));
   if (c.port < 0 || c.port > 65535) throw InvalidArgument(fmt::format("--port must be in 0..65535, got {}", c.port));
   if (c.http_threads < 0) throw InvalidArgument(fmt::format("--http-threads must be >= 0, got {}", c.http_threads));
   if (!c.chat_template.empty()) (void)chat::chat_family_from_name(c.chat_template);
@@ -469,10 +494,12 @@ void Server::start() {
   {
     const auto methods = drafters::spec_methods();
     if (std::find(methods.begin(), methods.end(), c.spec.method) == methods.end()) {
-      throw InvalidArgument(fmt::format("unknown speculative method '{}' (known: {})", c.spec.method, fmt::join(methods, ", ")));
+      throw InvalidArgument(
+          fmt::format("unknown speculative method '{}' (known: {})", c.spec.method, fmt::join(methods, ", ")));
     }
   }
-  if (!std::ifstream(c.model_path, std::ios::binary)) throw IoError(fmt::format("cannot open model file '{}'", c.model_path));
+  if (!std::ifstream(c.model_path, std::ios::binary))
+    throw IoError(fmt::format("cannot open model file '{}'", c.model_path));
   c.sampling.validate();
 
   if (!c.api_key.empty()) im.api_keys.push_back(c.api_key);
@@ -484,8 +511,10 @@ void Server::start() {
   {
     const std::string& p = c.metrics_prefix;
     const bool ok = !p.empty() && (std::isalpha(static_cast<unsigned char>(p[0])) || p[0] == '_') &&
-                    std::all_of(p.begin(), p.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; });
-    if (!ok) throw InvalidArgument(fmt::format("--metrics-prefix '{}' is not a Prometheus name ([A-Za-z_][A-Za-z0-9_]*)", p));
+                    std::all_of(p.begin(), p.end(),
+                                [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; });
+    if (!ok)
+      throw InvalidArgument(fmt::format("--metrics-prefix '{}' is not a Prometheus name ([A-Za-z_][A-Za-z0-9_]*)", p));
   }
   im.model_id = served_model_id(c);
   im.created = static_cast<int64_t>(std::time(nullptr));
@@ -512,7 +541,8 @@ void Server::start() {
     if (port_ <= 0) throw IoError(fmt::format("cannot listen on {} (any port): {}", c.host, std::strerror(errno)));
   } else {
     if (!im.http.bind_to_port(c.host, c.port)) {
-      if (errno == EADDRINUSE) throw IoError(fmt::format("cannot listen on {}:{}: port {} is already in use", c.host, c.port, c.port));
+      if (errno == EADDRINUSE)
+        throw IoError(fmt::format("cannot listen on {}:{}: port {} is already in use", c.host, c.port, c.port));
       throw IoError(fmt::format("cannot listen on {}:{} ({})", c.host, c.port,
                                 errno != 0 ? std::strerror(errno) : "not a local address?"));
     }
@@ -537,7 +567,8 @@ void Server::shutdown() {
     if (im.scheduler) im.scheduler->shutdown(im.cfg.shutdown_grace_s);
     // Let handlers write what the scheduler finished (streams end with [DONE]).
     const double deadline = core::now_s() + 5.0;
-    while (im.inflight.load() > 0 && core::now_s() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (im.inflight.load() > 0 && core::now_s() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     im.http.stop();
     if (im.listen_thread.joinable()) im.listen_thread.join();
     im.scheduler.reset();

@@ -28,34 +28,34 @@ namespace treespec::server {
 
 struct ServerConfig {
   std::string model_path;
-  std::string alias;              // model id in the API; default: file name without .gguf
+  std::string alias;  // model id in the API; default: file name without .gguf
   std::string host = "127.0.0.1";
-  int port = 8080;                // 0 = any free port (see Server::port())
-  int32_t n_slots = 1;            // -np
-  int32_t n_ctx = 0;              // -c: cells of the KV pool all slots share; 0 = model's training context, at most 4096
-  int32_t max_model_len = 0;      // cells one request may use (prompt + output); 0 = the pool's (docs/kv.md)
+  int port = 8080;            // 0 = any free port (see Server::port())
+  int32_t n_slots = 1;        // -np
+  int32_t n_ctx = 0;          // -c: cells of the KV pool all slots share; 0 = model's training context, at most 4096
+  int32_t max_model_len = 0;  // cells one request may use (prompt + output); 0 = the pool's (docs/kv.md)
   tensor::DType type_k = tensor::DType::f16;  // -ctk
   tensor::DType type_v = tensor::DType::f16;  // -ctv
-  bool prefix_cache = true;       // reuse the KV of prompt prefixes other requests computed
+  bool prefix_cache = true;                   // reuse the KV of prompt prefixes other requests computed
   int32_t n_threads = 1;
   int32_t n_batch = 512;
-  int32_t max_queue = 64;         // waiting requests allowed beyond free slots
-  int32_t step_budget = 64;       // tree nodes per decode step across slots; 0 = no cap
-  std::string api_key;            // empty = no authentication (unless api_key_file)
-  std::string api_key_file;       // more keys, one per line (server/access.h)
-  std::string cors_origins = "*"; // CORS: "*", "none" or a comma-separated list of origins
+  int32_t max_queue = 64;                   // waiting requests allowed beyond free slots
+  int32_t step_budget = 64;                 // tree nodes per decode step across slots; 0 = no cap
+  std::string api_key;                      // empty = no authentication (unless api_key_file)
+  std::string api_key_file;                 // more keys, one per line (server/access.h)
+  std::string cors_origins = "*";           // CORS: "*", "none" or a comma-separated list of origins
   std::string metrics_prefix = "treespec";  // /metrics series namespace ("vllm": vLLM's own names)
-  std::string pooling = "mean";   // /v1/embeddings: mean | cls | last (engine/embedding.h)
+  std::string pooling = "mean";             // /v1/embeddings: mean | cls | last (engine/embedding.h)
   size_t max_body_bytes = 4u << 20;
-  int timeout_s = 60;             // socket read/write timeout (slow clients)
-  int http_threads = 0;           // 0 = n_slots + max_queue + 8
-  double shutdown_grace_s = 5.0;  // how long shutdown() lets requests finish
-  std::string chat_template;      // built-in family name override; empty = from the GGUF
-  std::string chat_template_file; // Jinja chat template file overriding the GGUF's
-  double load_delay_s = 0.0;      // testing only: pause before loading (to observe /health 503)
+  int timeout_s = 60;              // socket read/write timeout (slow clients)
+  int http_threads = 0;            // 0 = n_slots + max_queue + 8
+  double shutdown_grace_s = 5.0;   // how long shutdown() lets requests finish
+  std::string chat_template;       // built-in family name override; empty = from the GGUF
+  std::string chat_template_file;  // Jinja chat template file overriding the GGUF's
+  double load_delay_s = 0.0;       // testing only: pause before loading (to observe /health 503)
   drafters::SpecConfig spec;
   sampling::SamplingParams sampling;  // request defaults (its seed is ignored; see default_seed)
-  int64_t default_seed = -1;      // seed for requests without one; -1 = random per request
+  int64_t default_seed = -1;          // seed for requests without one; -1 = random per request
   verify::Mode verify = verify::Mode::coupled;
   verify::TypicalParams typical;
 };

@@ -14,13 +14,13 @@
 
 #include "chat/formatter.h"
 #include "engine/embedding.h"
+#include "grammar/token_mask.h"
 #include "model/model.h"
 #include "server/access.h"
 #include "server/api.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/server.h"
-#include "grammar/token_mask.h"
 #include "tokenizer/tokenizer.h"
 
 namespace treespec::server {
@@ -39,7 +39,7 @@ struct Server::Impl {
   std::thread load_thread;
   Metrics metrics;
   std::string model_id;
-  int64_t created = 0;  // unix time the server started
+  int64_t created = 0;                // unix time the server started
   std::vector<std::string> api_keys;  // --api-key and --api-key-file's; empty = no authentication
   CorsPolicy cors;
 

@@ -44,9 +44,9 @@ enum class DType : uint32_t {
 };
 
 struct DTypeTraits {
-  const char* name;     // GGML spelling, e.g. "q8_0"
-  int64_t block_size;   // elements per block (1 for plain types)
-  int64_t type_size;    // bytes per block
+  const char* name;    // GGML spelling, e.g. "q8_0"
+  int64_t block_size;  // elements per block (1 for plain types)
+  int64_t type_size;   // bytes per block
 };
 
 // Traits for a raw GGML type id, or nullopt if the id is not a known GGML type.
@@ -63,9 +63,9 @@ inline int64_t row_bytes(DType t, int64_t n) {
 }
 
 // Block layouts (little endian, packed) for the types treespec computes with.
-constexpr int kQK8_0 = 32;   // Q8_0: f16 scale d, then 32 x int8; x = d * q
-constexpr int kQK4_0 = 32;   // Q4_0: f16 scale d, then 16 bytes of nibbles; x = d * (q - 8);
-                             // byte j holds element j (low nibble) and j + 16 (high nibble)
-constexpr int kQK_K = 256;   // super-block size of the K-quants
+constexpr int kQK8_0 = 32;  // Q8_0: f16 scale d, then 32 x int8; x = d * q
+constexpr int kQK4_0 = 32;  // Q4_0: f16 scale d, then 16 bytes of nibbles; x = d * (q - 8);
+                            // byte j holds element j (low nibble) and j + 16 (high nibble)
+constexpr int kQK_K = 256;  // super-block size of the K-quants
 
 }  // namespace treespec::tensor

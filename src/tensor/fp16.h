@@ -41,8 +41,8 @@ inline uint16_t fp32_to_fp16(float f) {
     return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
   }
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // subnormal or zero in half
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // rounds to zero
+  if (abs < 0x38800000u) {                                               // subnormal or zero in half
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);           // rounds to zero
     const uint32_t e = abs >> 23;
     const uint32_t m = (abs & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126 - e;  // 14 + (112 - e) + ... : brings m to half subnormal

@@ -14,7 +14,7 @@ namespace treespec::tensor {
 
 // Q8_0: x[j] = d * qs[j]
 struct BlockQ8_0 {
-  uint16_t d;      // fp16 scale
+  uint16_t d;  // fp16 scale
   int8_t qs[32];
 };
 static_assert(sizeof(BlockQ8_0) == 34);

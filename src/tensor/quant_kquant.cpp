@@ -215,7 +215,8 @@ void quant_q4_k(const float* x, BlockQ4_K* b, int64_t nb) {
     uint8_t L[256];
     quant_k_affine32<15>(x, &b[i].d, &b[i].dmin, b[i].scales, L);
     for (int c = 0; c < 4; ++c) {
-      for (int l = 0; l < 32; ++l) b[i].qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+      for (int l = 0; l < 32; ++l)
+        b[i].qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
     }
   }
 }

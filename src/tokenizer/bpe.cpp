@@ -24,8 +24,10 @@ BpeTokenizer::BpeTokenizer(Vocab vocab) : Tokenizer(std::move(vocab)), pre_(pre_
     const std::string& m = vocab_.merges[i];
     const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
     if (sp == std::string::npos || sp + 1 >= m.size()) {
-      throw FormatError(fmt::format("metadata key 'tokenizer.ggml.merges': entry {} ('{}') is not two pieces "
-                                    "separated by a space", i, m));
+      throw FormatError(
+          fmt::format("metadata key 'tokenizer.ggml.merges': entry {} ('{}') is not two pieces "
+                      "separated by a space",
+                      i, m));
     }
     ranks_.emplace(m, static_cast<int32_t>(i));  // a repeated merge keeps its first (lowest) rank
   }
@@ -35,8 +37,10 @@ BpeTokenizer::BpeTokenizer(Vocab vocab) : Tokenizer(std::move(vocab)), pre_(pre_
     int32_t id = token_id(bytes[static_cast<size_t>(b)]);
     if (id < 0) id = vocab_.unk_id;
     if (id < 0) {
-      throw FormatError(fmt::format("byte-level BPE vocabulary has no token for byte 0x{:02X} ('{}') and no unknown "
-                                    "token", b, bytes[static_cast<size_t>(b)]));
+      throw FormatError(
+          fmt::format("byte-level BPE vocabulary has no token for byte 0x{:02X} ('{}') and no unknown "
+                      "token",
+                      b, bytes[static_cast<size_t>(b)]));
     }
     byte_to_token_[static_cast<size_t>(b)] = id;
   }
@@ -79,7 +83,9 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
     mapped += bytes[static_cast<uint8_t>(word[i])];
   }
   moff[word.size()] = mapped.size();
-  auto text = [&](size_t start, size_t n) { return std::string_view(mapped).substr(moff[start], moff[start + n] - moff[start]); };
+  auto text = [&](size_t start, size_t n) {
+    return std::string_view(mapped).substr(moff[start], moff[start + n] - moff[start]);
+  };
 
   if (ignore_merges_) {
     if (auto it = token_to_id_.find(mapped); it != token_to_id_.end()) {

@@ -91,9 +91,9 @@ size_t other_or_space_end(const Cursor& c, size_t pos, bool slash) {
   }
   size_t last_cr_lf_end = 0;
   const size_t ws = space_run(c, pos, &last_cr_lf_end);
-  if (last_cr_lf_end > 0) return last_cr_lf_end;        // \s*[\r\n]+: up to the last line break
+  if (last_cr_lf_end > 0) return last_cr_lf_end;          // \s*[\r\n]+: up to the last line break
   if (ws > 1 && pos + ws < c.end()) return pos + ws - 1;  // \s+(?!\S)
-  return pos + (ws > 0 ? ws : 1);                          // \s+ (or a guard: every class matches above)
+  return pos + (ws > 0 ? ws : 1);                         // \s+ (or a guard: every class matches above)
 }
 
 // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
@@ -299,8 +299,8 @@ void pre_tokenize(PreTokenizer p, std::string_view text, std::vector<std::string
     case PreTokenizer::default_chain: {
       ranges = split_each(ranges, [&](Range r, Ranges& out) {
         split_runs(t, r, out, [](uint32_t cp, uint8_t f) {
-          return f == unicode::kPunct || cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' ||
-                 cp == '^' || cp == '~' || cp == '|';
+          return f == unicode::kPunct || cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' || cp == '^' ||
+                 cp == '~' || cp == '|';
         });
       });
       ranges = split_each(ranges, gpt2);
@@ -321,9 +321,7 @@ void pre_tokenize(PreTokenizer p, std::string_view text, std::vector<std::string
       ranges = split_each(ranges, [&](Range r, Ranges& out) { split_each_number(t, r, out); });
       ranges = split_each(ranges, gpt2);
       break;
-    case PreTokenizer::gpt4o:
-      ranges = split_each(ranges, [&](Range r, Ranges& out) { split_gpt4o(t, r, out); });
-      break;
+    case PreTokenizer::gpt4o: ranges = split_each(ranges, [&](Range r, Ranges& out) { split_gpt4o(t, r, out); }); break;
   }
   for (const Range& r : ranges) {
     const size_t b = cps.offsets[r.first];

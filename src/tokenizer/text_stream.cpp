@@ -6,7 +6,8 @@ namespace treespec::tokenizer {
 
 TextStream::TextStream(const tokenizer::Tokenizer& tok, int32_t prev_token, std::vector<std::string> stops)
     : dec_(tok), stops_(std::move(stops)) {
-  stops_.erase(std::remove_if(stops_.begin(), stops_.end(), [](const std::string& s) { return s.empty(); }), stops_.end());
+  stops_.erase(std::remove_if(stops_.begin(), stops_.end(), [](const std::string& s) { return s.empty(); }),
+               stops_.end());
   if (prev_token >= 0) dec_.prime(prev_token);
 }
 

@@ -19,7 +19,8 @@ namespace treespec::tokenizer {
 Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
   const int32_t n = vocab_.n_tokens();
   if (vocab_.types.empty()) vocab_.types.assign(static_cast<size_t>(n), TokenType::normal);
-  if (vocab_.types.size() != static_cast<size_t>(n) || (!vocab_.scores.empty() && vocab_.scores.size() != vocab_.tokens.size()) ||
+  if (vocab_.types.size() != static_cast<size_t>(n) ||
+      (!vocab_.scores.empty() && vocab_.scores.size() != vocab_.tokens.size()) ||
       (!vocab_.strip.empty() && vocab_.strip.size() != vocab_.tokens.size())) {
     throw InvalidArgument("Tokenizer: vocab scores/types/strip must be empty or have one entry per token");
   }
@@ -51,8 +52,9 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
 std::unique_ptr<Tokenizer> Tokenizer::create(Vocab vocab) {
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
   if (vocab.model == "gpt2") return std::make_unique<BpeTokenizer>(std::move(vocab));
-  throw Unsupported(fmt::format(
-      "tokenizer model '{}' is not supported (supported: 'llama' SentencePiece, 'gpt2' byte-level BPE)", vocab.model));
+  throw Unsupported(
+      fmt::format("tokenizer model '{}' is not supported (supported: 'llama' SentencePiece, 'gpt2' byte-level BPE)",
+                  vocab.model));
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::GgufFile& file) {

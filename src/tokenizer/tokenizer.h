@@ -31,12 +31,12 @@ enum class TokenType : int32_t {
 };
 
 struct Vocab {
-  std::string model;                 // tokenizer.ggml.model
-  std::string pre;                   // tokenizer.ggml.pre (may be empty)
-  std::vector<std::string> tokens;   // piece text, '▁' (U+2581) for spaces in SPM vocabs
-  std::vector<float> scores;         // empty or one per token
-  std::vector<TokenType> types;      // one per token (normal when absent)
-  std::vector<std::string> merges;   // BPE merges "a b" (gpt2-style models)
+  std::string model;                // tokenizer.ggml.model
+  std::string pre;                  // tokenizer.ggml.pre (may be empty)
+  std::vector<std::string> tokens;  // piece text, '▁' (U+2581) for spaces in SPM vocabs
+  std::vector<float> scores;        // empty or one per token
+  std::vector<TokenType> types;     // one per token (normal when absent)
+  std::vector<std::string> merges;  // BPE merges "a b" (gpt2-style models)
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t eot_id = -1;
@@ -45,7 +45,7 @@ struct Vocab {
   int32_t pad_id = -1;
   bool add_bos = true;
   bool add_eos = false;
-  bool add_space_prefix = true;      // tokenizer.ggml.add_space_prefix
+  bool add_space_prefix = true;  // tokenizer.ggml.add_space_prefix
 
   // Whitespace stripping next to special tokens matched in text (llama.cpp's LSTRIP /
   // RSTRIP token attributes, set by model name since GGUF has no key for them): empty,

@@ -26,8 +26,8 @@ constexpr uint32_t kInvalidBase = 0x110000;
 // Text as code points with the byte offset where each starts; offsets has one extra
 // entry, text.size(), so code point i spans [offsets[i], offsets[i + 1]).
 struct CodePoints {
-  std::vector<uint32_t> cp;       // [n]
-  std::vector<size_t> offsets;    // [n + 1]
+  std::vector<uint32_t> cp;     // [n]
+  std::vector<size_t> offsets;  // [n + 1]
 };
 CodePoints decode_utf8(std::string_view text);
 

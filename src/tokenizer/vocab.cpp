@@ -14,9 +14,9 @@ namespace {
 
 // End-of-turn / end-of-message spellings that llama.cpp recognises when the GGUF does
 // not name them. Checked in this order; the first present token wins.
-constexpr const char* kEotSpellings[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>",        "<end_of_turn>",
-                                         "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
-                                         "<end_of_utterance>"};
+constexpr const char* kEotSpellings[] = {"<|eot_id|>",    "<|im_end|>",    "<|end|>",
+                                         "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+                                         "<EOT>",         "_<EOT>",        "<end_of_utterance>"};
 constexpr const char* kEomSpellings[] = {"<|eom_id|>"};
 
 int32_t find_token(const std::vector<std::string>& tokens, std::string_view text) {
@@ -37,23 +37,25 @@ Vocab load_vocab(const gguf::GgufFile& file) {
   const size_t n = v.tokens.size();
   if (n == 0) throw FormatError(fmt::format("{}: metadata key 'tokenizer.ggml.tokens' is empty", path));
   if (n > static_cast<size_t>(INT32_MAX)) {
-    throw FormatError(fmt::format("{}: metadata key 'tokenizer.ggml.tokens' has {} tokens (more than 2^31 - 1)", path, n));
+    throw FormatError(
+        fmt::format("{}: metadata key 'tokenizer.ggml.tokens' has {} tokens (more than 2^31 - 1)", path, n));
   }
 
   if (file.has("tokenizer.ggml.scores")) {
     v.scores = file.get_float_array("tokenizer.ggml.scores");
     if (v.scores.size() != n) {
-      throw FormatError(fmt::format("{}: metadata key 'tokenizer.ggml.scores' has {} entries, expected {} (one per token)",
-                                    path, v.scores.size(), n));
+      throw FormatError(
+          fmt::format("{}: metadata key 'tokenizer.ggml.scores' has {} entries, expected {} (one per token)", path,
+                      v.scores.size(), n));
     }
   }
   v.types.assign(n, TokenType::normal);
   if (file.has("tokenizer.ggml.token_type")) {
     const auto types = file.get_int_array("tokenizer.ggml.token_type");
     if (types.size() != n) {
-      throw FormatError(fmt::format(
-          "{}: metadata key 'tokenizer.ggml.token_type' has {} entries, expected {} (one per token)", path,
-          types.size(), n));
+      throw FormatError(
+          fmt::format("{}: metadata key 'tokenizer.ggml.token_type' has {} entries, expected {} (one per token)", path,
+                      types.size(), n));
     }
     for (size_t i = 0; i < n; ++i) {
       if (types[i] < 0 || types[i] > static_cast<int64_t>(TokenType::byte)) {

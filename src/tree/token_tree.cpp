@@ -24,7 +24,8 @@ TokenTree TokenTree::from_arrays(std::span<const int32_t> tokens, std::span<cons
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int32_t n = t.add(tokens[i], parents[i], probs.empty() ? 1.0f : probs[i]);
     if (!depths.empty() && depths[i] != t.depth(n)) {
-      throw InvalidArgument(fmt::format("token tree: node {} has depth {}, expected {} (parent {})", i, depths[i], t.depth(n), parents[i]));
+      throw InvalidArgument(fmt::format("token tree: node {} has depth {}, expected {} (parent {})", i, depths[i],
+                                        t.depth(n), parents[i]));
     }
   }
   return t;
@@ -39,15 +40,19 @@ TokenTree TokenTree::chain(int32_t root_token, std::span<const int32_t> continua
 int32_t TokenTree::add(int32_t token, int32_t parent, float prob, NodeKind kind) {
   const int32_t i = size();
   if (i == 0) {
-    if (parent != -1) throw InvalidArgument(fmt::format("token tree: node 0 must be the root (parent -1), got parent {}", parent));
+    if (parent != -1)
+      throw InvalidArgument(fmt::format("token tree: node 0 must be the root (parent -1), got parent {}", parent));
   } else if (parent == -1) {
-    throw InvalidArgument(fmt::format("token tree: node {} is a second root (parent -1); only node 0 may be the root", i));
+    throw InvalidArgument(
+        fmt::format("token tree: node {} is a second root (parent -1); only node 0 may be the root", i));
   } else if (parent < 0 || parent >= i) {
-    throw InvalidArgument(fmt::format("token tree: node {} has parent {}, must be an earlier node in [0, {})", i, parent, i));
+    throw InvalidArgument(
+        fmt::format("token tree: node {} has parent {}, must be an earlier node in [0, {})", i, parent, i));
   }
   if (token < 0) throw InvalidArgument(fmt::format("token tree: node {} has negative token id {}", i, token));
   if (i > 0 && kind == NodeKind::candidate && kind_[static_cast<size_t>(parent)] != NodeKind::candidate) {
-    throw InvalidArgument(fmt::format("token tree: candidate node {} has aux parent {} (it could never be accepted)", i, parent));
+    throw InvalidArgument(
+        fmt::format("token tree: candidate node {} has aux parent {} (it could never be accepted)", i, parent));
   }
   token_.push_back(token);
   parent_.push_back(parent);
@@ -111,9 +116,7 @@ const uint64_t* TokenTree::ancestors(int32_t i) const {
   return anc_.data() + static_cast<size_t>(i) * words_;
 }
 
-bool TokenTree::is_ancestor_or_self(int32_t a, int32_t i) const {
-  return (ancestors(i)[a / 64] >> (a % 64)) & 1u;
-}
+bool TokenTree::is_ancestor_or_self(int32_t a, int32_t i) const { return (ancestors(i)[a / 64] >> (a % 64)) & 1u; }
 
 std::vector<int32_t> TokenTree::path_to(int32_t i) const {
   std::vector<int32_t> path;
@@ -153,17 +156,20 @@ void TokenTree::validate() const {
     if (i == 0 && p != -1) throw InvalidArgument("token tree: node 0 is not a root");
     if (i > 0 && p == -1) throw InvalidArgument(fmt::format("token tree: node {} is a second root (parent -1)", i));
     if (i > 0 && (p < 0 || p >= i)) {
-      throw InvalidArgument(fmt::format("token tree: node {} has parent {}, must be an earlier node in [0, {})", i, p, i));
+      throw InvalidArgument(
+          fmt::format("token tree: node {} has parent {}, must be an earlier node in [0, {})", i, p, i));
     }
     if (token_[static_cast<size_t>(i)] < 0) {
-      throw InvalidArgument(fmt::format("token tree: node {} has negative token id {}", i, token_[static_cast<size_t>(i)]));
+      throw InvalidArgument(
+          fmt::format("token tree: node {} has negative token id {}", i, token_[static_cast<size_t>(i)]));
     }
     if (i > 0 && is_candidate(i) && !is_candidate(p)) {
       throw InvalidArgument(fmt::format("token tree: candidate node {} has aux parent {}", i, p));
     }
     const int32_t want = i == 0 ? 0 : depth_[static_cast<size_t>(p)] + 1;
     if (depth_[static_cast<size_t>(i)] != want) {
-      throw InvalidArgument(fmt::format("token tree: node {} has depth {}, expected {}", i, depth_[static_cast<size_t>(i)], want));
+      throw InvalidArgument(
+          fmt::format("token tree: node {} has depth {}, expected {}", i, depth_[static_cast<size_t>(i)], want));
     }
   }
 }

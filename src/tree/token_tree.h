@@ -87,7 +87,7 @@ class TokenTree {
   // Derived lazily (mutable cache, rebuilt after add()).
   mutable bool derived_valid_ = false;
   mutable int32_t words_ = 0;
-  mutable std::vector<uint64_t> anc_;                 // [size, words_]
+  mutable std::vector<uint64_t> anc_;  // [size, words_]
   mutable std::vector<std::vector<int32_t>> children_;
 };
 

@@ -28,17 +28,20 @@ TreeShape::TreeShape() : parent_{-1}, depth_{0}, rank_{-1} {}
 
 TreeShape TreeShape::from_paths(const std::vector<std::vector<int32_t>>& paths, const std::string& what) {
   if (paths.size() + 1 > static_cast<size_t>(kMaxShapeNodes)) {
-    throw InvalidArgument(fmt::format("{}: {} paths, more than the {} nodes a tree may have", what, paths.size(), kMaxShapeNodes - 1));
+    throw InvalidArgument(
+        fmt::format("{}: {} paths, more than the {} nodes a tree may have", what, paths.size(), kMaxShapeNodes - 1));
   }
   std::map<std::vector<int32_t>, int32_t> index;  // path -> position in `paths`
   for (size_t i = 0; i < paths.size(); ++i) {
     const auto& p = paths[i];
     if (p.empty()) throw InvalidArgument(fmt::format("{}: path {} is empty (the root is implicit)", what, i));
     if (p.size() > static_cast<size_t>(kMaxShapeDepth)) {
-      throw InvalidArgument(fmt::format("{}: path {} has depth {}, more than {}", what, path_str(p), p.size(), kMaxShapeDepth));
+      throw InvalidArgument(
+          fmt::format("{}: path {} has depth {}, more than {}", what, path_str(p), p.size(), kMaxShapeDepth));
     }
     for (int32_t r : p) {
-      if (r < 0 || r >= kMaxRank) throw InvalidArgument(fmt::format("{}: path {} has rank {} outside 0..{}", what, path_str(p), r, kMaxRank - 1));
+      if (r < 0 || r >= kMaxRank)
+        throw InvalidArgument(fmt::format("{}: path {} has rank {} outside 0..{}", what, path_str(p), r, kMaxRank - 1));
     }
     if (!index.emplace(p, static_cast<int32_t>(i)).second) {
       throw InvalidArgument(fmt::format("{}: path {} is listed twice", what, path_str(p)));
@@ -56,7 +59,8 @@ TreeShape TreeShape::from_paths(const std::vector<std::vector<int32_t>>& paths, 
     const std::vector<int32_t> up(p.begin(), p.end() - 1);
     const auto it = index.find(up);
     if (it == index.end()) {
-      throw InvalidArgument(fmt::format("{}: path {} has no parent: {} is not listed", what, path_str(p), path_str(up)));
+      throw InvalidArgument(
+          fmt::format("{}: path {} has no parent: {} is not listed", what, path_str(p), path_str(up)));
     }
     kids[static_cast<size_t>(it->second)].push_back(static_cast<int32_t>(i));
   }
@@ -140,12 +144,15 @@ std::vector<std::vector<int32_t>> paths_from_json(const nlohmann::json& j, const
   std::vector<std::vector<int32_t>> out;
   for (size_t i = 0; i < j.size(); ++i) {
     const auto& p = j[i];
-    if (!p.is_array()) throw FormatError(fmt::format("{}: entry {} is {}, expected a list of ranks", what, i, p.type_name()));
+    if (!p.is_array())
+      throw FormatError(fmt::format("{}: entry {} is {}, expected a list of ranks", what, i, p.type_name()));
     std::vector<int32_t> path;
     for (const auto& r : p) {
-      if (!r.is_number_integer()) throw FormatError(fmt::format("{}: entry {} holds {}, expected integer ranks", what, i, r.dump()));
+      if (!r.is_number_integer())
+        throw FormatError(fmt::format("{}: entry {} holds {}, expected integer ranks", what, i, r.dump()));
       const int64_t v = r.get<int64_t>();
-      if (v < 0 || v >= kMaxRank) throw FormatError(fmt::format("{}: entry {} has rank {} outside 0..{}", what, i, v, kMaxRank - 1));
+      if (v < 0 || v >= kMaxRank)
+        throw FormatError(fmt::format("{}: entry {} has rank {} outside 0..{}", what, i, v, kMaxRank - 1));
       path.push_back(static_cast<int32_t>(v));
     }
     out.push_back(std::move(path));
@@ -170,18 +177,21 @@ std::vector<std::string> tree_names_in_file(const std::string& path) {
 TreeShape parse_tree_choices(const std::string& json_text, const std::string& name, const std::string& source) {
   const nlohmann::json j = parse_json(json_text, source);
   if (j.is_array()) {
-    if (!name.empty()) throw InvalidArgument(fmt::format("{}: holds one unnamed tree, but tree '{}' was asked for", source, name));
+    if (!name.empty())
+      throw InvalidArgument(fmt::format("{}: holds one unnamed tree, but tree '{}' was asked for", source, name));
     return TreeShape::from_paths(paths_from_json(j, source), source);
   }
   if (!j.is_object() || !j.contains("trees") || !j["trees"].is_object()) {
-    throw FormatError(fmt::format("{}: expected {{\"trees\": {{name: [[rank, ...], ...]}}}} or a list of rank paths", source));
+    throw FormatError(
+        fmt::format("{}: expected {{\"trees\": {{name: [[rank, ...], ...]}}}} or a list of rank paths", source));
   }
   const auto& trees = j["trees"];
   const std::vector<std::string> names = names_of(j);
   std::string pick = name;
   if (pick.empty()) {
     if (names.size() != 1) {
-      throw InvalidArgument(fmt::format("{}: holds {} trees; name one of: {}", source, names.size(), fmt::join(names, ", ")));
+      throw InvalidArgument(
+          fmt::format("{}: holds {} trees; name one of: {}", source, names.size(), fmt::join(names, ", ")));
     }
     pick = names.front();
   }
@@ -200,23 +210,27 @@ TreeShape load_tree_choices(const std::string& path, const std::string& name) {
 // Acceptance table
 
 AcceptanceTable::AcceptanceTable(int32_t n_depth, int32_t top_k) : n_depth_(n_depth), top_k_(top_k) {
-  if (n_depth < 1 || n_depth > kMaxShapeDepth) throw InvalidArgument(fmt::format("acceptance table depth must be in 1..{}, got {}", kMaxShapeDepth, n_depth));
-  if (top_k < 1 || top_k > 1024) throw InvalidArgument(fmt::format("acceptance table top-k must be in 1..1024, got {}", top_k));
+  if (n_depth < 1 || n_depth > kMaxShapeDepth)
+    throw InvalidArgument(fmt::format("acceptance table depth must be in 1..{}, got {}", kMaxShapeDepth, n_depth));
+  if (top_k < 1 || top_k > 1024)
+    throw InvalidArgument(fmt::format("acceptance table top-k must be in 1..1024, got {}", top_k));
   p_.assign(static_cast<size_t>(n_depth) * static_cast<size_t>(top_k), 0.0f);
 }
 
 AcceptanceTable AcceptanceTable::from_cumulative(int32_t n_depth, int32_t top_k, std::span<const float> cum) {
   AcceptanceTable t(n_depth, top_k);
   if (cum.size() != t.p_.size()) {
-    throw InvalidArgument(fmt::format("calibration table has {} entries, expected {} depths x top-{} = {}", cum.size(), n_depth, top_k, t.p_.size()));
+    throw InvalidArgument(fmt::format("calibration table has {} entries, expected {} depths x top-{} = {}", cum.size(),
+                                      n_depth, top_k, t.p_.size()));
   }
   for (int32_t d = 1; d <= n_depth; ++d) {
     float prev = 0.0f;
     for (int32_t k = 0; k < top_k; ++k) {
       const float c = cum[static_cast<size_t>((d - 1) * top_k + k)];
       if (!(c >= 0.0f && c <= 1.0f) || c < prev) {
-        throw InvalidArgument(fmt::format("calibration table: top-{} accuracy at depth {} is {} (must be in [0, 1] and not below top-{}'s {})",
-                                          k + 1, d, c, k, prev));
+        throw InvalidArgument(fmt::format(
+            "calibration table: top-{} accuracy at depth {} is {} (must be in [0, 1] and not below top-{}'s {})", k + 1,
+            d, c, k, prev));
       }
       t.set(d, k, c - prev);
       prev = c;
@@ -232,7 +246,8 @@ float AcceptanceTable::p(int32_t depth, int32_t rank) const {
 
 void AcceptanceTable::set(int32_t depth, int32_t rank, float value) {
   if (depth < 1 || depth > n_depth_ || rank < 0 || rank >= top_k_) {
-    throw InvalidArgument(fmt::format("acceptance table: (depth {}, rank {}) outside {} x {}", depth, rank, n_depth_, top_k_));
+    throw InvalidArgument(
+        fmt::format("acceptance table: (depth {}, rank {}) outside {} x {}", depth, rank, n_depth_, top_k_));
   }
   p_[static_cast<size_t>((depth - 1) * top_k_ + rank)] = value;
 }
@@ -301,8 +316,9 @@ BestFirstTree build_best_first(const AcceptanceTable& table, int32_t n_nodes, in
     possible += level;
   }
   if (possible < n_nodes) {
-    throw InvalidArgument(fmt::format("best-first tree of {} nodes is impossible with depth <= {} and top-{} candidates per depth ({} nodes at most)",
-                                      n_nodes, max_depth, table.top_k(), possible));
+    throw InvalidArgument(fmt::format(
+        "best-first tree of {} nodes is impossible with depth <= {} and top-{} candidates per depth ({} nodes at most)",
+        n_nodes, max_depth, table.top_k(), possible));
   }
   BestFirstTree out;
   out.node_prob.push_back(1.0);

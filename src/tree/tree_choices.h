@@ -34,7 +34,7 @@ class TreeShape {
   int32_t parent(int32_t i) const { return parent_[static_cast<size_t>(i)]; }
   int32_t depth(int32_t i) const { return depth_[static_cast<size_t>(i)]; }
   int32_t rank(int32_t i) const { return rank_[static_cast<size_t>(i)]; }  // last rank; -1 for the root
-  std::vector<int32_t> path(int32_t i) const;                                // rank path, empty for the root
+  std::vector<int32_t> path(int32_t i) const;                              // rank path, empty for the root
   int32_t max_depth() const;
   int32_t max_rank() const;  // -1 for the root alone
   // All rank paths in node order (root excluded): what from_paths() takes.

@@ -222,8 +222,8 @@ VerifyResult verify_typical(const tree::TokenTree& tree, std::span<const float* 
   return res;
 }
 
-VerifyResult verify_ptd_reference(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
-                                  const sampling::SamplingParams& params, core::Rng& rng) {
+VerifyResult verify_ptd_reference(const tree::TokenTree& tree, std::span<const float* const> node_logits,
+                                  int32_t n_vocab, const sampling::SamplingParams& params, core::Rng& rng) {
   if (params.greedy()) return verify_greedy(tree, node_logits, n_vocab);
   TREESPEC_ASSERT(has_logits(node_logits, 0), "verify: the root must have logits");
   VerifyResult res;

@@ -68,8 +68,8 @@ VerifyResult verify_lossless(const tree::TokenTree& tree, std::span<const float*
 VerifyResult verify_typical(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
                             const sampling::SamplingParams& params, const TypicalParams& typical, core::Rng& rng);
 
-VerifyResult verify_ptd_reference(const tree::TokenTree& tree, std::span<const float* const> node_logits, int32_t n_vocab,
-                                  const sampling::SamplingParams& params, core::Rng& rng);
+VerifyResult verify_ptd_reference(const tree::TokenTree& tree, std::span<const float* const> node_logits,
+                                  int32_t n_vocab, const sampling::SamplingParams& params, core::Rng& rng);
 
 // Dispatch: greedy whenever params.greedy(); otherwise coupled, typical or the PTD
 // reference walk for those modes, else lossless (Mode::greedy with temp > 0 still samples

@@ -69,9 +69,11 @@ class ReferenceModel {
     n_rot_ = static_cast<int>(f.get_int(a + "rope.dimension_count", head_dim_));
     eps_ = f.get_float(a + "attention.layer_norm_rms_epsilon");
     theta_ = f.get_float(a + "rope.freq_base", 10000.0);
-    if (f.get_string(a + "rope.scaling.type", "none") == "linear") freq_scale_ = 1.0 / f.get_float(a + "rope.scaling.factor");
+    if (f.get_string(a + "rope.scaling.type", "none") == "linear")
+      freq_scale_ = 1.0 / f.get_float(a + "rope.scaling.factor");
     const bool gemma = arch_ == "gemma2" || arch_ == "gemma3";
-    neox_ = (arch_ != "llama" && arch_ != "smollm3" && arch_ != "ernie4_5" && arch_ != "granite") != opt_.flip_rope_convention;
+    neox_ = (arch_ != "llama" && arch_ != "smollm3" && arch_ != "ernie4_5" && arch_ != "granite") !=
+            opt_.flip_rope_convention;
     gemma_ = gemma;
     if (gemma) emb_scale_ = std::sqrt(static_cast<double>(n_embd_));
     attn_softcap_ = f.get_float(a + "attn_logit_softcapping", 0.0);
@@ -126,7 +128,8 @@ class ReferenceModel {
         L.post_attn = read(f, p + "post_attention_norm.weight");
         L.post_ffn = read(f, p + "post_ffw_norm.weight");
       }
-      L.local = n_swa_ > 0 && (arch_ == "phi3" || (arch_ == "gemma2" && il % 2 == 0) || (arch_ == "gemma3" && il % 6 < 5));
+      L.local =
+          n_swa_ > 0 && (arch_ == "phi3" || (arch_ == "gemma2" && il % 2 == 0) || (arch_ == "gemma3" && il % 6 < 5));
       L.nope = arch_ == "smollm3" && (il + 1) % 4 == 0;
       if (f.find_tensor(p + "attn_q.bias")) {
         L.bq = read(f, p + "attn_q.bias");
@@ -217,8 +220,9 @@ class ReferenceModel {
         Vec a(static_cast<size_t>(n_ff_));
         for (int e = 0; e < n_ff_; ++e) {
           const double ge = g[e];
-          const double act = gemma_ ? 0.5 * ge * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (ge + 0.044715 * ge * ge * ge)))
-                                    : ge / (1.0 + std::exp(-ge));
+          const double act = gemma_
+                                 ? 0.5 * ge * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (ge + 0.044715 * ge * ge * ge)))
+                                 : ge / (1.0 + std::exp(-ge));
           a[e] = act * u[e];
         }
         Vec d = matvec(L.down, a, n_embd_, {});
@@ -253,9 +257,9 @@ class ReferenceModel {
   struct Layer {
     Vec attn_norm, ffn_norm, bq, bk, bv;
     Vec q_norm, k_norm, post_attn, post_ffn;  // empty when the family has none
-    Vec wq, wk, wv, wo, gate, up, down;  // [n_out][n_in], row-major
-    bool local = false;  // sliding-window layer
-    bool nope = false;   // no RoPE (SmolLM3)
+    Vec wq, wk, wv, wo, gate, up, down;       // [n_out][n_in], row-major
+    bool local = false;                       // sliding-window layer
+    bool nope = false;                        // no RoPE (SmolLM3)
   };
 
   // RMSNorm of each head_dim slice with the same weights.

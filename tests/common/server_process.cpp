@@ -5,9 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
 #include <chrono>
 #include <cstdlib>
-#include <fcntl.h>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -18,9 +18,7 @@
 namespace treespec::test {
 
 namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
 ServerProcess::ServerProcess(const std::string& model, const std::vector<std::string>& args, bool wait_ready) {
@@ -198,7 +196,8 @@ double metric(const std::string& text, const std::string& series) {
   return -1.0;
 }
 
-double wait_metric(ServerProcess& s, const std::string& series, const std::function<bool(double)>& pred, double timeout_s) {
+double wait_metric(ServerProcess& s, const std::string& series, const std::function<bool(double)>& pred,
+                   double timeout_s) {
   auto c = s.client(5.0);
   const double deadline = now_s() + timeout_s;
   double v = -1.0;

@@ -42,8 +42,10 @@ std::string temp_dir() {
 }
 
 std::string shared_cache_path(const std::string& name) {
-  struct stat st{};
-  const long long stamp = ::stat("/proc/self/exe", &st) == 0 ? static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec : 0;
+  struct stat st {};
+  const long long stamp = ::stat("/proc/self/exe", &st) == 0
+                              ? static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec
+                              : 0;
   const fs::path exe = fs::read_symlink("/proc/self/exe");
   const fs::path dir = fs::path(TREESPEC_BINARY_DIR) / "test_cache";
   fs::create_directories(dir);

@@ -39,15 +39,14 @@ CliResult run_treespec(const std::string& args);
 }  // namespace treespec::test
 
 // Use at the top of a test that needs ../shared.
-#define TREESPEC_REQUIRE_SHARED()                                                            \
-  do {                                                                                       \
-    if (!::treespec::test::have_shared()) {                                                  \
-      if (::treespec::test::ci_mode())                                                       \
-        FAIL() << "../shared not found at " << ::treespec::test::shared_dir()               \
-               << " (set TREESPEC_SHARED); required when CI=true";                          \
-      GTEST_SKIP() << "../shared not found at " << ::treespec::test::shared_dir()           \
-                   << " (set TREESPEC_SHARED)";                                             \
-    }                                                                                        \
+#define TREESPEC_REQUIRE_SHARED()                                                                              \
+  do {                                                                                                         \
+    if (!::treespec::test::have_shared()) {                                                                    \
+      if (::treespec::test::ci_mode())                                                                         \
+        FAIL() << "../shared not found at " << ::treespec::test::shared_dir()                                  \
+               << " (set TREESPEC_SHARED); required when CI=true";                                             \
+      GTEST_SKIP() << "../shared not found at " << ::treespec::test::shared_dir() << " (set TREESPEC_SHARED)"; \
+    }                                                                                                          \
   } while (0)
 
 namespace treespec::test {

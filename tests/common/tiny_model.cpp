@@ -51,7 +51,8 @@ std::vector<uint8_t> encode(const std::vector<float>& v, tensor::DType t) {
     // Q4_0 and the K-quants: our quantiser, rows laid end to end (every matrix's row
     // length is a multiple of the block, so this equals quantising row by row).
     const auto n = static_cast<int64_t>(v.size());
-    if (n % tensor::dtype_traits(t).block_size != 0) throw std::runtime_error("tiny_model: size not a multiple of the block");
+    if (n % tensor::dtype_traits(t).block_size != 0)
+      throw std::runtime_error("tiny_model: size not a multiple of the block");
     out.resize(static_cast<size_t>(tensor::row_bytes(t, n)));
     tensor::quantize_row(t, v.data(), out.data(), n);
   } else {
@@ -299,7 +300,8 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
     return v;
   };
   auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out) {
-    const auto v = randn(static_cast<size_t>(n_in * n_out), c.weight_scale * 3.0f / std::sqrt(static_cast<float>(n_in)));
+    const auto v =
+        randn(static_cast<size_t>(n_in * n_out), c.weight_scale * 3.0f / std::sqrt(static_cast<float>(n_in)));
     const auto bytes = encode(v, c.wtype);
     w.add_tensor(name, c.wtype, {n_in, n_out}, bytes.data(), bytes.size());
   };

@@ -31,30 +31,30 @@ struct TinyModelConfig {
   float rope_theta = 10000.0f;
   tensor::DType wtype = tensor::DType::f32;  // 2-D weights; norms stay f32
   uint64_t seed = 1;
-  float weight_scale = 0.3f;                 // stddev relative to 1/sqrt(fan_in)
-  float embd_std = 1.0f;                     // stddev of token_embd (Gemma's are ~1/sqrt(n_embd): it scales them up)
-  int32_t eos_id = 2;                        // SPM vocab only
+  float weight_scale = 0.3f;  // stddev relative to 1/sqrt(fan_in)
+  float embd_std = 1.0f;      // stddev of token_embd (Gemma's are ~1/sqrt(n_embd): it scales them up)
+  int32_t eos_id = 2;         // SPM vocab only
 
   // Optional metadata / tensors of real families (defaults write none of them).
-  int32_t head_dim = 0;            // > 0: <arch>.attention.key_length/value_length (may differ from n_embd/n_head)
-  int32_t n_rot = 0;               // > 0: <arch>.rope.dimension_count
+  int32_t head_dim = 0;  // > 0: <arch>.attention.key_length/value_length (may differ from n_embd/n_head)
+  int32_t n_rot = 0;     // > 0: <arch>.rope.dimension_count
   float rms_eps = 1e-5f;
   float rope_scale_linear = 0.0f;  // > 0: rope.scaling.type "linear" with this factor
   std::vector<float> rope_freqs;   // non-empty: tensor rope_freqs.weight [n_rot/2] (Llama 3 style)
   // LongRoPE (Phi-3.5 / Phi-4-mini as convert_hf_to_gguf.py writes them): non-empty:
   // rope_factors_long.weight / rope_factors_short.weight [n_rot/2], and the two keys.
   std::vector<float> rope_factors_long, rope_factors_short;
-  int32_t rope_orig_ctx = 0;       // > 0: <arch>.rope.scaling.original_context_length
-  float rope_attn_factor = 0.0f;   // > 0: <arch>.rope.scaling.attn_factor
-  bool write_vocab_size = false;   // <arch>.vocab_size
+  int32_t rope_orig_ctx = 0;      // > 0: <arch>.rope.scaling.original_context_length
+  float rope_attn_factor = 0.0f;  // > 0: <arch>.rope.scaling.attn_factor
+  bool write_vocab_size = false;  // <arch>.vocab_size
   // Newer families (llama.cpp's tensor names and keys):
-  bool qk_norm = false;            // blk.N.attn_q_norm / attn_k_norm [head_dim] (qwen3, gemma3)
-  bool post_norms = false;         // blk.N.post_attention_norm / post_ffw_norm (gemma2, gemma3)
-  float attn_softcap = 0.0f;       // > 0: <arch>.attn_logit_softcapping
-  float final_softcap = 0.0f;      // > 0: <arch>.final_logit_softcapping
-  int32_t sliding_window = 0;      // > 0: <arch>.attention.sliding_window
-  bool fused_qkv = false;          // blk.N.attn_qkv instead of attn_q/k/v (phi3)
-  bool fused_gate_up = false;      // blk.N.ffn_up holds gate then up, no ffn_gate (phi3)
+  bool qk_norm = false;        // blk.N.attn_q_norm / attn_k_norm [head_dim] (qwen3, gemma3)
+  bool post_norms = false;     // blk.N.post_attention_norm / post_ffw_norm (gemma2, gemma3)
+  float attn_softcap = 0.0f;   // > 0: <arch>.attn_logit_softcapping
+  float final_softcap = 0.0f;  // > 0: <arch>.final_logit_softcapping
+  int32_t sliding_window = 0;  // > 0: <arch>.attention.sliding_window
+  bool fused_qkv = false;      // blk.N.attn_qkv instead of attn_q/k/v (phi3)
+  bool fused_gate_up = false;  // blk.N.ffn_up holds gate then up, no ffn_gate (phi3)
   // Granite's scalars (> 0: <arch>.embedding_scale / residual_scale / attention.scale /
   // logit_scale; llama.cpp requires all four for granite).
   float embedding_scale = 0.0f, residual_scale = 0.0f, attention_scale = 0.0f, logit_scale = 0.0f;

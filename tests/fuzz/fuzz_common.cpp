@@ -23,8 +23,25 @@ std::unique_ptr<tokenizer::Tokenizer> make_spm_tokenizer() {
     std::snprintf(buf, sizeof buf, "<0x%02X>", b);
     add(buf, tokenizer::TokenType::byte, 0.0f);
   }
-  const char* pieces[] = {"\xe2\x96\x81", "e", "t", "a", "o", "h", "n", "s", "\xe2\x96\x81t", "he", "\xe2\x96\x81the",
-                          "in", "\xe2\x96\x81" "a", "er", "an", "\xc3\xa9", "\xe4\xb8\xad", "<|user|>"};
+  const char* pieces[] = {"\xe2\x96\x81",
+                          "e",
+                          "t",
+                          "a",
+                          "o",
+                          "h",
+                          "n",
+                          "s",
+                          "\xe2\x96\x81t",
+                          "he",
+                          "\xe2\x96\x81the",
+                          "in",
+                          "\xe2\x96\x81"
+                          "a",
+                          "er",
+                          "an",
+                          "\xc3\xa9",
+                          "\xe4\xb8\xad",
+                          "<|user|>"};
   float score = -1.0f;
   for (const char* p : pieces) add(p, tokenizer::TokenType::normal, score -= 1.0f);
   v.types.back() = tokenizer::TokenType::user_defined;
@@ -55,9 +72,12 @@ std::unique_ptr<tokenizer::Tokenizer> make_bpe_tokenizer(const char* pre) {
   special("<tool>", tokenizer::TokenType::user_defined);
   // Merges in GPT-2 byte characters: "\xc4\xa0" is 'Ġ' (space), "\xc3\x83" 'Ã' and
   // "\xc2\xa9" '©' are the bytes of "é" (C3 A9).
-  const char* merges[][2] = {{"\xc4\xa0", "t"}, {"h", "e"},          {"\xc4\xa0t", "he"}, {"i", "n"},
-                             {"e", "r"},        {"\xc4\xa0", "a"},    {"a", "n"},          {"\xc4\xa0", "\xc4\xa0"},
-                             {"1", "2"},        {"\xc3\x83", "\xc2\xa9"}, {"'", "s"},      {"o", "u"}};
+  const char* merges[][2] = {{"\xc4\xa0", "t"},   {"h", "e"},
+                             {"\xc4\xa0t", "he"}, {"i", "n"},
+                             {"e", "r"},          {"\xc4\xa0", "a"},
+                             {"a", "n"},          {"\xc4\xa0", "\xc4\xa0"},
+                             {"1", "2"},          {"\xc3\x83", "\xc2\xa9"},
+                             {"'", "s"},          {"o", "u"}};
   for (const auto& m : merges) {
     v.merges.push_back(std::string(m[0]) + " " + m[1]);
     const std::string merged = std::string(m[0]) + m[1];

@@ -27,10 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "chat/builtin_formats.h"
 #include "fuzz_common.h"
 #include "sampling/sampling.h"
 #include "server/api.h"
-#include "chat/builtin_formats.h"
 #include "tokenizer/text_stream.h"
 #include "treespec/status.h"
 

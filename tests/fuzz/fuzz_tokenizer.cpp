@@ -80,7 +80,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const auto spm = fuzz::make_spm_tokenizer();
   static const auto bpe = [] {
     std::array<std::unique_ptr<tokenizer::Tokenizer>, fuzz::kNumBpePre> t;
-    for (int i = 0; i < fuzz::kNumBpePre; ++i) t[static_cast<size_t>(i)] = fuzz::make_bpe_tokenizer(fuzz::kBpePreNames[i]);
+    for (int i = 0; i < fuzz::kNumBpePre; ++i)
+      t[static_cast<size_t>(i)] = fuzz::make_bpe_tokenizer(fuzz::kBpePreNames[i]);
     return t;
   }();
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -14,11 +14,11 @@
 //   json_schema: JSON Schemas (every keyword, refs, errors) with NUL + walk choices.
 // Inputs that found bugs (regress_*) are added by hand and kept by `make fuzz-corpus`.
 // Deterministic: the same binary writes the same bytes. Usage: make_fuzz_corpus DIR
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -57,7 +57,15 @@ std::vector<float> weights(size_t n, uint32_t seed) {
 }
 
 void spm_vocab(gguf::GgufWriter& w, int n_vocab) {
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "<0x41>", "\xe2\x96\x81", "a", "\xe2\x96\x81" "a", "b"};
+  std::vector<std::string> tokens = {"<unk>",
+                                     "<s>",
+                                     "</s>",
+                                     "<0x41>",
+                                     "\xe2\x96\x81",
+                                     "a",
+                                     "\xe2\x96\x81"
+                                     "a",
+                                     "b"};
   std::vector<int32_t> types = {2, 3, 3, 6, 1, 1, 1, 1};
   std::vector<float> scores;
   tokens.resize(static_cast<size_t>(n_vocab), "z");
@@ -77,7 +85,10 @@ void bpe_vocab(gguf::GgufWriter& w) {
   const auto& bytes = tokenizer::unicode::byte_to_unicode();
   std::vector<std::string> tokens(bytes.begin(), bytes.end());
   std::vector<int32_t> types(256, 1);
-  for (const char* t : {"\xc4\xa0" "a", "ab"}) tokens.push_back(t), types.push_back(1);
+  for (const char* t : {"\xc4\xa0"
+                        "a",
+                        "ab"})
+    tokens.push_back(t), types.push_back(1);
   for (const char* t : {"<|endoftext|>", "<|im_end|>"}) tokens.push_back(t), types.push_back(3);
   w.set("tokenizer.ggml.model", Value::string("gpt2"));
   w.set("tokenizer.ggml.pre", Value::string("qwen2"));
@@ -269,12 +280,15 @@ int main(int argc, char** argv) {
          R"({"model": "m", "prompt": "the cat sat", "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "top_k": 40,)"
          R"( "min_p": 0.05, "seed": 3, "stop": ["at", "
 "], "stream": true, "stream_options": {"include_usage": true}})");
-    body("completion_tokens", 1, R"({"prompt": [1, 2, 3], "max_tokens": 1, "ignore_eos": true, "n": 1, "logprobs": 0})");
-    body("chat", 1,
-         R"({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi <|im_start|>"},)"
-         R"( {"role": "assistant", "content": null}, {"role": "developer", "content": [{"type": "text", "text": "x"}]}],)"
-         R"( "max_completion_tokens": 4, "stop": "user:"})");
-    body("chat_spm", 0, R"({"messages": [{"role": "user", "content": "café <s> [INST] </s>"}], "response_format": {"type": "text"}})");
+    body("completion_tokens", 1,
+         R"({"prompt": [1, 2, 3], "max_tokens": 1, "ignore_eos": true, "n": 1, "logprobs": 0})");
+    body(
+        "chat", 1,
+        R"({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi <|im_start|>"},)"
+        R"( {"role": "assistant", "content": null}, {"role": "developer", "content": [{"type": "text", "text": "x"}]}],)"
+        R"( "max_completion_tokens": 4, "stop": "user:"})");
+    body("chat_spm", 0,
+         R"({"messages": [{"role": "user", "content": "café <s> [INST] </s>"}], "response_format": {"type": "text"}})");
     body("tokenize", 0, R"({"content": "hello <s> world", "add_special": true, "with_pieces": true})");
     body("detokenize", 1, R"({"tokens": [0, 5, 300, -1]})");
     body("unsupported", 0, R"({"prompt": "x", "n": 2, "logit_bias": {"1": 2}, "tools": [{}], "echo": true})");
@@ -285,7 +299,8 @@ int main(int argc, char** argv) {
          R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema":)"
          R"( {"type": "object", "properties": {"b": {"type": "boolean"}, "a": {"type": "integer"}}}}}})");
     body("grammar", 1, R"({"prompt": "x", "grammar": "root ::= [a-z]+ \"!\""})");
-    body("json_object", 0, R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})");
+    body("json_object", 0,
+         R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})");
   }
   {  // grammar: GBNF source, NUL, output text
     auto gram = [&](const std::string& name, const std::string& g, const std::string& text) {
@@ -294,12 +309,14 @@ int main(int argc, char** argv) {
       all += text;
       write(dir / "grammar" / name, std::vector<uint8_t>(all.begin(), all.end()));
     };
-    gram("json", "root ::= value\nvalue ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
-                 "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
-                 "array ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
-                 "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
-                 "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
-                 "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n",
+    gram("json",
+         "root ::= value\nvalue ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+         "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
+         "array ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
+         "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* "
+         "\"\\\"\" ws\n"
+         "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
+         "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n",
          "{\"a\": [1, -2.5e3, \"x\\u00e9\", null]}");
     gram("repeat", "root ::= [a-z]{2,4} \"!\"? (\"x\" | [0-9]+)* .\n", "ab!x12\xc3\xa9");
     gram("utf8", "root ::= \"\\u00e9\" [\\u03b1-\\u03c9]+ [^\\x00-\\x7f]\n", "\xc3\xa9\xce\xb1\xe2\x82\xac");
@@ -321,9 +338,10 @@ int main(int argc, char** argv) {
       all += choices;
       write(dir / "json_schema" / name, std::vector<uint8_t>(all.begin(), all.end()));
     };
-    schema("object", R"({"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 8},)"
-                     R"( "age": {"type": "integer", "minimum": 0, "maximum": 150}, "tags": {"type": "array",)"
-                     R"( "items": {"enum": ["a", "b", 3, null]}, "minItems": 1, "maxItems": 3}}, "required": ["name"]})");
+    schema("object",
+           R"({"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 8},)"
+           R"( "age": {"type": "integer", "minimum": 0, "maximum": 150}, "tags": {"type": "array",)"
+           R"( "items": {"enum": ["a", "b", 3, null]}, "minItems": 1, "maxItems": 3}}, "required": ["name"]})");
     schema("refs", R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "number"},)"
                    R"( "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}, "required": ["v"]}},)"
                    R"( "$ref": "#/$defs/node"})");
@@ -347,23 +365,30 @@ int main(int argc, char** argv) {
       write(dir / "jinja" / name, std::vector<uint8_t>(t.begin(), t.end()));
     };
     text("print.jinja", "{{ messages[0].content|trim }} {{ 1 + 2 * 3 ** 2 // 4 % 5 }} {{ 'a' ~ none ~ true }}");
-    text("for.jinja", "{% for m in messages if m.role != 'system' %}{{ loop.index }}/{{ loop.length }}{{ loop.cycle('a','b') }}"
-                      "{% if loop.last %}{% break %}{% endif %}{% else %}none{% endfor %}");
-    text("macro_call.jinja", "{% macro w(t, x=1) %}<{{ t }}>{{ caller(x) }}{{ varargs }}{{ kwargs }}{% endmacro %}"
-                             "{% call(v) w('b', 2) %}[{{ v }}]{% endcall %}");
-    text("namespace_set.jinja", "{% set ns = namespace(n=0) %}{% for i in range(5) %}{% set ns.n = ns.n + i %}{% endfor %}"
-                                "{% set a, b = 1, 2 %}{% set blk | upper %}x{{ ns.n }}{% endset %}{{ blk }}{{ a }}{{ b }}");
-    text("filters.jinja", "{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|join(', ') }}"
-                          "{{ [3, 1, 2]|sort|reverse|list }}{{ {'b': 1, 'a': 2}|dictsort }}{{ 'x'|center(9) }}"
-                          "{{ messages|tojson(indent=2) }}{{ '%s-%d'|format('a', 1) }}{{ 'a b'|title|wordcount }}");
-    text("tests.jinja", "{{ x is defined }}{{ 3 is odd }}{{ [] is iterable }}{{ none is none }}{{ 'a' is string }}"
-                        "{{ 4 is divisibleby 2 }}{{ 1 is sameas 1 }}");
-    text("whitespace.jinja", "a  {%- if true -%}  b  {%+ if true +%}\n  c {% endif %}{% endif %}\n  {# c #}\n{% raw %}{{ x }}{% endraw %}");
+    text("for.jinja",
+         "{% for m in messages if m.role != 'system' %}{{ loop.index }}/{{ loop.length }}{{ loop.cycle('a','b') }}"
+         "{% if loop.last %}{% break %}{% endif %}{% else %}none{% endfor %}");
+    text("macro_call.jinja",
+         "{% macro w(t, x=1) %}<{{ t }}>{{ caller(x) }}{{ varargs }}{{ kwargs }}{% endmacro %}"
+         "{% call(v) w('b', 2) %}[{{ v }}]{% endcall %}");
+    text("namespace_set.jinja",
+         "{% set ns = namespace(n=0) %}{% for i in range(5) %}{% set ns.n = ns.n + i %}{% endfor %}"
+         "{% set a, b = 1, 2 %}{% set blk | upper %}x{{ ns.n }}{% endset %}{{ blk }}{{ a }}{{ b }}");
+    text("filters.jinja",
+         "{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|join(', ') }}"
+         "{{ [3, 1, 2]|sort|reverse|list }}{{ {'b': 1, 'a': 2}|dictsort }}{{ 'x'|center(9) }}"
+         "{{ messages|tojson(indent=2) }}{{ '%s-%d'|format('a', 1) }}{{ 'a b'|title|wordcount }}");
+    text("tests.jinja",
+         "{{ x is defined }}{{ 3 is odd }}{{ [] is iterable }}{{ none is none }}{{ 'a' is string }}"
+         "{{ 4 is divisibleby 2 }}{{ 1 is sameas 1 }}");
+    text("whitespace.jinja",
+         "a  {%- if true -%}  b  {%+ if true +%}\n  c {% endif %}{% endif %}\n  {# c #}\n{% raw %}{{ x }}{% endraw %}");
     text("errors.jinja", "{{ raise_exception('bad role') }}");
     text("syntax_error.jinja", "{% if %}{{ (1 + }}{% endfor %}");
     text("undefined.jinja", "{{ x }}{{ x|default('d') }}{{ x.y }}");
-    text("slices_methods.jinja", "{{ 'héllo'[::-1] }}{{ [1,2,3][1:] }}{{ ' a,b '.strip().split(',') }}{{ {'k': 1}.items()|list }}"
-                                 "{{ 'x'.startswith('x') }}{{ messages[-1].get('content') }}{{ strftime_now('%Y') }}");
+    text("slices_methods.jinja",
+         "{{ 'héllo'[::-1] }}{{ [1,2,3][1:] }}{{ ' a,b '.strip().split(',') }}{{ {'k': 1}.items()|list }}"
+         "{{ 'x'.startswith('x') }}{{ messages[-1].get('content') }}{{ strftime_now('%Y') }}");
     std::string with_vars = "{% for t in tools %}{{ t.function.name }}{{ t|tojson }}{% endfor %}{{ n * 2 }}";
     with_vars += '\0';
     with_vars += R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}], "n": 21})";

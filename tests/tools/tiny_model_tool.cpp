@@ -11,8 +11,8 @@
 //       a reference engine treats two names alike);
 //     --scale: weight scale (default the family's), larger gives less repetitive text;
 //     --seed: another draw of the random weights.
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -52,7 +52,9 @@ int main(int argc, char** argv) {
     }
   }
   if (!ok || (bpe && gemma_vocab)) {
-    std::fprintf(stderr, "usage: tiny_model_tool --list | FAMILY OUT.gguf [--bpe | --gemma-vocab] [--n-vocab N] [--arch A] [--scale S] [--seed N]\n");
+    std::fprintf(stderr,
+                 "usage: tiny_model_tool --list | FAMILY OUT.gguf [--bpe | --gemma-vocab] [--n-vocab N] [--arch A] "
+                 "[--scale S] [--seed N]\n");
     return 2;
   }
   for (test::Family f : test::families()) {

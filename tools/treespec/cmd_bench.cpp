@@ -16,9 +16,9 @@
 #include "bench/plot.h"
 #include "bench/pp_tg.h"
 #include "bench/report.h"
+#include "cli/options.h"
 #include "command.h"
 #include "drafters/factory.h"
-#include "cli/options.h"
 #include "treespec/status.h"
 
 namespace {
@@ -47,7 +47,7 @@ struct BenchArgs {
   std::vector<std::string> compare;
   std::string output = "md";
   bool no_progress = false;
-  std::string pp, tg;       // llama-bench mode: comma-separated lengths
+  std::string pp, tg;  // llama-bench mode: comma-separated lengths
   int32_t n_batch = 512;
   std::string cache_type_k = "f16", cache_type_v = "f16";
   const CLI::App* app = nullptr;  // to tell which options were given
@@ -76,8 +76,10 @@ std::string command_line() {
       arg = "treespec";
       first = false;
     }
-    const bool plain = !arg.empty() && arg.find_first_not_of(
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./:=,@+%") == std::string::npos;
+    const bool plain =
+        !arg.empty() &&
+        arg.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_./:=,@+%") ==
+            std::string::npos;
     if (!plain) {
       std::string q = "'";
       for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -114,8 +116,10 @@ int run_pp_tg_cmd(const BenchArgs& a) {
   for (const char* opt : {"--prompts", "--n-prompts", "--n-predict", "--spec", "--method", "--budget", "--batch",
                           "--max-prompt-tokens", "--ignore-eos", "--csv", "--plot", "--temp", "--verify"}) {
     if (a.app->count(opt) > 0) {
-      throw InvalidArgument(fmt::format("{} does not apply to --pp/--tg (plain prompt processing and generation); "
-                                        "run the method sweep without --pp/--tg for it", opt));
+      throw InvalidArgument(
+          fmt::format("{} does not apply to --pp/--tg (plain prompt processing and generation); "
+                      "run the method sweep without --pp/--tg for it",
+                      opt));
     }
   }
   if (a.output == "csv") throw InvalidArgument("-o csv is not available with --pp/--tg (md or json)");
@@ -146,11 +150,13 @@ int run_bench_cmd(const BenchArgs& a) {
     throw InvalidArgument(fmt::format("-o must be md, csv or json, got '{}'", a.output));
   }
   if (!a.pp.empty() || !a.tg.empty()) return run_pp_tg_cmd(a);
-  if (a.app != nullptr && a.app->count("--ubatch-size") > 0) throw InvalidArgument("-ub/--ubatch-size applies to --pp only");
+  if (a.app != nullptr && a.app->count("--ubatch-size") > 0)
+    throw InvalidArgument("-ub/--ubatch-size applies to --pp only");
   if (a.membw) {
     if (a.membw_mib < 1) throw InvalidArgument(fmt::format("--membw-mib must be >= 1, got {}", a.membw_mib));
     const auto j = bench::bandwidth_json(a.n_threads, static_cast<uint64_t>(a.membw_mib) << 20, 0.5);
-    std::printf("DRAM read bandwidth (%s, %d MiB buffer, best pass):\n", j["probe"].get<std::string>().c_str(), a.membw_mib);
+    std::printf("DRAM read bandwidth (%s, %d MiB buffer, best pass):\n", j["probe"].get<std::string>().c_str(),
+                a.membw_mib);
     for (const auto& s : j["samples"]) {
       std::printf("  %3d thread%s: %7.2f GB/s\n", s["n_threads"].get<int>(), s["n_threads"].get<int>() == 1 ? " " : "s",
                   s["gb_per_s"].get<double>());
@@ -172,7 +178,8 @@ int run_bench_cmd(const BenchArgs& a) {
   }
 
   if (a.models.empty()) throw InvalidArgument("bench needs -m MODEL (or --compare, --from, --membw)");
-  if (a.prompts.empty()) throw InvalidArgument("bench needs --prompts FILE (JSONL, JSON array or text; see docs/benchmarks.md)");
+  if (a.prompts.empty())
+    throw InvalidArgument("bench needs --prompts FILE (JSONL, JSON array or text; see docs/benchmarks.md)");
   bench::BenchConfig cfg;
   cfg.models = a.models;
   for (const auto& p : a.prompts) cfg.prompt_sources.push_back(bench::parse_prompt_source(p));
@@ -198,7 +205,8 @@ int run_bench_cmd(const BenchArgs& a) {
   cfg.type_k = kv::parse_cache_type(a.cache_type_k, "-ctk/--cache-type-k");
   cfg.type_v = kv::parse_cache_type(a.cache_type_v, "-ctv/--cache-type-v");
   if (a.n_ctx < 0) throw InvalidArgument(fmt::format("-c/--ctx-size must be >= 0, got {}", a.n_ctx));
-  if (a.max_prompt_tokens < 0) throw InvalidArgument(fmt::format("--max-prompt-tokens must be >= 0, got {}", a.max_prompt_tokens));
+  if (a.max_prompt_tokens < 0)
+    throw InvalidArgument(fmt::format("--max-prompt-tokens must be >= 0, got {}", a.max_prompt_tokens));
   cfg.warmup = !a.no_warmup;
   cfg.measure_bandwidth = !a.no_membw;
   if (a.membw_mib < 1) throw InvalidArgument(fmt::format("--membw-mib must be >= 1, got {}", a.membw_mib));
@@ -235,13 +243,17 @@ std::function<int()> setup_bench(CLI::App& sub) {
                              fmt::join(drafters::spec_methods(), ", ")))
       ->capture_default_str();
   sub.add_option("--method", a->method_args, "one more method variant: NAME[:KEY=VALUE,...] (repeatable)");
-  sub.add_option("--budget", a->budgets, "tree budgets (max nodes incl. root), comma-separated; own = each drafter's own size (default), dynamic or auto = the budget controller (as in run and serve)")
+  sub.add_option("--budget", a->budgets,
+                 "tree budgets (max nodes incl. root), comma-separated; own = each drafter's own size (default), "
+                 "dynamic or auto = the budget controller (as in run and serve)")
       ->capture_default_str();
-  sub.add_option("--batch", a->batches, "batch sizes (sequences decoded together), comma-separated")->capture_default_str();
+  sub.add_option("--batch", a->batches, "batch sizes (sequences decoded together), comma-separated")
+      ->capture_default_str();
   sub.add_option("-r,--repetitions", a->reps, "repetitions (medians reported)")->capture_default_str();
   sub.add_option("-t,--threads", a->n_threads, "threads (default: all cores)");
   sub.add_option("-c,--ctx-size", a->n_ctx, "limit on prompt + generated tokens (default: model's, at most 4096)");
-  sub.add_option("--max-prompt-tokens", a->max_prompt_tokens, "cut longer prompts to BOS + their last K-1 tokens (0 = off)")
+  sub.add_option("--max-prompt-tokens", a->max_prompt_tokens,
+                 "cut longer prompts to BOS + their last K-1 tokens (0 = off)")
       ->capture_default_str();
   sub.add_flag("--ignore-eos", a->ignore_eos, "always generate -n tokens");
   sub.add_flag("--no-warmup", a->no_warmup, "skip the short untimed warm-up pass");
@@ -259,7 +271,8 @@ std::function<int()> setup_bench(CLI::App& sub) {
                  "llama-bench mode: prompt processing tests of these lengths, comma-separated (e.g. 512); "
                  "prints llama-bench's table (median, min-max, sd) instead of the method sweep");
   sub.add_option("--tg", a->tg, "llama-bench mode: generation tests of these lengths, comma-separated (e.g. 128)");
-  sub.add_option("--ubatch-size", a->n_batch, "llama-bench mode: rows per prompt-processing forward pass (-ub works too)")
+  sub.add_option("--ubatch-size", a->n_batch,
+                 "llama-bench mode: rows per prompt-processing forward pass (-ub works too)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
   cli::add_cache_type_options(sub, a->cache_type_k, a->cache_type_v);

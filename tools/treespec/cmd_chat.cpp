@@ -16,8 +16,8 @@
 #include "cli/options.h"
 #include "command.h"
 #include "core/log.h"
-#include "gguf/gguf.h"
 #include "engine/grammar_step.h"
+#include "gguf/gguf.h"
 #include "treespec/status.h"
 
 namespace {
@@ -65,10 +65,11 @@ class ChatInterruptScope {
 
 std::string chat_stats_line(const cli::TurnResult& r, const std::string& method) {
   const auto& s = r.stats;
-  return fmt::format("{:.1f} tokens/s | {:.2f} tokens/step | {} tokens in {} steps | prompt {} tokens, {} reused from the "
-                     "cache, {} prefilled in {:.2f} s | spec {} | stop: {}",
-                     s.tokens_per_s(), s.mean_accepted_length(), s.n_generated, s.n_steps, s.n_prompt, s.n_prompt_cached,
-                     s.n_prompt - s.n_prompt_cached, s.t_prompt, method, engine::finish_reason_name(r.finish));
+  return fmt::format(
+      "{:.1f} tokens/s | {:.2f} tokens/step | {} tokens in {} steps | prompt {} tokens, {} reused from the "
+      "cache, {} prefilled in {:.2f} s | spec {} | stop: {}",
+      s.tokens_per_s(), s.mean_accepted_length(), s.n_generated, s.n_steps, s.n_prompt, s.n_prompt_cached,
+      s.n_prompt - s.n_prompt_cached, s.t_prompt, method, engine::finish_reason_name(r.finish));
 }
 
 constexpr const char* kChatHelp =

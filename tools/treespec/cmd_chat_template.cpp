@@ -8,11 +8,11 @@
 #include <cstdio>
 #include <ctime>
 
+#include "chat/builtin_formats.h"
 #include "chat/chat.h"
 #include "command.h"
 #include "core/files.h"
 #include "gguf/gguf.h"
-#include "chat/builtin_formats.h"
 #include "tokenizer/tokenizer.h"
 #include "treespec/status.h"
 
@@ -52,7 +52,8 @@ std::tm parse_now(const std::string& s) {
   tm.tm_mday = d;
   tm.tm_isdst = -1;
   std::tm probe = tm;
-  if (timegm(&probe) == -1 || probe.tm_mday != d) throw InvalidArgument(fmt::format("--now: '{}' is not a calendar date", s));
+  if (timegm(&probe) == -1 || probe.tm_mday != d)
+    throw InvalidArgument(fmt::format("--now: '{}' is not a calendar date", s));
   return probe;  // timegm filled in the weekday and the day of the year
 }
 
@@ -65,7 +66,8 @@ int run_chat_template(const ChatTemplateArgs& a, const CLI::App& sub) {
   if (!a.tools_file.empty()) {
     in.tools = read_json_file(a.tools_file, "tools file");
     if (!in.tools.is_array())
-      throw InvalidArgument(fmt::format("tools file '{}' must hold a JSON list of tools, got {}", a.tools_file, in.tools.type_name()));
+      throw InvalidArgument(
+          fmt::format("tools file '{}' must hold a JSON list of tools, got {}", a.tools_file, in.tools.type_name()));
   }
   in.add_generation_prompt = a.add_generation_prompt;
 

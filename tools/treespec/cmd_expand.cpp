@@ -55,14 +55,17 @@ void widen_heads(const ExpandArgs& a, const treespec::model::Model& src, const s
   const auto big = model::Model::load(a.out);
   const auto& hp = big->hparams();
   if (hp.n_embd != a.opts.n_embd || hp.n_ff != a.opts.n_ff || hp.n_layer != a.opts.n_layer) {
-    throw InvalidArgument(fmt::format("expand --heads-only: '{}' has dim {}, ffn {}, {} layers, not the --dim {} --ffn {} --layers {} given",
-                                      a.out, hp.n_embd, hp.n_ff, hp.n_layer, a.opts.n_embd, a.opts.n_ff, a.opts.n_layer));
+    throw InvalidArgument(fmt::format(
+        "expand --heads-only: '{}' has dim {}, ffn {}, {} layers, not the --dim {} --ffn {} --layers {} given", a.out,
+        hp.n_embd, hp.n_ff, hp.n_layer, a.opts.n_embd, a.opts.n_ff, a.opts.n_layer));
   }
   if (a.heads_only && prefill_argmax(*big) != prefill_argmax(src)) {
-    throw InvalidArgument(fmt::format("expand --heads-only: '{}' does not compute what '{}' computes (not its expansion)", a.out, a.in));
+    throw InvalidArgument(
+        fmt::format("expand --heads-only: '{}' does not compute what '{}' computes (not its expansion)", a.out, a.in));
   }
   drafters::expand_heads_file(a.heads_in, *big, map, a.heads_out, a.opts.seed);
-  std::printf("wrote %s: heads of %s widened to dim %d, %d layers\n", a.heads_out.c_str(), a.heads_in.c_str(), hp.n_embd, hp.n_layer);
+  std::printf("wrote %s: heads of %s widened to dim %d, %d layers\n", a.heads_out.c_str(), a.heads_in.c_str(),
+              hp.n_embd, hp.n_layer);
 }
 
 std::function<int()> setup_expand(CLI::App& sub) {
@@ -76,7 +79,8 @@ std::function<int()> setup_expand(CLI::App& sub) {
   sub.add_option("--head-dim", a->opts.head_dim, "new head dimension, a multiple of the source's (default: keep)");
   sub.add_option("--type", a->type, "weight type of all matrices (default: keep each source tensor's type)");
   sub.add_option("--seed", a->opts.seed, "seed of the random filler")->capture_default_str();
-  sub.add_option("--heads-in", a->heads_in, "Medusa / ProPD heads file trained on the source model: widen it for the expansion");
+  sub.add_option("--heads-in", a->heads_in,
+                 "Medusa / ProPD heads file trained on the source model: widen it for the expansion");
   sub.add_option("--heads-out", a->heads_out, "where --heads-in goes, widened");
   sub.add_flag("--heads-only", a->heads_only,
                "do not write the model: -o is an existing expansion made with these options; only widen the heads");
@@ -87,8 +91,10 @@ std::function<int()> setup_expand(CLI::App& sub) {
       if (!t) throw InvalidArgument("--type: unknown type '" + a->type + "'");
       a->opts.type = *t;
     }
-    if (a->heads_in.empty() != a->heads_out.empty()) throw InvalidArgument("expand: --heads-in and --heads-out go together");
-    if (a->heads_only && a->heads_in.empty()) throw InvalidArgument("expand: --heads-only needs --heads-in and --heads-out");
+    if (a->heads_in.empty() != a->heads_out.empty())
+      throw InvalidArgument("expand: --heads-in and --heads-out go together");
+    if (a->heads_only && a->heads_in.empty())
+      throw InvalidArgument("expand: --heads-only needs --heads-in and --heads-out");
     if (a->heads_only) {
       const auto src = model::Model::load(a->in);
       widen_heads(*a, *src, model::expanded_layer_positions(src->hparams(), a->opts.n_layer));
@@ -97,10 +103,11 @@ std::function<int()> setup_expand(CLI::App& sub) {
     const auto s = model::expand_gguf(a->in, a->out, a->opts);
     std::string pos;
     for (size_t i = 0; i < s.real_layer_pos.size(); ++i) pos += (i ? "," : "") + std::to_string(s.real_layer_pos[i]);
-    std::printf("wrote %s: dim %d, ffn %d, %d layers (source layers at %s), %d heads / %d kv heads of %d; "
-                "%llu parameters, %llu bytes of tensor data\n",
-                a->out.c_str(), s.n_embd, s.n_ff, s.n_layer, pos.c_str(), s.n_head, s.n_head_kv, s.head_dim,
-                static_cast<unsigned long long>(s.n_params), static_cast<unsigned long long>(s.tensor_bytes));
+    std::printf(
+        "wrote %s: dim %d, ffn %d, %d layers (source layers at %s), %d heads / %d kv heads of %d; "
+        "%llu parameters, %llu bytes of tensor data\n",
+        a->out.c_str(), s.n_embd, s.n_ff, s.n_layer, pos.c_str(), s.n_head, s.n_head_kv, s.head_dim,
+        static_cast<unsigned long long>(s.n_params), static_cast<unsigned long long>(s.tensor_bytes));
     if (!a->heads_in.empty()) widen_heads(*a, *model::Model::load(a->in), s.real_layer_pos);
     return 0;
   };

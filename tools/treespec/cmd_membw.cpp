@@ -25,9 +25,10 @@ std::function<int()> setup_membw(CLI::App& sub) {
     const double all = kernels::measure_read_bandwidth(&pool, bytes, *reps, &all_cpu);
     std::printf("read bandwidth (%d MiB buffer, best of %d): 1 thread %.2f GB/s, %d threads %.2f GB/s\n", *mib, *reps,
                 one, n, all);
-    std::printf("per CPU-second of each thread (rate while running; differs from the above when the machine is busy): "
-                "1 thread %.2f GB/s, %d threads %.2f GB/s per thread\n",
-                one_cpu, n, all_cpu);
+    std::printf(
+        "per CPU-second of each thread (rate while running; differs from the above when the machine is busy): "
+        "1 thread %.2f GB/s, %d threads %.2f GB/s per thread\n",
+        one_cpu, n, all_cpu);
     std::printf("kernels: active ISA %s; AMX %s\n", kernels::isa_name(kernels::active_isa()),
                 kernels::cpu_has_amx() ? "present (no AMX kernels yet)" : "not present on this CPU");
     return 0;

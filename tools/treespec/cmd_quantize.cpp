@@ -25,11 +25,12 @@ std::function<int()> setup_quantize(CLI::App& sub) {
     const auto r = model::quant_recipe(*type);
     if (!r) throw InvalidArgument("--type: unknown type '" + *type + "' (known: " + model::quant_recipe_names() + ")");
     const auto s = model::quantize_gguf(*in, *out, *r);
-    std::printf("wrote %s (%s): %zu tensors, %zu %s, %zu with more bits by llama.cpp's rules, %zu fallback (row length "
-                "not a multiple of the block), %zu f32; %llu -> %llu bytes\n",
-                out->c_str(), r->name.c_str(), s.n_tensors, s.n_quantized, tensor::dtype_name(r->base), s.n_upgraded,
-                s.n_fallback, s.n_tensors - s.n_quantized - s.n_upgraded - s.n_fallback,
-                static_cast<unsigned long long>(s.bytes_in), static_cast<unsigned long long>(s.bytes_out));
+    std::printf(
+        "wrote %s (%s): %zu tensors, %zu %s, %zu with more bits by llama.cpp's rules, %zu fallback (row length "
+        "not a multiple of the block), %zu f32; %llu -> %llu bytes\n",
+        out->c_str(), r->name.c_str(), s.n_tensors, s.n_quantized, tensor::dtype_name(r->base), s.n_upgraded,
+        s.n_fallback, s.n_tensors - s.n_quantized - s.n_upgraded - s.n_fallback,
+        static_cast<unsigned long long>(s.bytes_in), static_cast<unsigned long long>(s.bytes_out));
     return 0;
   };
 }

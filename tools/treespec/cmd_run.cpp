@@ -37,8 +37,10 @@ struct RunArgs {
 
 int run(const RunArgs& a) {
   if (a.verbose) core::set_log_level(core::LogLevel::info);
-  if (a.n_predict < -1) throw InvalidArgument(fmt::format("-n/--n-predict must be >= 0 or -1 (unlimited), got {}", a.n_predict));
-  if (!a.prompt_file.empty() && !a.prompt.empty()) throw InvalidArgument("give either -p/--prompt or -f/--file, not both");
+  if (a.n_predict < -1)
+    throw InvalidArgument(fmt::format("-n/--n-predict must be >= 0 or -1 (unlimited), got {}", a.n_predict));
+  if (!a.prompt_file.empty() && !a.prompt.empty())
+    throw InvalidArgument("give either -p/--prompt or -f/--file, not both");
   const std::string prompt = a.prompt_file.empty() ? a.prompt : core::read_text_file(a.prompt_file, "prompt file");
 
   const auto constraint = cli::resolve_grammar(a.grammar);  // before the model: a bad grammar fails fast
@@ -103,7 +105,10 @@ int run(const RunArgs& a) {
     if (policy) s["budget"] = policy->stats_json();
     if (seq.drafter().prune().enabled()) {
       const auto& ps = seq.drafter().prune();
-      s["prune"] = {{"layer", ps.layer}, {"top_k", ps.top_k}, {"head", ps.head ? ps.head->kind() : "none"}, {"n_layer", hp.n_layer}};
+      s["prune"] = {{"layer", ps.layer},
+                    {"top_k", ps.top_k},
+                    {"head", ps.head ? ps.head->kind() : "none"},
+                    {"n_layer", hp.n_layer}};
     }
     nlohmann::json dj = nlohmann::json::object();
     for (const auto& [k, v] : seq.drafter().counters()) dj[k] = v;

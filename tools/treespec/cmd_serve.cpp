@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <ctime>
 
+#include "cli/options.h"
 #include "command.h"
 #include "core/log.h"
-#include "cli/options.h"
 #include "server/server.h"
 #include "treespec/status.h"
 
@@ -39,8 +39,10 @@ int serve(ServeArgs& a) {
   c.type_v = kv::parse_cache_type(a.model.cache_type_v, "-ctv/--cache-type-v");
   c.spec = a.spec;
   c.sampling = a.sampling.params;
-  for (const std::string& item : a.sampling.logit_bias) c.sampling.logit_bias.push_back(cli::parse_logit_bias_flag(item));
-  if (a.sampling.seed < -1) throw InvalidArgument(fmt::format("--seed must be >= 0 or -1 (random), got {}", a.sampling.seed));
+  for (const std::string& item : a.sampling.logit_bias)
+    c.sampling.logit_bias.push_back(cli::parse_logit_bias_flag(item));
+  if (a.sampling.seed < -1)
+    throw InvalidArgument(fmt::format("--seed must be >= 0 or -1 (random), got {}", a.sampling.seed));
   c.default_seed = a.sampling.seed;
   c.verify = cli::resolve_verify(a.sampling);
   c.typical = a.sampling.typical;
@@ -59,13 +61,15 @@ int serve(ServeArgs& a) {
   server::Server srv(c);
   srv.start();
   // The log line with the port is an info line; a chosen port is printed even with -q.
-  if (a.quiet && a.server.port == 0) std::fprintf(stderr, "treespec: listening on http://%s:%d\n", c.host.c_str(), srv.port());
+  if (a.quiet && a.server.port == 0)
+    std::fprintf(stderr, "treespec: listening on http://%s:%d\n", c.host.c_str(), srv.port());
   int rc = 0;
   for (;;) {
     timespec ts{0, 200 * 1000 * 1000};
     const int sig = sigtimedwait(&sigs, nullptr, &ts);
     if (sig == SIGINT || sig == SIGTERM) {
-      TS_LOG_INFO("received {}, shutting down (grace {:.1f} s)", sig == SIGINT ? "SIGINT" : "SIGTERM", c.shutdown_grace_s);
+      TS_LOG_INFO("received {}, shutting down (grace {:.1f} s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                  c.shutdown_grace_s);
       break;
     }
     if (srv.state() == server::Server::State::failed) {
@@ -91,7 +95,8 @@ std::function<int()> setup_serve(CLI::App& sub) {
   sub.add_flag("!--no-prefix-cache", s.prefix_cache,
                "do not reuse the KV cache of prompt prefixes other requests computed (on by default: a shared system "
                "prompt or a conversation's earlier turns are computed once)");
-  sub.add_option("--parallel", s.n_slots, "sequence slots decoded together, continuous batching (-np works too)")->capture_default_str();
+  sub.add_option("--parallel", s.n_slots, "sequence slots decoded together, continuous batching (-np works too)")
+      ->capture_default_str();
   sub.add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' (not for /health and /v1/models)");
   sub.add_option("--api-key-file", s.api_key_file, "more API keys, one per line ('#' comments), besides --api-key");
   sub.add_option("--cors-origins", s.cors_origins,
@@ -104,12 +109,15 @@ std::function<int()> setup_serve(CLI::App& sub) {
                  "namespace of the /metrics series: treespec (default) or vllm, for vLLM's dashboards unchanged")
       ->capture_default_str();
   sub.add_option("-a,--alias", s.alias, "model id in the API (default: the file name without .gguf)");
-  sub.add_option("--max-queue", s.max_queue, "requests allowed to wait for a slot; more get 503")->capture_default_str();
+  sub.add_option("--max-queue", s.max_queue, "requests allowed to wait for a slot; more get 503")
+      ->capture_default_str();
   sub.add_option("--step-budget", s.step_budget, "tree nodes per decode step shared by all slots (0 = no cap)")
       ->capture_default_str();
   sub.add_option("--max-body", a->max_body_kib, "largest request body in KiB (larger: 413)")->capture_default_str();
-  sub.add_option("--timeout", s.timeout_s, "socket read/write timeout in seconds (slow clients)")->capture_default_str();
-  sub.add_option("--http-threads", s.http_threads, "HTTP worker threads (0 = slots + max-queue + 8)")->capture_default_str();
+  sub.add_option("--timeout", s.timeout_s, "socket read/write timeout in seconds (slow clients)")
+      ->capture_default_str();
+  sub.add_option("--http-threads", s.http_threads, "HTTP worker threads (0 = slots + max-queue + 8)")
+      ->capture_default_str();
   sub.add_option("--shutdown-grace", s.shutdown_grace_s, "seconds in-flight requests may finish after SIGTERM")
       ->capture_default_str();
   cli::add_chat_template_options(sub, s.chat_template, s.chat_template_file);
@@ -126,4 +134,5 @@ std::function<int()> setup_serve(CLI::App& sub) {
 
 }  // namespace
 
-TREESPEC_COMMAND("serve", "OpenAI-compatible HTTP server with continuous batching and speculative decoding", setup_serve);
+TREESPEC_COMMAND("serve", "OpenAI-compatible HTTP server with continuous batching and speculative decoding",
+                 setup_serve);

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <functional>
 
+#include "bench/prompts.h"
+#include "cli/options.h"
 #include "command.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
@@ -17,8 +19,6 @@
 #include "drafters/propd/heads_file.h"
 #include "drafters/propd/prune_train.h"
 #include "model/model.h"
-#include "bench/prompts.h"
-#include "cli/options.h"
 #include "tokenizer/tokenizer.h"
 #include "treespec/status.h"
 
@@ -54,7 +54,9 @@ std::vector<int32_t> parse_prune_layers(const std::string& spec, int32_t n_layer
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 1 || v >= n_layer) {
-      throw InvalidArgument(fmt::format("--prune-layer '{}': expected 'all' or layers in 1..{} separated by commas (bad item '{}')", spec, n_layer - 1, item));
+      throw InvalidArgument(
+          fmt::format("--prune-layer '{}': expected 'all' or layers in 1..{} separated by commas (bad item '{}')", spec,
+                      n_layer - 1, item));
     }
     if (std::find(out.begin(), out.end(), static_cast<int32_t>(v)) == out.end()) out.push_back(static_cast<int32_t>(v));
     b = e + 1;
@@ -90,7 +92,8 @@ int run(TrainArgs& a) {
   const auto tok = tokenizer::Tokenizer::from_gguf(model->gguf());
   drafters::MedusaTrainParams& p = a.p;
   p.n_threads = cli::resolve_threads(a.n_threads);
-  if (a.seed < 0) throw InvalidArgument(fmt::format("-s/--seed must be >= 0 (training is deterministic for a seed), got {}", a.seed));
+  if (a.seed < 0)
+    throw InvalidArgument(fmt::format("-s/--seed must be >= 0 (training is deterministic for a seed), got {}", a.seed));
   p.seed = static_cast<uint64_t>(a.seed);
   p.eog_ids = tok->eog_ids();
   p.bos_id = tok->bos_id() >= 0 ? tok->bos_id() : 1;
@@ -104,40 +107,48 @@ int run(TrainArgs& a) {
     a.pp.validate();
   }
   p.validate();
-  std::fprintf(stderr, "train-heads: %s: %d heads x %d blocks, %d samples x %d tokens (%s), %d steps of %d positions, lr %g, %d threads\n",
+  std::fprintf(stderr,
+               "train-heads: %s: %d heads x %d blocks, %d samples x %d tokens (%s), %d steps of %d positions, lr %g, "
+               "%d threads\n",
                a.model.c_str(), p.n_heads, p.n_blocks, p.samples, p.seq_len,
                p.prompts.empty() ? "from BOS" : fmt::format("{} prompts", p.prompts.size()).c_str(), p.steps, p.batch,
                static_cast<double>(p.lr), p.n_threads);
   core::ProgressBar bar(a.quiet ? nullptr : stderr);
   drafters::MedusaTrainReport rep;
-  auto heads = drafters::train_medusa_heads(*model, p, &rep, [&](const drafters::TrainProgress& pr) { show_progress(bar, pr); });
+  auto heads =
+      drafters::train_medusa_heads(*model, p, &rep, [&](const drafters::TrainProgress& pr) { show_progress(bar, pr); });
   std::shared_ptr<drafters::PruneHeadSet> prune;
   drafters::PruneTrainReport prep;
   if (!p.tap_layers.empty()) {
     core::ThreadPool pool(p.n_threads);
-    prune = drafters::train_prune_heads(*model, rep.taps, a.pp, pool, &prep, [&](const drafters::TrainProgress& pr) { show_progress(bar, pr); });
+    prune = drafters::train_prune_heads(*model, rep.taps, a.pp, pool, &prep,
+                                        [&](const drafters::TrainProgress& pr) { show_progress(bar, pr); });
   }
   bar.finish();
   drafters::write_heads_file(a.out, *heads, prune.get());
   if (!a.merged.empty()) drafters::write_model_with_all_heads(*model, *heads, prune.get(), a.merged);
 
   const auto& ev = rep.after;
-  std::printf("generated %lld tokens in %.1f s; trained %d steps in %.1f s; evaluated %lld held-out positions (head 0)\n",
-              static_cast<long long>(rep.generated_tokens), rep.gen_seconds, p.steps, rep.train_seconds,
-              static_cast<long long>(rep.heldout_positions));
+  std::printf(
+      "generated %lld tokens in %.1f s; trained %d steps in %.1f s; evaluated %lld held-out positions (head 0)\n",
+      static_cast<long long>(rep.generated_tokens), rep.gen_seconds, p.steps, rep.train_seconds,
+      static_cast<long long>(rep.heldout_positions));
   std::printf("calibration (held-out top-k accuracy; chance top-1 = %.4f):\n", 1.0 / model->hparams().n_vocab);
   std::string head = "head  loss(init)  loss  ";
   for (int32_t j = 1; j <= ev.top_k; ++j) head += fmt::format(" top-{:<2}", j);
   std::printf("%s\n", head.c_str());
   for (int32_t k = 0; k < p.n_heads; ++k) {
-    std::string row = fmt::format("{:<4}  {:10.4f}  {:6.4f}", k, rep.before.loss[static_cast<size_t>(k)], ev.loss[static_cast<size_t>(k)]);
-    for (int32_t j = 0; j < ev.top_k; ++j) row += fmt::format("  {:5.3f}", ev.topk_acc[static_cast<size_t>(k * ev.top_k + j)]);
+    std::string row = fmt::format("{:<4}  {:10.4f}  {:6.4f}", k, rep.before.loss[static_cast<size_t>(k)],
+                                  ev.loss[static_cast<size_t>(k)]);
+    for (int32_t j = 0; j < ev.top_k; ++j)
+      row += fmt::format("  {:5.3f}", ev.topk_acc[static_cast<size_t>(k * ev.top_k + j)]);
     std::printf("%s\n", row.c_str());
   }
   if (prune) {
     const auto& c = prune->calib;
-    std::printf("\nProPD pruning: recall of the final argmax in the top-k of an early predictor (%lld held-out positions)\n",
-                static_cast<long long>(c.n_positions));
+    std::printf(
+        "\nProPD pruning: recall of the final argmax in the top-k of an early predictor (%lld held-out positions)\n",
+        static_cast<long long>(c.n_positions));
     std::string hdr = "predictor          layer";
     for (int32_t k : {1, 2, 3, 4, 5, 8, 10, 12, 16}) {
       if (k <= c.top_k) hdr += fmt::format("  top-{:<2}", k);
@@ -150,18 +161,21 @@ int run(TrainArgs& a) {
       }
       std::printf("%s\n", r.c_str());
     };
-    for (int32_t l = 0; l < c.lens_layers(); ++l) row("logit lens", l, [&](int32_t ll, int32_t k) { return c.lens(ll, k); });
+    for (int32_t l = 0; l < c.lens_layers(); ++l)
+      row("logit lens", l, [&](int32_t ll, int32_t k) { return c.lens(ll, k); });
     for (int32_t l : c.head_layers) row("trained head", l, [&](int32_t ll, int32_t k) { return c.head(ll, k); });
     for (size_t i = 0; i < prep.layers.size(); ++i) {
-      std::printf("prune head @%d: held-out cross-entropy to the final argmax %.4f (lens) -> %.4f (trained)\n", prep.layers[i],
-                  prep.loss_before[i], prep.loss_after[i]);
+      std::printf("prune head @%d: held-out cross-entropy to the final argmax %.4f (lens) -> %.4f (trained)\n",
+                  prep.layers[i], prep.loss_before[i], prep.loss_after[i]);
     }
     if (c.default_layer > 0) {
-      std::printf("default prune layer: %d (smallest trained layer with top-%d recall >= %.2f)\n", c.default_layer, c.default_k,
-                  static_cast<double>(c.recall_target));
-    } else {
-      std::printf("no trained layer reaches top-%d recall %.2f; --spec propd picks from the tables at run time (see docs/propd.md)\n",
+      std::printf("default prune layer: %d (smallest trained layer with top-%d recall >= %.2f)\n", c.default_layer,
                   c.default_k, static_cast<double>(c.recall_target));
+    } else {
+      std::printf(
+          "no trained layer reaches top-%d recall %.2f; --spec propd picks from the tables at run time (see "
+          "docs/propd.md)\n",
+          c.default_k, static_cast<double>(c.recall_target));
     }
     std::printf("prune heads trained in %.1f s\n", prep.seconds);
   }
@@ -183,20 +197,27 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("--seq-len", p.seq_len, "generated tokens per sample")->capture_default_str();
   sub.add_option("--samples", p.samples, "generated samples (some held out for calibration)")->capture_default_str();
   sub.add_option("--holdout", p.holdout, "fraction of samples held out")->capture_default_str();
-  sub.add_option("--prompts", a->prompts_file, "prompts to continue, one per line or JSON lines with prompt/turns/text (FILE[:field=F][:turn=N][:format=F] as bench's --prompts; default: from BOS)");
+  sub.add_option("--prompts", a->prompts_file,
+                 "prompts to continue, one per line or JSON lines with prompt/turns/text "
+                 "(FILE[:field=F][:turn=N][:format=F] as bench's --prompts; default: from BOS)");
   sub.add_option("--temp", p.temp, "sampling temperature of the training text")->capture_default_str();
   sub.add_option("--top-p", p.top_p, "top-p of the training text")->capture_default_str();
-  sub.add_option("--kl", p.kl_weight, "weight of the KL term to the base distribution (0 = cross-entropy only)")->capture_default_str();
+  sub.add_option("--kl", p.kl_weight, "weight of the KL term to the base distribution (0 = cross-entropy only)")
+      ->capture_default_str();
   sub.add_option("--kl-top", p.kl_top, "base distribution entries kept for the KL term")->capture_default_str();
   sub.add_option("--gen-batch", p.gen_batch, "sequences generated together")->capture_default_str();
   sub.add_option("--prune-layer", a->prune_layers,
-                 "also train ProPD prune heads after these layers ('all' or e.g. 2,3) and measure the logit lens' recall at every layer");
+                 "also train ProPD prune heads after these layers ('all' or e.g. 2,3) and measure the logit lens' "
+                 "recall at every layer");
   sub.add_option("--prune-steps", a->pp.steps, "prune heads: Adam steps per layer")->capture_default_str();
   sub.add_option("--prune-lr", a->pp.lr, "prune heads: peak learning rate")->capture_default_str();
   sub.add_option("--prune-blocks", a->pp.n_blocks, "prune heads: residual blocks")->capture_default_str();
-  sub.add_option("--prune-soft", a->pp.soft_weight, "prune heads: weight of the final distribution (rest: its argmax)")->capture_default_str();
+  sub.add_option("--prune-soft", a->pp.soft_weight, "prune heads: weight of the final distribution (rest: its argmax)")
+      ->capture_default_str();
   sub.add_option("--prune-k", a->pp.default_k, "prune heads: k of the default-layer rule")->capture_default_str();
-  sub.add_option("--prune-recall", a->pp.recall_target, "prune heads: default layer = smallest with top-k recall >= this")->capture_default_str();
+  sub.add_option("--prune-recall", a->pp.recall_target,
+                 "prune heads: default layer = smallest with top-k recall >= this")
+      ->capture_default_str();
   sub.add_option("-s,--seed", a->seed, "seed (same seed, same heads)")->capture_default_str();
   sub.add_option("-t,--threads", a->n_threads, "threads (default: all cores)");
   sub.add_flag("-q,--quiet", a->quiet, "no progress bar");

@@ -35,7 +35,10 @@ const LlamaFlag kFlags[] = {
     {{"-jf"}, Kind::alias, Value::none, "--json-schema-file"},
     {{"-ngl", "--gpu-layers", "--n-gpu-layers"}, Kind::ignored, Value::required, kGpu},
     {{"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, Kind::ignored, Value::required, kGpu},
-    {{"-fa", "--flash-attn"}, Kind::ignored, Value::optional_on_off, "flash attention is a GPU kernel; this CPU engine has its own"},
+    {{"-fa", "--flash-attn"},
+     Kind::ignored,
+     Value::optional_on_off,
+     "flash attention is a GPU kernel; this CPU engine has its own"},
     {{"-sm", "--split-mode"}, Kind::ignored, Value::required, "there are no GPUs to split the model across"},
     {{"-mg", "--main-gpu"}, Kind::ignored, Value::required, "there is no GPU to choose"},
     {{"-ts", "--tensor-split"}, Kind::ignored, Value::required, "there are no GPUs to split tensors across"},
@@ -65,7 +68,8 @@ bool is_on_off(std::string_view v) {
 // value "y..."); "-n128" and "-1" stay as they are.
 bool is_multi_letter_short(std::string_view a) {
   if (a.size() < 3 || a[0] != '-' || a[1] == '-') return false;
-  return std::all_of(a.begin() + 1, a.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '-'; });
+  return std::all_of(a.begin() + 1, a.end(),
+                     [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '-'; });
 }
 
 }  // namespace
@@ -85,7 +89,8 @@ std::vector<std::string> rewrite_llama_flags(int argc, char** argv, std::FILE* w
     const LlamaFlag* f = find_flag(name);
     if (f == nullptr) {
       if (is_multi_letter_short(name)) {
-        throw InvalidArgument(fmt::format("unknown option '{}' (one dash takes one letter; see --help for the options)", name));
+        throw InvalidArgument(
+            fmt::format("unknown option '{}' (one dash takes one letter; see --help for the options)", name));
       }
       out.push_back(std::move(a));
       continue;
@@ -96,17 +101,20 @@ std::vector<std::string> rewrite_llama_flags(int argc, char** argv, std::FILE* w
         out[1] = "chat";
         continue;
       }
-      throw InvalidArgument(fmt::format("{} starts a conversation: use `treespec chat -m MODEL` (or `treespec run -cnv`)", name));
+      throw InvalidArgument(
+          fmt::format("{} starts a conversation: use `treespec chat -m MODEL` (or `treespec run -cnv`)", name));
     }
     if (f->kind == Kind::alias) {
       out.push_back(std::string(f->text) + (eq == std::string::npos ? "" : a.substr(eq)));
       continue;
     }
     std::string shown = a;
-    const bool next_is_value = eq == std::string::npos && i + 1 < argc &&
-                               (f->value == Value::required || (f->value == Value::optional_on_off && is_on_off(argv[i + 1])));
+    const bool next_is_value =
+        eq == std::string::npos && i + 1 < argc &&
+        (f->value == Value::required || (f->value == Value::optional_on_off && is_on_off(argv[i + 1])));
     if (next_is_value) shown += std::string(" ") + argv[++i];
-    if (warn != nullptr) std::fprintf(warn, "treespec: warning: %s ignored: %s\n", shown.c_str(), std::string(f->text).c_str());
+    if (warn != nullptr)
+      std::fprintf(warn, "treespec: warning: %s ignored: %s\n", shown.c_str(), std::string(f->text).c_str());
   }
   return out;
 }

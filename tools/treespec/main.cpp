@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli/options.h"
 #include "command.h"
 #include "core/mapped_files.h"
 #include "llama_flags.h"
-#include "cli/options.h"
 #include "treespec/status.h"
 
 namespace treespec::cli {

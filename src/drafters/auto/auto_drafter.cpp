@@ -20,8 +20,10 @@ constexpr double kSeqAlpha = 0.1;
 }  // namespace
 
 void AutoParams::validate() const {
-  if (!(explore >= 0.0 && explore <= 0.5)) throw InvalidArgument(fmt::format("--auto-explore must be in [0, 0.5], got {}", explore));
-  if (trial_steps < 1 || trial_steps > 64) throw InvalidArgument(fmt::format("--auto-trial must be in 1..64, got {}", trial_steps));
+  if (!(explore >= 0.0 && explore <= 0.5))
+    throw InvalidArgument(fmt::format("--auto-explore must be in [0, 0.5], got {}", explore));
+  if (trial_steps < 1 || trial_steps > 64)
+    throw InvalidArgument(fmt::format("--auto-trial must be in 1..64, got {}", trial_steps));
   if (shadow_every < 1 || shadow_every > 1024) {
     throw InvalidArgument(fmt::format("--auto-shadow-every must be in 1..1024, got {}", shadow_every));
   }
@@ -103,7 +105,7 @@ tree::TokenTree AutoDrafter::propose(const DraftInput& in) {
     sub.budget = shadow ? m.max_nodes : n;  // a shadowed method drafts its largest tree; the arm takes a prefix
     tree::TokenTree t = m.d->propose(sub);
     if (is_chosen) {
-      out = t.prefix(n);  // Medusa's smaller trees are prefixes of its largest
+      out = t.prefix(n);        // Medusa's smaller trees are prefixes of its largest
       set_prune(m.d->prune());  // the engine reads the pruning of the drafter it was given
     }
     if (shadow) {

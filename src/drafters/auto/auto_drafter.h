@@ -29,7 +29,8 @@
 namespace treespec::drafters {
 
 struct AutoParams {
-  std::string arms;          // --auto-arms: methods to choose from (comma list of none, lookup, ptd, medusa, draft); "" = all available
+  std::string
+      arms;  // --auto-arms: methods to choose from (comma list of none, lookup, ptd, medusa, draft); "" = all available
   double explore = 0.01;     // --auto-explore: share of decode time spent on trials of arms that are not shadowed
   int32_t trial_steps = 3;   // --auto-trial: consecutive steps of one trial
   int32_t shadow_every = 4;  // --auto-shadow-every: Medusa's heads run for one sequence every N-th step to grade it
@@ -62,15 +63,15 @@ class AutoDrafter final : public Drafter {
     std::unique_ptr<Drafter> d;
     bool follows = false;
     bool shadow = false;
-    bool ready = false;              // observed the last step (a follower), or needs nothing (lookup)
-    int32_t max_nodes = 1;           // largest arm
-    std::vector<int32_t> arms;       // its arms
+    bool ready = false;         // observed the last step (a follower), or needs nothing (lookup)
+    int32_t max_nodes = 1;      // largest arm
+    std::vector<int32_t> arms;  // its arms
   };
   // A shadow proposal waiting for the text that grades it.
   struct Pending {
     int32_t method = 0;
-    int32_t ran_arm = -1;            // the arm that drafted the step from this tree (-1: none of the method's)
-    int64_t root_index = 0;          // context index of the tree's root
+    int32_t ran_arm = -1;    // the arm that drafted the step from this tree (-1: none of the method's)
+    int64_t root_index = 0;  // context index of the tree's root
     tree::TokenTree tree;
   };
   // Grades p against `context`: false while the text is too short to tell.
@@ -80,14 +81,14 @@ class AutoDrafter final : public Drafter {
   std::vector<ArmInfo> arms_;
   std::vector<int32_t> arm_method_;  // [arms] -> methods_ index
   int32_t cur_ = 0, next_ = 0;
-  bool shadow_ = false;              // followers observe this step to be graded
-  int32_t proposed_ = -1;            // method that proposed the last tree
+  bool shadow_ = false;    // followers observe this step to be graded
+  int32_t proposed_ = -1;  // method that proposed the last tree
   int32_t proposed_arm_ = -1;
   int64_t proposed_root_ = 0;
   std::vector<Pending> pending_;
   std::vector<ArmSample> samples_;
-  void record(const ArmSample& s);             // into samples_ and this sequence's estimates
-  std::vector<double> seq_tok_, seq_n_;       // per arm: this sequence's EMA of tokens per step, samples
+  void record(const ArmSample& s);                         // into samples_ and this sequence's estimates
+  std::vector<double> seq_tok_, seq_n_;                    // per arm: this sequence's EMA of tokens per step, samples
   std::vector<int64_t> steps_, accepted_, shadow_graded_;  // per arm
 };
 

@@ -57,8 +57,8 @@ void check_draft_compatible(const model::Model& target, const model::Model& draf
     }
     for (size_t i = 0; i < tt.size(); ++i) {
       if (tt[i] != dt[i]) {
-        fail(fmt::format("token {} is '{}' in the draft but '{}' in the target (tokenizer.ggml.tokens)", i, shown(dt[i]),
-                         shown(tt[i])));
+        fail(fmt::format("token {} is '{}' in the draft but '{}' in the target (tokenizer.ggml.tokens)", i,
+                         shown(dt[i]), shown(tt[i])));
       }
     }
   }

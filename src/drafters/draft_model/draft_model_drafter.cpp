@@ -22,7 +22,8 @@ void DraftModelParams::validate() const {
   if (n_draft_min < 0 || n_draft_min > n_draft_max) {
     throw InvalidArgument(fmt::format("--draft-min must be in 0..--draft-max ({}), got {}", n_draft_max, n_draft_min));
   }
-  if (!(p_min >= 0.0f && p_min <= 1.0f)) throw InvalidArgument(fmt::format("--draft-p-min must be in [0, 1], got {}", p_min));
+  if (!(p_min >= 0.0f && p_min <= 1.0f))
+    throw InvalidArgument(fmt::format("--draft-p-min must be in [0, 1], got {}", p_min));
   if (!(p_split > 0.0f && p_split <= 1.0f)) {
     throw InvalidArgument(fmt::format("--draft-p-split must be in (0, 1], got {}", p_split));
   }
@@ -345,8 +346,9 @@ std::unique_ptr<Drafter> make_draft_model_drafter(const DraftModelParams& p, con
                                                   core::ThreadPool* pool) {
   p.validate();
   if (p.model_path.empty() && p.layers.empty()) {
-    throw InvalidArgument("--spec draft needs a draft model: -md DRAFT.gguf, or --draft-layers LIST to draft with a "
-                          "subset of the target's own layers");
+    throw InvalidArgument(
+        "--spec draft needs a draft model: -md DRAFT.gguf, or --draft-layers LIST to draft with a "
+        "subset of the target's own layers");
   }
   std::shared_ptr<const model::Model> owned;
   const model::Model* m = &target;

@@ -39,16 +39,16 @@ class Model;
 namespace treespec::drafters {
 
 struct DraftModelParams {
-  std::string model_path;    // -md/--model-draft: draft GGUF (empty: the target's own layers)
-  std::string layers;        // --draft-layers: e.g. "0-2,4"; empty: all layers of the draft model
-  int32_t n_draft_max = 8;   // --draft-max: tokens per chain / tree depth
-  int32_t n_draft_min = 0;   // --draft-min: shorter drafts are not verified (point-mass drafts only)
-  float p_min = 0.75f;       // --draft-p-min: stop below a node whose children cover less draft mass
-  bool tree = false;         // --draft-tree
-  float p_split = 0.1f;      // --draft-p-split: a non-top candidate becomes a branch at this draft probability
-  int32_t n_tree_nodes = 16; // --draft-tree-nodes: tree size incl. the root when no budget policy sets one
-  int32_t tree_width = 4;    // --draft-tree-width: nodes expanded per draft forward pass
-  void validate() const;     // InvalidArgument naming the flag
+  std::string model_path;     // -md/--model-draft: draft GGUF (empty: the target's own layers)
+  std::string layers;         // --draft-layers: e.g. "0-2,4"; empty: all layers of the draft model
+  int32_t n_draft_max = 8;    // --draft-max: tokens per chain / tree depth
+  int32_t n_draft_min = 0;    // --draft-min: shorter drafts are not verified (point-mass drafts only)
+  float p_min = 0.75f;        // --draft-p-min: stop below a node whose children cover less draft mass
+  bool tree = false;          // --draft-tree
+  float p_split = 0.1f;       // --draft-p-split: a non-top candidate becomes a branch at this draft probability
+  int32_t n_tree_nodes = 16;  // --draft-tree-nodes: tree size incl. the root when no budget policy sets one
+  int32_t tree_width = 4;     // --draft-tree-width: nodes expanded per draft forward pass
+  void validate() const;      // InvalidArgument naming the flag
 };
 
 class DraftModelDrafter final : public Drafter {
@@ -77,8 +77,8 @@ class DraftModelDrafter final : public Drafter {
   // One node of the draft's own tree: pending chain (depth < 0), root (0), drafts (> 0).
   struct Node {
     int32_t depth = 0;
-    float path_p = 1.0f;   // ranking key (product of draft probabilities; see add_children)
-    float step_p = 1.0f;   // draft probability of this token at its parent
+    float path_p = 1.0f;  // ranking key (product of draft probabilities; see add_children)
+    float step_p = 1.0f;  // draft probability of this token at its parent
     bool forwarded = false;
     int32_t q_index = -1;  // >= 0: its one child was sampled from q_store_[q_index]
   };
@@ -99,11 +99,11 @@ class DraftModelDrafter final : public Drafter {
   bool coupled_ = false;
   int64_t noise_pos0_ = 0;
   std::vector<int32_t> committed_;
-  tree::TokenTree dtree_;             // last proposal: pending chain, root, drafted nodes
-  std::vector<Node> nodes_;           // [dtree_.size()]
+  tree::TokenTree dtree_;    // last proposal: pending chain, root, drafted nodes
+  std::vector<Node> nodes_;  // [dtree_.size()]
   std::deque<sampling::Distribution> q_store_;
   std::vector<const sampling::Distribution*> q_ptr_;  // [proposed tree size]
-  core::AlignedBuffer<float> logits_;  // [rows, n_vocab]
+  core::AlignedBuffer<float> logits_;                 // [rows, n_vocab]
   // Counters (for `run --json` stats.drafter and the docs).
   int64_t n_proposals_ = 0, n_forwards_ = 0, n_rows_ = 0, n_prefill_ = 0, n_reused_ = 0, n_drafted_ = 0;
   int64_t n_sampled_nodes_ = 0, n_dropped_min_ = 0;

@@ -17,7 +17,8 @@ int32_t parse_index(std::string_view item, std::string_view part, std::string_vi
   const char* e = part.data() + part.size();
   auto [ptr, ec] = std::from_chars(b, e, v);
   if (part.empty() || ec != std::errc() || ptr != e || v < 0) {
-    throw InvalidArgument(fmt::format("{}: '{}' is not a layer index or range (expected e.g. 0,1,2 or 0-2,4 or 0-2+4)", flag, item));
+    throw InvalidArgument(
+        fmt::format("{}: '{}' is not a layer index or range (expected e.g. 0,1,2 or 0-2,4 or 0-2+4)", flag, item));
   }
   return v;
 }
@@ -31,7 +32,8 @@ std::vector<int32_t> parse_layer_list(std::string_view text, int32_t n_layer, st
   while (pos <= text.size()) {
     // '+' separates items too: bench method specs use ',' between methods (draft:layers=0-2+4).
     const size_t comma = text.find_first_of(",+", pos);
-    const std::string_view item = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    const std::string_view item =
+        text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
     const size_t dash = item.find('-');
     int32_t lo = 0, hi = 0;
     if (dash == std::string_view::npos) {
@@ -42,13 +44,14 @@ std::vector<int32_t> parse_layer_list(std::string_view text, int32_t n_layer, st
       if (hi < lo) throw InvalidArgument(fmt::format("{}: range '{}' runs backwards", flag, item));
     }
     if (hi >= n_layer) {
-      throw InvalidArgument(fmt::format("{}: layer {} in '{}' is out of range: the model has {} layers (0..{})", flag, hi,
-                                        item, n_layer, n_layer - 1));
+      throw InvalidArgument(fmt::format("{}: layer {} in '{}' is out of range: the model has {} layers (0..{})", flag,
+                                        hi, item, n_layer, n_layer - 1));
     }
     for (int32_t l = lo; l <= hi; ++l) {
       if (!out.empty() && l <= out.back()) {
-        throw InvalidArgument(fmt::format("{}: layer {} in '{}' repeats or goes backwards: list layers once, in increasing order",
-                                          flag, l, item));
+        throw InvalidArgument(
+            fmt::format("{}: layer {} in '{}' repeats or goes backwards: list layers once, in increasing order", flag,
+                        l, item));
       }
       out.push_back(l);
     }
@@ -87,7 +90,8 @@ void write_layer_subset(const std::string& in, const std::string& out, std::span
   if (src->alignment() != gguf::kDefaultAlignment) w.set_alignment(src->alignment());
   w.set(key, gguf::Value::u32(static_cast<uint32_t>(keep.size())));
   const std::string name = src->get_string("general.name", "");
-  w.set("general.name", gguf::Value::string(fmt::format("{}{}layers {}", name, name.empty() ? "" : " ", format_layer_list(keep))));
+  w.set("general.name",
+        gguf::Value::string(fmt::format("{}{}layers {}", name, name.empty() ? "" : " ", format_layer_list(keep))));
 
   std::vector<int32_t> new_index(static_cast<size_t>(n_layer), -1);
   for (size_t k = 0; k < keep.size(); ++k) new_index[static_cast<size_t>(keep[k])] = static_cast<int32_t>(k);

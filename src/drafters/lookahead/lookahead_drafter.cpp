@@ -10,9 +10,12 @@
 namespace treespec::drafters {
 
 void LookaheadParams::validate() const {
-  if (ngram < 2 || ngram > 16) throw InvalidArgument(fmt::format("lookahead n-gram size N must be in 2..16, got {}", ngram));
-  if (window < 1 || window > 64) throw InvalidArgument(fmt::format("lookahead window W must be in 1..64, got {}", window));
-  if (guess < 1 || guess > 64) throw InvalidArgument(fmt::format("lookahead guess set G must be in 1..64, got {}", guess));
+  if (ngram < 2 || ngram > 16)
+    throw InvalidArgument(fmt::format("lookahead n-gram size N must be in 2..16, got {}", ngram));
+  if (window < 1 || window > 64)
+    throw InvalidArgument(fmt::format("lookahead window W must be in 1..64, got {}", window));
+  if (guess < 1 || guess > 64)
+    throw InvalidArgument(fmt::format("lookahead guess set G must be in 1..64, got {}", guess));
 }
 
 namespace {
@@ -100,8 +103,8 @@ tree::TokenTree LookaheadDrafter::propose(const DraftInput& in) {
   if (cols > 0) {
     node_[0][0] = 0;
     for (int32_t c = 1; c < cols; ++c) {
-      node_[0][static_cast<size_t>(c)] =
-          t.add(levels_[0][static_cast<size_t>(c - 1)], node_[0][static_cast<size_t>(c - 1)], 1.0f, tree::NodeKind::aux);
+      node_[0][static_cast<size_t>(c)] = t.add(levels_[0][static_cast<size_t>(c - 1)],
+                                               node_[0][static_cast<size_t>(c - 1)], 1.0f, tree::NodeKind::aux);
     }
     for (int32_t l = 1; l < n_levels; ++l) {
       for (int32_t c = 0; c < cols; ++c) {
@@ -134,7 +137,8 @@ void LookaheadDrafter::observe(const StepFeedback& fb) {
   std::vector<int32_t> out(static_cast<size_t>(C));
   for (int32_t c = 0; c < fed; ++c) {
     const int32_t node = node_[static_cast<size_t>(f)][static_cast<size_t>(c)];
-    const int32_t am = static_cast<size_t>(node) < fb.node_argmax.size() ? fb.node_argmax[static_cast<size_t>(node)] : -1;
+    const int32_t am =
+        static_cast<size_t>(node) < fb.node_argmax.size() ? fb.node_argmax[static_cast<size_t>(node)] : -1;
     if (am < 0) {  // not computed (pruned): treat the rest as not fed
       fed = c;
       break;
@@ -160,7 +164,8 @@ void LookaheadDrafter::observe(const StepFeedback& fb) {
   std::vector<int32_t> gram(static_cast<size_t>(p_.ngram - 1));
   for (int32_t c = 0; c < fed; ++c) {
     const int32_t key = c == 0 ? root_ : levels_[0][static_cast<size_t>(c - 1)];
-    for (int32_t l = 1; l <= f; ++l) gram[static_cast<size_t>(l - 1)] = levels_[static_cast<size_t>(l)][static_cast<size_t>(c)];
+    for (int32_t l = 1; l <= f; ++l)
+      gram[static_cast<size_t>(l - 1)] = levels_[static_cast<size_t>(l)][static_cast<size_t>(c)];
     gram[static_cast<size_t>(f)] = out[static_cast<size_t>(c)];
     pool_.insert(key, gram);
   }

@@ -30,9 +30,9 @@
 namespace treespec::drafters {
 
 struct LookaheadParams {
-  int32_t ngram = 5;   // N (LEVEL): n-gram length; the window has N-1 levels
-  int32_t window = 7;  // W (WINDOW_SIZE): window columns
-  int32_t guess = 7;   // G (GUESS_SET_SIZE): n-grams kept per first token = verified per step
+  int32_t ngram = 5;      // N (LEVEL): n-gram length; the window has N-1 levels
+  int32_t window = 7;     // W (WINDOW_SIZE): window columns
+  int32_t guess = 7;      // G (GUESS_SET_SIZE): n-grams kept per first token = verified per step
   void validate() const;  // InvalidArgument naming the parameter
 };
 

@@ -14,10 +14,10 @@
 namespace treespec::drafters {
 
 struct LookupParams {
-  int32_t ngram_min = 1;    // shortest suffix matched
-  int32_t ngram_max = 3;    // longest suffix matched
-  int32_t draft_len = 8;    // tokens per continuation (tree depth)
-  int32_t max_branches = 4; // distinct continuations merged into the tree
+  int32_t ngram_min = 1;     // shortest suffix matched
+  int32_t ngram_max = 3;     // longest suffix matched
+  int32_t draft_len = 8;     // tokens per continuation (tree depth)
+  int32_t max_branches = 4;  // distinct continuations merged into the tree
   void validate() const;
 };
 

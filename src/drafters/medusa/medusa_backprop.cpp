@@ -95,13 +95,15 @@ int64_t head_loss_and_logit_grad(int32_t V, int64_t M, const int32_t* target, co
       if (hard > 0.0f) loss -= hard * std::log(std::max(lg[target[m]], 1e-30f));
       if (soft.weight > 0.0f) {
         for (int32_t j = 0; j < soft.n_top; ++j) {
-          loss -= soft.weight * soft.p[m * soft.n_top + j] * std::log(std::max(lg[soft.ids[m * soft.n_top + j]], 1e-30f));
+          loss -=
+              soft.weight * soft.p[m * soft.n_top + j] * std::log(std::max(lg[soft.ids[m * soft.n_top + j]], 1e-30f));
         }
       }
       sb.row_loss[static_cast<size_t>(m)] = loss;
       if (hard > 0.0f) lg[target[m]] -= hard;
       if (soft.weight > 0.0f) {
-        for (int32_t j = 0; j < soft.n_top; ++j) lg[soft.ids[m * soft.n_top + j]] -= soft.weight * soft.p[m * soft.n_top + j];
+        for (int32_t j = 0; j < soft.n_top; ++j)
+          lg[soft.ids[m * soft.n_top + j]] -= soft.weight * soft.p[m * soft.n_top + j];
       }
       for (int32_t v = 0; v < V; ++v) lg[v] *= inv_n;
     }
@@ -110,8 +112,8 @@ int64_t head_loss_and_logit_grad(int32_t V, int64_t M, const int32_t* target, co
 }
 
 // From G = sb.logits: grad.out and, when there are blocks, sb.dx = dL/dx_R.
-void head_output_backward(const HeadTensors& params, int32_t E, int32_t V, int64_t M, HeadTensors& grad, HeadScratch& sb,
-                          core::ThreadPool& pool) {
+void head_output_backward(const HeadTensors& params, int32_t E, int32_t V, int64_t M, HeadTensors& grad,
+                          HeadScratch& sb, core::ThreadPool& pool) {
   const auto R = static_cast<int32_t>(params.w.size());
   const float* G = sb.logits.data();  // [M, V]
   const float* xr = sb.x[static_cast<size_t>(R)].data();
@@ -191,10 +193,13 @@ void head_blocks_backward(const HeadTensors& params, int32_t E, int64_t M, HeadT
 
 }  // namespace
 
-double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, const float* h, int64_t M, const int32_t* target,
-                             const SoftTargets& soft, HeadTensors& grad, HeadScratch& sb, core::ThreadPool& pool) {
-  TREESPEC_ASSERT(params.b.size() == params.w.size() && grad.w.size() == params.w.size() && grad.b.size() == params.b.size() &&
-                      params.out.size() == static_cast<size_t>(V) * static_cast<size_t>(E) && grad.out.size() == params.out.size(),
+double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, const float* h, int64_t M,
+                             const int32_t* target, const SoftTargets& soft, HeadTensors& grad, HeadScratch& sb,
+                             core::ThreadPool& pool) {
+  TREESPEC_ASSERT(params.b.size() == params.w.size() && grad.w.size() == params.w.size() &&
+                      grad.b.size() == params.b.size() &&
+                      params.out.size() == static_cast<size_t>(V) * static_cast<size_t>(E) &&
+                      grad.out.size() == params.out.size(),
                   "head_forward_backward: parameter and gradient shapes");
   head_forward(params, E, V, h, M, sb, pool);
   const int64_t n_valid = head_loss_and_logit_grad(V, M, target, soft, sb, pool);
@@ -206,8 +211,8 @@ double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, co
 }
 
 namespace {
-void adam_vec(std::vector<float>& w, const std::vector<float>& g, std::vector<float>& m, std::vector<float>& v, float lr, float c1,
-              float c2, core::ThreadPool& pool) {
+void adam_vec(std::vector<float>& w, const std::vector<float>& g, std::vector<float>& m, std::vector<float>& v,
+              float lr, float c1, float c2, core::ThreadPool& pool) {
   constexpr float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
   pool.parallel_for(static_cast<int64_t>(w.size()), 4096, [&](int64_t b, int64_t e, int) {
     for (auto i = static_cast<size_t>(b); i < static_cast<size_t>(e); ++i) {

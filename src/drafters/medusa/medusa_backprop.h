@@ -30,7 +30,7 @@ struct SoftTargets {
   const int32_t* ids = nullptr;  // [M, n_top]
   const float* p = nullptr;      // [M, n_top], each row sums to 1
   int32_t n_top = 0;
-  float weight = 0.0f;           // kl weight in [0, 1]
+  float weight = 0.0f;  // kl weight in [0, 1]
 };
 
 // Scratch of one step (grown on demand, reused across steps and heads).
@@ -42,14 +42,16 @@ struct HeadScratch {
 
 // h [M, E]; target[M] (-1 = row has no target). Writes every gradient in `grad` (same
 // shapes as params) and returns the mean loss over rows with a target (0 if none).
-double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, const float* h, int64_t M, const int32_t* target,
-                             const SoftTargets& soft, HeadTensors& grad, HeadScratch& sb, core::ThreadPool& pool);
+double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, const float* h, int64_t M,
+                             const int32_t* target, const SoftTargets& soft, HeadTensors& grad, HeadScratch& sb,
+                             core::ThreadPool& pool);
 
 // Adam (beta 0.9 / 0.999, eps 1e-8, bias-corrected) at step t >= 1.
 struct AdamState {
   HeadTensors m, v;
   explicit AdamState(const HeadTensors& shape) : m(shape.like(0.0f)), v(shape.like(0.0f)) {}
 };
-void adam_update(HeadTensors& params, const HeadTensors& grad, AdamState& st, float lr, int64_t t, core::ThreadPool& pool);
+void adam_update(HeadTensors& params, const HeadTensors& grad, AdamState& st, float lr, int64_t t,
+                 core::ThreadPool& pool);
 
 }  // namespace treespec::drafters

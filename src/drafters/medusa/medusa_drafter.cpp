@@ -18,9 +18,12 @@
 namespace treespec::drafters {
 
 void MedusaParams::validate() const {
-  if (top_k < 1 || top_k > 1024) throw InvalidArgument(fmt::format("medusa: candidates per head (--medusa-topk) must be in 1..1024, got {}", top_k));
-  if (tree_nodes < 0 || tree_nodes > 4096) throw InvalidArgument(fmt::format("medusa: --tree-nodes must be in 0..4096, got {}", tree_nodes));
-  if (!(adapt_alpha >= 0.0f && adapt_alpha <= 1.0f)) throw InvalidArgument(fmt::format("medusa: adapt alpha must be in [0, 1], got {}", adapt_alpha));
+  if (top_k < 1 || top_k > 1024)
+    throw InvalidArgument(fmt::format("medusa: candidates per head (--medusa-topk) must be in 1..1024, got {}", top_k));
+  if (tree_nodes < 0 || tree_nodes > 4096)
+    throw InvalidArgument(fmt::format("medusa: --tree-nodes must be in 0..4096, got {}", tree_nodes));
+  if (!(adapt_alpha >= 0.0f && adapt_alpha <= 1.0f))
+    throw InvalidArgument(fmt::format("medusa: adapt alpha must be in [0, 1], got {}", adapt_alpha));
   if (tree.empty()) throw InvalidArgument("medusa: --tree is empty (auto:N, a tree name, or a JSON file)");
 }
 
@@ -30,7 +33,8 @@ MedusaCandidates::MedusaCandidates(std::shared_ptr<const MedusaHeads> heads, int
     : heads_(std::move(heads)), top_k_(top_k), pool_(pool) {
   TREESPEC_ASSERT(heads_ != nullptr, "MedusaCandidates: heads required");
   if (top_k < 1 || top_k > heads_->n_vocab()) {
-    throw InvalidArgument(fmt::format("medusa: {} candidates per head, but the vocabulary has {} tokens", top_k, heads_->n_vocab()));
+    throw InvalidArgument(
+        fmt::format("medusa: {} candidates per head, but the vocabulary has {} tokens", top_k, heads_->n_vocab()));
   }
   ids_.assign(static_cast<size_t>(heads_->n_heads()) * static_cast<size_t>(top_k), 0);
   work_.resize(2 * static_cast<size_t>(heads_->n_embd()));
@@ -40,7 +44,8 @@ MedusaCandidates::MedusaCandidates(std::shared_ptr<const MedusaHeads> heads, int
 void MedusaCandidates::compute(const float* h) {
   for (int32_t k = 0; k < heads_->n_heads(); ++k) {
     heads_->forward(k, h, 1, work_.data(), logits_.data(), pool_);
-    sampling::top_k_ids(logits_.data(), heads_->n_vocab(), top_k_, ids_.data() + static_cast<size_t>(k) * static_cast<size_t>(top_k_));
+    sampling::top_k_ids(logits_.data(), heads_->n_vocab(), top_k_,
+                        ids_.data() + static_cast<size_t>(k) * static_cast<size_t>(top_k_));
   }
 }
 
@@ -50,12 +55,14 @@ int32_t MedusaCandidates::rank_of(int32_t k, int32_t token) const {
   return it == t.end() ? -1 : static_cast<int32_t>(it - t.begin());
 }
 
-tree::TokenTree fill_medusa_tree(int32_t root, const tree::TreeShape& shape, const MedusaCandidates& cand, int32_t budget) {
+tree::TokenTree fill_medusa_tree(int32_t root, const tree::TreeShape& shape, const MedusaCandidates& cand,
+                                 int32_t budget) {
   tree::TokenTree t(root);
   const int32_t n = std::min(shape.size(), std::max(1, budget));
   for (int32_t i = 1; i < n; ++i) {
     const int32_t d = shape.depth(i);
-    TREESPEC_ASSERT(d <= cand.n_heads() && shape.rank(i) < cand.top_k(), "fill_medusa_tree: shape does not fit the heads (resolve_medusa_tree checks)");
+    TREESPEC_ASSERT(d <= cand.n_heads() && shape.rank(i) < cand.top_k(),
+                    "fill_medusa_tree: shape does not fit the heads (resolve_medusa_tree checks)");
     t.add(cand.top(d - 1)[static_cast<size_t>(shape.rank(i))], shape.parent(i));
   }
   return t;
@@ -82,22 +89,27 @@ void HeadAccuracyTracker::grade(std::span<const int32_t> context, tree::Acceptan
       ++p.graded;
     }
   }
-  while (!pending_.empty() && pending_.front().graded == static_cast<int32_t>(pending_.front().cand.size())) pending_.pop_front();
+  while (!pending_.empty() && pending_.front().graded == static_cast<int32_t>(pending_.front().cand.size()))
+    pending_.pop_front();
 }
 
 // ---------------------------------------------------------------------------------------
 
-MedusaDrafter::MedusaDrafter(const std::shared_ptr<const MedusaHeads>& heads, tree::TreeShape shape, const MedusaParams& p,
-                             core::ThreadPool* pool, tree::AcceptanceTable initial)
+MedusaDrafter::MedusaDrafter(const std::shared_ptr<const MedusaHeads>& heads, tree::TreeShape shape,
+                             const MedusaParams& p, core::ThreadPool* pool, tree::AcceptanceTable initial)
     : heads_(heads), shape_(std::move(shape)), p_(p), cand_(heads, p.top_k, pool), live_(std::move(initial)) {
   p_.validate();
   if (shape_.max_depth() > heads_->n_heads()) {
-    throw InvalidArgument(fmt::format("medusa: the tree has depth {} but there are only {} heads", shape_.max_depth(), heads_->n_heads()));
+    throw InvalidArgument(fmt::format("medusa: the tree has depth {} but there are only {} heads", shape_.max_depth(),
+                                      heads_->n_heads()));
   }
   if (shape_.max_rank() >= p_.top_k) {
-    throw InvalidArgument(fmt::format("medusa: the tree uses rank {} but each head offers only {} candidates (--medusa-topk)", shape_.max_rank(), p_.top_k));
+    throw InvalidArgument(
+        fmt::format("medusa: the tree uses rank {} but each head offers only {} candidates (--medusa-topk)",
+                    shape_.max_rank(), p_.top_k));
   }
-  if (live_.n_depth() != heads_->n_heads() || live_.top_k() != p_.top_k) live_ = tree::AcceptanceTable(heads_->n_heads(), p_.top_k);
+  if (live_.n_depth() != heads_->n_heads() || live_.top_k() != p_.top_k)
+    live_ = tree::AcceptanceTable(heads_->n_heads(), p_.top_k);
 }
 
 void MedusaDrafter::begin(std::span<const int32_t> prompt) {
@@ -113,7 +125,8 @@ tree::TokenTree MedusaDrafter::propose(const DraftInput& in) {
 
 void MedusaDrafter::observe(const StepFeedback& fb) {
   const int32_t last = fb.result.path.back();
-  const float* h = static_cast<size_t>(last) < fb.node_hidden.size() ? fb.node_hidden[static_cast<size_t>(last)] : nullptr;
+  const float* h =
+      static_cast<size_t>(last) < fb.node_hidden.size() ? fb.node_hidden[static_cast<size_t>(last)] : nullptr;
   if (h == nullptr) {  // no hidden state for the accepted node: next step is plain
     have_cand_ = false;
     return;
@@ -146,9 +159,10 @@ std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, cons
   std::shared_ptr<const MedusaHeads> h;
   if (p.heads_path.empty()) {
     if (!MedusaHeads::present_in(m.gguf())) {
-      throw InvalidArgument(fmt::format("--spec {}: model '{}' holds no Medusa heads; give a heads file (run, serve: --heads FILE; "
-                                        "bench: --method {}:--heads=FILE; train one with: treespec train-heads -m {} -o HEADS.gguf)",
-                                        method, m.gguf().path(), method, m.gguf().path()));
+      throw InvalidArgument(
+          fmt::format("--spec {}: model '{}' holds no Medusa heads; give a heads file (run, serve: --heads FILE; "
+                      "bench: --method {}:--heads=FILE; train one with: treespec train-heads -m {} -o HEADS.gguf)",
+                      method, m.gguf().path(), method, m.gguf().path()));
     }
     h = MedusaHeads::from_gguf(m.gguf_shared());
   } else {
@@ -162,9 +176,10 @@ std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, cons
 tree::AcceptanceTable calibration_table(const MedusaHeads& heads, int32_t top_k) {
   const auto& in = heads.info();
   if (!in.has_calibration()) {
-    throw InvalidArgument(fmt::format("medusa: heads '{}' carry no calibration table, so --tree auto:N cannot be built; "
-                                      "use a static tree (--tree medusa_mc_sim_7b_63) or retrain with treespec train-heads",
-                                      heads.source()));
+    throw InvalidArgument(
+        fmt::format("medusa: heads '{}' carry no calibration table, so --tree auto:N cannot be built; "
+                    "use a static tree (--tree medusa_mc_sim_7b_63) or retrain with treespec train-heads",
+                    heads.source()));
   }
   const int32_t k = std::min(top_k, in.calib_top_k);
   std::vector<float> cum;
@@ -184,7 +199,8 @@ namespace {
 
 std::vector<std::string> default_tree_files() {
   std::vector<std::string> out;
-  if (const char* env = std::getenv("TREESPEC_SHARED"); env && *env) out.push_back(std::string(env) + "/data/tree_choices.json");
+  if (const char* env = std::getenv("TREESPEC_SHARED"); env && *env)
+    out.push_back(std::string(env) + "/data/tree_choices.json");
   out.push_back("../shared/data/tree_choices.json");
   return out;
 }
@@ -222,8 +238,10 @@ tree::TreeShape resolve_medusa_tree(const MedusaParams& p, const MedusaHeads& he
       }
     }
     if (found.empty()) {
-      throw InvalidArgument(fmt::format("--tree '{}' is not auto:N or a file, and no tree choices file to look the name up in was found (tried {}); pass --tree-file",
-                                        spec, fmt::join(files, ", ")));
+      throw InvalidArgument(
+          fmt::format("--tree '{}' is not auto:N or a file, and no tree choices file to look the name up in was found "
+                      "(tried {}); pass --tree-file",
+                      spec, fmt::join(files, ", ")));
     }
     shape = tree::load_tree_choices(found, spec);
   }
@@ -234,17 +252,21 @@ tree::TreeShape resolve_medusa_tree(const MedusaParams& p, const MedusaHeads& he
                 heads.n_heads(), before - shape.size());
   }
   if (shape.max_rank() >= p.top_k) {
-    throw InvalidArgument(fmt::format("--tree '{}' uses rank {} but each head offers {} candidates (raise --medusa-topk)", spec, shape.max_rank(), p.top_k));
+    throw InvalidArgument(
+        fmt::format("--tree '{}' uses rank {} but each head offers {} candidates (raise --medusa-topk)", spec,
+                    shape.max_rank(), p.top_k));
   }
   if (p.tree_nodes > 0) shape = shape.prefix(p.tree_nodes);
   return shape;
 }
 
-std::unique_ptr<Drafter> make_medusa_drafter(const MedusaParams& p, const model::Model& m, core::ThreadPool* pool, const char* method) {
+std::unique_ptr<Drafter> make_medusa_drafter(const MedusaParams& p, const model::Model& m, core::ThreadPool* pool,
+                                             const char* method) {
   p.validate();
   auto heads = load_medusa_heads(p, m, method);
   tree::TreeShape shape = resolve_medusa_tree(p, *heads);
-  tree::AcceptanceTable initial = heads->info().has_calibration() ? calibration_table(*heads, p.top_k) : tree::AcceptanceTable(heads->n_heads(), p.top_k);
+  tree::AcceptanceTable initial = heads->info().has_calibration() ? calibration_table(*heads, p.top_k)
+                                                                  : tree::AcceptanceTable(heads->n_heads(), p.top_k);
   return std::make_unique<MedusaDrafter>(std::move(heads), std::move(shape), p, pool, std::move(initial));
 }
 

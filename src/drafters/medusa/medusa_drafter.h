@@ -30,12 +30,13 @@ class Model;
 namespace treespec::drafters {
 
 struct MedusaParams {
-  std::string heads_path;      // heads file; empty = heads stored in the model file
+  std::string heads_path;        // heads file; empty = heads stored in the model file
   std::string tree = "auto:16";  // auto:N | NAME (in tree_file) | FILE | FILE:NAME
-  std::string tree_file;       // where NAMEs are looked up (default: $TREESPEC_SHARED/data/tree_choices.json, ../shared/data/tree_choices.json)
-  int32_t tree_nodes = 0;      // keep only the first N nodes incl. the root (0 = all)
-  int32_t top_k = 10;          // candidates per head (Medusa's TOPK)
-  float adapt_alpha = 0.02f;   // EMA rate of the live acceptance table
+  std::string
+      tree_file;  // where NAMEs are looked up (default: $TREESPEC_SHARED/data/tree_choices.json, ../shared/data/tree_choices.json)
+  int32_t tree_nodes = 0;     // keep only the first N nodes incl. the root (0 = all)
+  int32_t top_k = 10;         // candidates per head (Medusa's TOPK)
+  float adapt_alpha = 0.02f;  // EMA rate of the live acceptance table
   void validate() const;
 };
 
@@ -49,7 +50,8 @@ class MedusaCandidates {
   int32_t top_k() const { return top_k_; }
   // Head k's candidates [top_k].
   std::span<const int32_t> top(int32_t k) const {
-    return std::span<const int32_t>(ids_).subspan(static_cast<size_t>(k) * static_cast<size_t>(top_k_), static_cast<size_t>(top_k_));
+    return std::span<const int32_t>(ids_).subspan(static_cast<size_t>(k) * static_cast<size_t>(top_k_),
+                                                  static_cast<size_t>(top_k_));
   }
   // Rank of `token` among head k's candidates, -1 if absent.
   int32_t rank_of(int32_t k, int32_t token) const;
@@ -65,7 +67,8 @@ class MedusaCandidates {
 
 // The tree for one step: node i of `shape` takes token cand.top(depth - 1)[rank]; at most
 // `budget` nodes (a prefix: ancestor-closed). The shape must fit (depth <= heads, rank < top_k).
-tree::TokenTree fill_medusa_tree(int32_t root, const tree::TreeShape& shape, const MedusaCandidates& cand, int32_t budget);
+tree::TokenTree fill_medusa_tree(int32_t root, const tree::TreeShape& shape, const MedusaCandidates& cand,
+                                 int32_t budget);
 
 // Grades every head's candidates once the token they predicted is known, so the live
 // acceptance table sees each head's true top-k accuracy (not only on accepted paths).
@@ -81,7 +84,7 @@ class HeadAccuracyTracker {
  private:
   struct Pending {
     int64_t root_index;
-    int32_t graded;  // heads graded so far (in order)
+    int32_t graded;                          // heads graded so far (in order)
     std::vector<std::vector<int32_t>> cand;  // [n_heads][top_k]
   };
   std::deque<Pending> pending_;
@@ -114,7 +117,8 @@ class MedusaDrafter final : public Drafter {
 
 // Heads for this model: from p.heads_path, else from the model file. Checked against the
 // model (InvalidArgument naming what differs) and shared between drafters of the process.
-std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, const model::Model& m, const char* method = "medusa");
+std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, const model::Model& m,
+                                                     const char* method = "medusa");
 
 // The heads' calibration as an acceptance table of top_k ranks (InvalidArgument if the
 // heads carry no calibration).

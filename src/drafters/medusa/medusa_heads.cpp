@@ -48,15 +48,19 @@ uint64_t fnv1a64_words(const uint8_t* p, size_t n) {
 
 int32_t bounded(const gguf::GgufFile& f, const char* key, int64_t lo, int64_t hi) {
   const int64_t v = f.get_int(key);
-  if (v < lo || v > hi) throw FormatError(fmt::format("{}: metadata key '{}' = {} is out of range ({}..{})", f.path(), key, v, lo, hi));
+  if (v < lo || v > hi)
+    throw FormatError(fmt::format("{}: metadata key '{}' = {} is out of range ({}..{})", f.path(), key, v, lo, hi));
   return static_cast<int32_t>(v);
 }
 
-
 }  // namespace
 
-std::string medusa_block_weight_name(int32_t head, int32_t block) { return fmt::format("medusa.{}.blk.{}.weight", head, block); }
-std::string medusa_block_bias_name(int32_t head, int32_t block) { return fmt::format("medusa.{}.blk.{}.bias", head, block); }
+std::string medusa_block_weight_name(int32_t head, int32_t block) {
+  return fmt::format("medusa.{}.blk.{}.weight", head, block);
+}
+std::string medusa_block_bias_name(int32_t head, int32_t block) {
+  return fmt::format("medusa.{}.blk.{}.bias", head, block);
+}
 std::string medusa_output_name(int32_t head) { return fmt::format("medusa.{}.output.weight", head); }
 
 std::string output_matrix_hash(const model::Model& m) {
@@ -67,8 +71,10 @@ std::string output_matrix_hash(const model::Model& m) {
 
 std::shared_ptr<MedusaHeads> MedusaHeads::init_from_model(const model::Model& m, int32_t n_heads, int32_t n_blocks) {
   const auto& hp = m.hparams();
-  if (n_heads < 1 || n_heads > kMaxHeads) throw InvalidArgument(fmt::format("number of Medusa heads must be in 1..{}, got {}", kMaxHeads, n_heads));
-  if (n_blocks < 0 || n_blocks > kMaxBlocks) throw InvalidArgument(fmt::format("residual blocks per head must be in 0..{}, got {}", kMaxBlocks, n_blocks));
+  if (n_heads < 1 || n_heads > kMaxHeads)
+    throw InvalidArgument(fmt::format("number of Medusa heads must be in 1..{}, got {}", kMaxHeads, n_heads));
+  if (n_blocks < 0 || n_blocks > kMaxBlocks)
+    throw InvalidArgument(fmt::format("residual blocks per head must be in 0..{}, got {}", kMaxBlocks, n_blocks));
   MedusaHeadsInfo info;
   info.n_heads = n_heads;
   info.n_blocks = n_blocks;
@@ -90,7 +96,8 @@ std::shared_ptr<MedusaHeads> MedusaHeads::init_from_model(const model::Model& m,
   return from_f32(std::move(info), std::move(bw), std::move(bb), std::move(out));
 }
 
-std::shared_ptr<MedusaHeads> MedusaHeads::from_f32(MedusaHeadsInfo info, std::vector<std::vector<std::vector<float>>> block_w,
+std::shared_ptr<MedusaHeads> MedusaHeads::from_f32(MedusaHeadsInfo info,
+                                                   std::vector<std::vector<std::vector<float>>> block_w,
                                                    std::vector<std::vector<std::vector<float>>> block_b,
                                                    std::vector<std::vector<float>> out_w) {
   std::shared_ptr<MedusaHeads> h(new MedusaHeads());
@@ -103,13 +110,16 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_f32(MedusaHeadsInfo info, std::ve
   for (int32_t k = 0; k < info.n_heads; ++k) {
     auto& bw = block_w[static_cast<size_t>(k)];
     auto& bb = block_b[static_cast<size_t>(k)];
-    TREESPEC_ASSERT(bw.size() == static_cast<size_t>(info.n_blocks) && bb.size() == bw.size(), "from_f32: blocks per head");
+    TREESPEC_ASSERT(bw.size() == static_cast<size_t>(info.n_blocks) && bb.size() == bw.size(),
+                    "from_f32: blocks per head");
     Head& hd = h->heads_[static_cast<size_t>(k)];
     for (int32_t r = 0; r < info.n_blocks; ++r) {
-      TREESPEC_ASSERT(bw[static_cast<size_t>(r)].size() == static_cast<size_t>(E * E) && bb[static_cast<size_t>(r)].size() == static_cast<size_t>(E),
+      TREESPEC_ASSERT(bw[static_cast<size_t>(r)].size() == static_cast<size_t>(E * E) &&
+                          bb[static_cast<size_t>(r)].size() == static_cast<size_t>(E),
                       "from_f32: block shapes");
       h->owned_.push_back(std::move(bw[static_cast<size_t>(r)]));
-      hd.blocks.push_back(Block{kernels::WeightView{h->owned_.back().data(), tensor::DType::f32, E, E}, std::move(bb[static_cast<size_t>(r)])});
+      hd.blocks.push_back(Block{kernels::WeightView{h->owned_.back().data(), tensor::DType::f32, E, E},
+                                std::move(bb[static_cast<size_t>(r)])});
     }
     TREESPEC_ASSERT(out_w[static_cast<size_t>(k)].size() == static_cast<size_t>(V * E), "from_f32: output shape");
     h->owned_.push_back(std::move(out_w[static_cast<size_t>(k)]));
@@ -135,7 +145,9 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_gguf(std::shared_ptr<const gguf::
   const auto& f = *file;
   const std::string& path = f.path();
   if (!present_in(f)) {
-    throw FormatError(fmt::format("{}: holds no Medusa heads (metadata key '{}' missing); train some with 'treespec train-heads'", path, kKeyHeads));
+    throw FormatError(
+        fmt::format("{}: holds no Medusa heads (metadata key '{}' missing); train some with 'treespec train-heads'",
+                    path, kKeyHeads));
   }
   std::shared_ptr<MedusaHeads> h(new MedusaHeads());
   MedusaHeadsInfo& in = h->info_;
@@ -146,7 +158,8 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_gguf(std::shared_ptr<const gguf::
   in.hidden_layer = bounded(f, kKeyLayer, 0, 4096);
   const std::string src = f.get_string(kKeySource, "final_norm");
   if (src != "final_norm") {
-    throw Unsupported(fmt::format("{}: heads read hidden state '{}'; treespec's Medusa heads read only 'final_norm'", path, src));
+    throw Unsupported(
+        fmt::format("{}: heads read hidden state '{}'; treespec's Medusa heads read only 'final_norm'", path, src));
   }
   in.base_name = f.get_string(kKeyBaseName, "");
   in.base_n_layer = bounded(f, kKeyBaseLayers, 1, 4096);
@@ -162,7 +175,8 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_gguf(std::shared_ptr<const gguf::
       const float c = in.calibration[i];
       const bool monotone = i % static_cast<size_t>(in.calib_top_k) == 0 || c >= in.calibration[i - 1];
       if (!(c >= 0.0f && c <= 1.0f) || !monotone) {
-        throw FormatError(fmt::format("{}: metadata key '{}' item {} = {} is not a cumulative accuracy in [0, 1]", path, kKeyCalAcc, i, c));
+        throw FormatError(fmt::format("{}: metadata key '{}' item {} = {} is not a cumulative accuracy in [0, 1]", path,
+                                      kKeyCalAcc, i, c));
       }
     }
     if (f.has(kKeyCalLoss)) in.calib_loss = f.get_float_array(kKeyCalLoss);
@@ -174,12 +188,16 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_gguf(std::shared_ptr<const gguf::
 
   auto tensor = [&](const std::string& name, std::vector<int64_t> ne) -> const gguf::TensorInfo& {
     const gguf::TensorInfo* t = f.find_tensor(name);
-    if (!t) throw FormatError(fmt::format("{}: tensor '{}' is missing ({} heads x {} blocks declared)", path, name, in.n_heads, in.n_blocks));
+    if (!t)
+      throw FormatError(fmt::format("{}: tensor '{}' is missing ({} heads x {} blocks declared)", path, name,
+                                    in.n_heads, in.n_blocks));
     if (t->ne != ne) {
-      throw FormatError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}]", path, name, fmt::join(t->ne, ", "), fmt::join(ne, ", ")));
+      throw FormatError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}]", path, name, fmt::join(t->ne, ", "),
+                                    fmt::join(ne, ", ")));
     }
     if (!kernels::dtype_supported(t->type)) {
-      throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support", path, name, tensor::dtype_name(t->type)));
+      throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support", path, name,
+                                    tensor::dtype_name(t->type)));
     }
     return *t;
   };
@@ -207,24 +225,31 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_gguf(std::shared_ptr<const gguf::
 void MedusaHeads::check_fits(const model::Model& m, const std::string& model_path) const {
   const auto& hp = m.hparams();
   std::vector<std::string> diffs;
-  if (info_.n_embd != hp.n_embd) diffs.push_back(fmt::format("embedding width {} (heads) vs {} (model)", info_.n_embd, hp.n_embd));
-  if (info_.n_vocab != hp.n_vocab) diffs.push_back(fmt::format("vocab size {} (heads) vs {} (model)", info_.n_vocab, hp.n_vocab));
-  if (info_.base_n_layer != hp.n_layer) diffs.push_back(fmt::format("layer count {} (heads' base) vs {} (model)", info_.base_n_layer, hp.n_layer));
+  if (info_.n_embd != hp.n_embd)
+    diffs.push_back(fmt::format("embedding width {} (heads) vs {} (model)", info_.n_embd, hp.n_embd));
+  if (info_.n_vocab != hp.n_vocab)
+    diffs.push_back(fmt::format("vocab size {} (heads) vs {} (model)", info_.n_vocab, hp.n_vocab));
+  if (info_.base_n_layer != hp.n_layer)
+    diffs.push_back(fmt::format("layer count {} (heads' base) vs {} (model)", info_.base_n_layer, hp.n_layer));
   if (info_.hidden_layer != hp.n_layer) {
-    diffs.push_back(fmt::format("heads read layer {} but the model's final normed state is after layer {}", info_.hidden_layer, hp.n_layer));
+    diffs.push_back(fmt::format("heads read layer {} but the model's final normed state is after layer {}",
+                                info_.hidden_layer, hp.n_layer));
   }
   if (diffs.empty()) {
     const std::string hash = output_matrix_hash(m);
-    if (hash != info_.base_output_hash) diffs.push_back(fmt::format("output matrix hash {} (heads' base) vs {} (model)", info_.base_output_hash, hash));
+    if (hash != info_.base_output_hash)
+      diffs.push_back(fmt::format("output matrix hash {} (heads' base) vs {} (model)", info_.base_output_hash, hash));
   }
   if (!diffs.empty()) {
     const std::string mp = model_path.empty() ? m.gguf().path() : model_path;
-    throw InvalidArgument(fmt::format("Medusa heads '{}' do not fit model '{}': {}; they were trained for '{}' (retrain: treespec train-heads -m {})",
-                                      source_, mp, fmt::join(diffs, "; "), info_.base_name, mp));
+    throw InvalidArgument(fmt::format(
+        "Medusa heads '{}' do not fit model '{}': {}; they were trained for '{}' (retrain: treespec train-heads -m {})",
+        source_, mp, fmt::join(diffs, "; "), info_.base_name, mp));
   }
 }
 
-void MedusaHeads::forward(int32_t k, const float* h, int64_t M, float* work, float* logits, core::ThreadPool* pool) const {
+void MedusaHeads::forward(int32_t k, const float* h, int64_t M, float* work, float* logits,
+                          core::ThreadPool* pool) const {
   TREESPEC_ASSERT(k >= 0 && k < n_heads(), "MedusaHeads::forward: head index out of range");
   const Head& hd = heads_[static_cast<size_t>(k)];
   const int64_t E = info_.n_embd;
@@ -262,14 +287,16 @@ void MedusaHeads::add_to(gguf::GgufWriter& w) const {
     w.set(key, value);
   }
   auto add = [&](const std::string& name, const kernels::WeightView& v) {
-    w.add_tensor(name, v.type, {v.n_in, v.n_out}, v.data, static_cast<size_t>(v.row_bytes()) * static_cast<size_t>(v.n_out));
+    w.add_tensor(name, v.type, {v.n_in, v.n_out}, v.data,
+                 static_cast<size_t>(v.row_bytes()) * static_cast<size_t>(v.n_out));
   };
   for (int32_t k = 0; k < info_.n_heads; ++k) {
     const Head& hd = heads_[static_cast<size_t>(k)];
     for (int32_t r = 0; r < info_.n_blocks; ++r) {
       const Block& b = hd.blocks[static_cast<size_t>(r)];
       add(medusa_block_weight_name(k, r), b.w);
-      w.add_tensor(medusa_block_bias_name(k, r), tensor::DType::f32, {info_.n_embd}, b.b.data(), b.b.size() * sizeof(float));
+      w.add_tensor(medusa_block_bias_name(k, r), tensor::DType::f32, {info_.n_embd}, b.b.data(),
+                   b.b.size() * sizeof(float));
     }
     add(medusa_output_name(k), hd.out);
   }
@@ -278,7 +305,8 @@ void MedusaHeads::add_to(gguf::GgufWriter& w) const {
 void MedusaHeads::write(const std::string& path) const {
   gguf::GgufWriter w;
   w.set("general.architecture", gguf::Value::string("medusa"));
-  w.set("general.name", gguf::Value::string(info_.base_name.empty() ? "medusa heads" : info_.base_name + " medusa heads"));
+  w.set("general.name",
+        gguf::Value::string(info_.base_name.empty() ? "medusa heads" : info_.base_name + " medusa heads"));
   add_to(w);
   w.write(path);
 }

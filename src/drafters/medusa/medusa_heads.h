@@ -37,15 +37,15 @@ struct MedusaHeadsInfo {
   int32_t n_blocks = 0;
   int32_t n_embd = 0;
   int32_t n_vocab = 0;
-  int32_t hidden_layer = 0;          // the heads read the final normed state after this many layers
-  std::string base_name;             // informational
+  int32_t hidden_layer = 0;  // the heads read the final normed state after this many layers
+  std::string base_name;     // informational
   int32_t base_n_layer = 0;
-  std::string base_output_hash;      // output_matrix_hash() of the base model
+  std::string base_output_hash;  // output_matrix_hash() of the base model
   // Calibration (held-out top-1 .. top-k accuracy per head): [n_heads, calib_top_k].
   int32_t calib_top_k = 0;
   std::vector<float> calibration;
-  std::vector<float> calib_loss;     // [n_heads] held-out cross-entropy, nats
-  int64_t calib_tokens = 0;          // held-out positions evaluated (head 0)
+  std::vector<float> calib_loss;  // [n_heads] held-out cross-entropy, nats
+  int64_t calib_tokens = 0;       // held-out positions evaluated (head 0)
   // How they were trained: metadata under medusa.train.* (written and read back as is).
   std::vector<std::pair<std::string, gguf::Value>> train_meta;
   bool has_calibration() const { return calib_top_k > 0 && !calibration.empty(); }
@@ -71,7 +71,8 @@ class MedusaHeads {
   // base output matrix (dequantised to f32). Owns its storage.
   static std::shared_ptr<MedusaHeads> init_from_model(const model::Model& m, int32_t n_heads, int32_t n_blocks);
   // From raw f32 parameters (the trainer): blocks[k][r] = {W [E*E], b [E]}, out[k] [V*E].
-  static std::shared_ptr<MedusaHeads> from_f32(MedusaHeadsInfo info, std::vector<std::vector<std::vector<float>>> block_w,
+  static std::shared_ptr<MedusaHeads> from_f32(MedusaHeadsInfo info,
+                                               std::vector<std::vector<std::vector<float>>> block_w,
                                                std::vector<std::vector<std::vector<float>>> block_b,
                                                std::vector<std::vector<float>> out_w);
 
@@ -106,9 +107,9 @@ class MedusaHeads {
   MedusaHeads() = default;
   MedusaHeadsInfo info_;
   std::vector<Head> heads_;
-  std::string source_;                             // file path or "<trained>"
-  std::shared_ptr<const gguf::GgufFile> file_;     // keeps mapped tensors alive
-  std::vector<std::vector<float>> owned_;          // f32 storage for trained heads
+  std::string source_;                          // file path or "<trained>"
+  std::shared_ptr<const gguf::GgufFile> file_;  // keeps mapped tensors alive
+  std::vector<std::vector<float>> owned_;       // f32 storage for trained heads
 };
 
 // Writes the model's metadata and tensors plus the heads into one GGUF file.

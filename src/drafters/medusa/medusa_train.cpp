@@ -28,12 +28,15 @@ void MedusaTrainParams::validate() const {
   if (!(lr > 0.0f && lr < 1.0f)) bad(fmt::format("--lr must be in (0, 1), got {}", lr));
   if (!(warmup >= 0.0f && warmup < 1.0f)) bad(fmt::format("warm-up fraction must be in [0, 1), got {}", warmup));
   if (batch < 1 || batch > 65536) bad(fmt::format("--batch must be in 1..65536, got {}", batch));
-  if (samples < 2 || samples > 1'000'000) bad(fmt::format("--samples must be in 2..1000000 (some are held out), got {}", samples));
+  if (samples < 2 || samples > 1'000'000)
+    bad(fmt::format("--samples must be in 2..1000000 (some are held out), got {}", samples));
   if (seq_len < n_heads + 2 || seq_len > 1'000'000) {
-    bad(fmt::format("--seq-len must be at least heads + 2 = {} (head k predicts k + 2 ahead), got {}", n_heads + 2, seq_len));
+    bad(fmt::format("--seq-len must be at least heads + 2 = {} (head k predicts k + 2 ahead), got {}", n_heads + 2,
+                    seq_len));
   }
   if (!(holdout > 0.0f && holdout < 1.0f)) bad(fmt::format("--holdout must be in (0, 1), got {}", holdout));
-  if (!(temp > 0.0f) || !std::isfinite(temp)) bad(fmt::format("--temp must be > 0 (the training text is sampled), got {}", temp));
+  if (!(temp > 0.0f) || !std::isfinite(temp))
+    bad(fmt::format("--temp must be > 0 (the training text is sampled), got {}", temp));
   if (!(top_p > 0.0f && top_p <= 1.0f)) bad(fmt::format("--top-p must be in (0, 1], got {}", top_p));
   if (!(kl_weight >= 0.0f && kl_weight <= 1.0f)) bad(fmt::format("--kl must be in [0, 1], got {}", kl_weight));
   if (kl_top < 1 || kl_top > 4096) bad(fmt::format("--kl-top must be in 1..4096, got {}", kl_top));
@@ -59,12 +62,12 @@ namespace {
 // One generated sample: tokens[0] is the last prompt token; hidden row t is the final
 // normed state at tokens[t] (it predicted tokens[t + 1]).
 struct Sample {
-  std::vector<int32_t> tokens;  // [len]
-  std::vector<float> hidden;    // [len - 1, n_embd]
-  std::vector<int32_t> kl_ids;  // [len - 1, kl_top] base distribution's top entries (KL only)
-  std::vector<float> kl_p;      // [len - 1, kl_top]
+  std::vector<int32_t> tokens;           // [len]
+  std::vector<float> hidden;             // [len - 1, n_embd]
+  std::vector<int32_t> kl_ids;           // [len - 1, kl_top] base distribution's top entries (KL only)
+  std::vector<float> kl_p;               // [len - 1, kl_top]
   std::vector<std::vector<float>> taps;  // per tapped layer [len - 1, n_embd] (ProPD prune heads)
-  std::vector<int32_t> argmax;  // [len - 1] final argmax (taps only)
+  std::vector<int32_t> argmax;           // [len - 1] final argmax (taps only)
   int64_t n_rows() const { return static_cast<int64_t>(tokens.size()) - 1; }
 };
 
@@ -72,20 +75,24 @@ struct Sample {
 class TrainingTextWriter {
  public:
   // Checks prompts, BOS, the context and the tapped layers; allocates the KV cache.
-  TrainingTextWriter(const model::Model& m, const MedusaTrainParams& p, model::ForwardContext& ctx, MedusaTrainReport& rep)
+  TrainingTextWriter(const model::Model& m, const MedusaTrainParams& p, model::ForwardContext& ctx,
+                     MedusaTrainReport& rep)
       : m_(m), p_(p), ctx_(ctx), rep_(rep), hp_(m.hparams()), E_(hp_.n_embd), V_(hp_.n_vocab) {
     size_t max_prompt = 1;
     for (const auto& pr : p.prompts) {
       max_prompt = std::max(max_prompt, pr.size());
       for (int32_t t : pr) {
-        if (t < 0 || t >= V_) throw InvalidArgument(fmt::format("prompt token {} is outside the vocabulary (0..{})", t, V_ - 1));
+        if (t < 0 || t >= V_)
+          throw InvalidArgument(fmt::format("prompt token {} is outside the vocabulary (0..{})", t, V_ - 1));
       }
     }
-    if (p.bos_id < 0 || p.bos_id >= V_) throw InvalidArgument(fmt::format("BOS id {} is outside the vocabulary", p.bos_id));
+    if (p.bos_id < 0 || p.bos_id >= V_)
+      throw InvalidArgument(fmt::format("BOS id {} is outside the vocabulary", p.bos_id));
     n_cells_ = static_cast<int64_t>(max_prompt) + p.seq_len;
     if (n_cells_ > hp_.n_ctx_train) {
-      throw InvalidArgument(fmt::format("--seq-len {} plus the longest prompt ({} tokens) exceeds the model's training context of {}",
-                                        p.seq_len, max_prompt, hp_.n_ctx_train));
+      throw InvalidArgument(
+          fmt::format("--seq-len {} plus the longest prompt ({} tokens) exceeds the model's training context of {}",
+                      p.seq_len, max_prompt, hp_.n_ctx_train));
     }
     B_ = std::min(p.gen_batch, p.samples);
     kv_ = std::make_unique<kv::KvCache>(m.kv_shape(B_, static_cast<int32_t>(n_cells_)));
@@ -97,9 +104,12 @@ class TrainingTextWriter {
     // ProPD taps: residual after every layer of the rows of one forward, normed taps, lens logits.
     taps_ = !p.tap_layers.empty();
     for (int32_t l : p.tap_layers) {
-      if (l >= hp_.n_layer) throw InvalidArgument(fmt::format("--prune-layer {} must be below the model's {} layers", l, hp_.n_layer));
+      if (l >= hp_.n_layer)
+        throw InvalidArgument(fmt::format("--prune-layer {} must be below the model's {} layers", l, hp_.n_layer));
     }
-    first_heldout_ = p.samples - static_cast<int32_t>(std::clamp<int64_t>(std::llround(p.holdout * static_cast<float>(p.samples)), 1, p.samples - 1));
+    first_heldout_ =
+        p.samples - static_cast<int32_t>(
+                        std::clamp<int64_t>(std::llround(p.holdout * static_cast<float>(p.samples)), 1, p.samples - 1));
     layer_x_.resize(taps_ ? static_cast<size_t>(hp_.n_layer) * B_ * E_ : 0);
     tap_n_.resize(taps_ ? static_cast<size_t>(B_) * E_ : 0);
     lens_logits_.resize(taps_ ? static_cast<size_t>(B_) * V_ : 0);
@@ -145,13 +155,16 @@ class TrainingTextWriter {
           const double rate = static_cast<double>(generated) / std::max(el, 1e-9);
           // Every sample running to seq_len is the upper bound (EOG ends some early).
           const int64_t est_total = std::max<int64_t>(total, generated);
-          progress({"generate", generated, est_total, 0.0, rate, el, static_cast<double>(est_total - generated) / std::max(rate, 1e-9)});
+          progress({"generate", generated, est_total, 0.0, rate, el,
+                    static_cast<double>(est_total - generated) / std::max(rate, 1e-9)});
         }
       }
     }
     rep_.generated_tokens = generated;
     rep_.gen_seconds = core::now_s() - t0;
-    if (progress) progress({"generate", generated, generated, 0.0, static_cast<double>(generated) / std::max(rep_.gen_seconds, 1e-9), rep_.gen_seconds, 0.0});
+    if (progress)
+      progress({"generate", generated, generated, 0.0,
+                static_cast<double>(generated) / std::max(rep_.gen_seconds, 1e-9), rep_.gen_seconds, 0.0});
     return std::move(samples_);
   }
 
@@ -162,7 +175,8 @@ class TrainingTextWriter {
     std::vector<sampling::Sampler> samplers;
     for (int32_t s = 0; s < nb; ++s) {
       const int32_t i = w + s;
-      const std::vector<int32_t> prompt = p_.prompts.empty() ? std::vector<int32_t>{p_.bos_id} : p_.prompts[static_cast<size_t>(i) % p_.prompts.size()];
+      const std::vector<int32_t> prompt =
+          p_.prompts.empty() ? std::vector<int32_t>{p_.bos_id} : p_.prompts[static_cast<size_t>(i) % p_.prompts.size()];
       sampling::SamplingParams sp;
       sp.temp = p_.temp;
       sp.top_k = 0;
@@ -209,7 +223,8 @@ class TrainingTextWriter {
       for (int32_t r = 0; r < nr; ++r) {
         auto& dst = samples_[static_cast<size_t>(w + rows[static_cast<size_t>(r)])].taps;
         if (dst.size() < p_.tap_layers.size()) dst.resize(p_.tap_layers.size());
-        dst[ti].insert(dst[ti].end(), tap_n_.data() + static_cast<size_t>(r) * E_, tap_n_.data() + static_cast<size_t>(r + 1) * E_);
+        dst[ti].insert(dst[ti].end(), tap_n_.data() + static_cast<size_t>(r) * E_,
+                       tap_n_.data() + static_cast<size_t>(r + 1) * E_);
       }
     }
     // Logit lens after every layer, on held-out rows only.
@@ -223,7 +238,8 @@ class TrainingTextWriter {
       m_.lm_head(ctx_, tap_n_.data(), static_cast<int32_t>(held.size()), lens_logits_.data());
       for (size_t h = 0; h < held.size(); ++h) {
         const float* fl = logits_.data() + static_cast<size_t>(held[h]) * V_;
-        const int32_t rk = sampling::rank_of(lens_logits_.data() + h * static_cast<size_t>(V_), V_, sampling::argmax(fl, V_));
+        const int32_t rk =
+            sampling::rank_of(lens_logits_.data() + h * static_cast<size_t>(V_), V_, sampling::argmax(fl, V_));
         if (rk < rep_.taps.lens_top_k) ++rep_.taps.lens_hits[static_cast<size_t>(l * rep_.taps.lens_top_k + rk)];
       }
     }
@@ -235,7 +251,8 @@ class TrainingTextWriter {
   bool take_row(int32_t w, int32_t s, size_t r, sampling::Sampler& sampler) {
     Sample& smp = samples_[static_cast<size_t>(w + s)];
     const float* lg = logits_.data() + r * static_cast<size_t>(V_);
-    smp.hidden.insert(smp.hidden.end(), normed_.data() + r * static_cast<size_t>(E_), normed_.data() + (r + 1) * static_cast<size_t>(E_));
+    smp.hidden.insert(smp.hidden.end(), normed_.data() + r * static_cast<size_t>(E_),
+                      normed_.data() + (r + 1) * static_cast<size_t>(E_));
     if (taps_) smp.argmax.push_back(sampling::argmax(lg, V_));
     if (kl_) record_kl_targets(smp, lg);
     const int32_t next = sampler.sample(lg, V_);
@@ -295,8 +312,8 @@ std::shared_ptr<MedusaHeads> to_heads(const MedusaHeadsInfo& info, const std::ve
 
 // Held-out rows of a sample set as one matrix with per-head targets.
 struct EvalSet {
-  std::vector<float> h;                     // [n, E]
-  std::vector<std::vector<int32_t>> target; // [K][n]
+  std::vector<float> h;                      // [n, E]
+  std::vector<std::vector<int32_t>> target;  // [K][n]
   int64_t n = 0;
 };
 
@@ -309,7 +326,8 @@ EvalSet make_eval_set(const std::vector<Sample>& samples, size_t first, int32_t 
       es.h.insert(es.h.end(), smp.hidden.begin() + t * E, smp.hidden.begin() + (t + 1) * E);
       for (int32_t k = 0; k < K; ++k) {
         const int64_t tgt = t + k + 2;
-        es.target[static_cast<size_t>(k)].push_back(tgt < static_cast<int64_t>(smp.tokens.size()) ? smp.tokens[static_cast<size_t>(tgt)] : -1);
+        es.target[static_cast<size_t>(k)].push_back(
+            tgt < static_cast<int64_t>(smp.tokens.size()) ? smp.tokens[static_cast<size_t>(tgt)] : -1);
       }
       ++es.n;
     }
@@ -319,8 +337,8 @@ EvalSet make_eval_set(const std::vector<Sample>& samples, size_t first, int32_t 
 
 }  // namespace
 
-MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n, const std::vector<std::vector<int32_t>>& targets,
-                          int32_t top_k, core::ThreadPool* pool) {
+MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n,
+                          const std::vector<std::vector<int32_t>>& targets, int32_t top_k, core::ThreadPool* pool) {
   const int32_t K = heads.n_heads(), E = heads.n_embd(), V = heads.n_vocab();
   TREESPEC_ASSERT(targets.size() == static_cast<size_t>(K), "evaluate_heads: one target row per head");
   MedusaEval ev;
@@ -358,7 +376,8 @@ MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n, c
     int64_t acc = 0;
     for (int32_t j = 0; j < top_k; ++j) {
       acc += hits[static_cast<size_t>(j)];
-      ev.topk_acc[static_cast<size_t>(k * top_k + j)] = cnt ? static_cast<float>(static_cast<double>(acc) / static_cast<double>(cnt)) : 0.0f;
+      ev.topk_acc[static_cast<size_t>(k * top_k + j)] =
+          cnt ? static_cast<float>(static_cast<double>(acc) / static_cast<double>(cnt)) : 0.0f;
     }
   }
   return ev;
@@ -370,14 +389,16 @@ namespace {
 std::vector<std::pair<int32_t, int32_t>> medusa_training_rows(const std::vector<Sample>& samples, size_t n_train) {
   std::vector<std::pair<int32_t, int32_t>> rows;
   for (size_t s = 0; s < n_train; ++s) {
-    for (int64_t t = 0; t + 2 < static_cast<int64_t>(samples[s].tokens.size()); ++t) rows.emplace_back(static_cast<int32_t>(s), static_cast<int32_t>(t));
+    for (int64_t t = 0; t + 2 < static_cast<int64_t>(samples[s].tokens.size()); ++t)
+      rows.emplace_back(static_cast<int32_t>(s), static_cast<int32_t>(t));
   }
   return rows;
 }
 
 // Moves the samples' per-layer taps (and argmax, KL targets, held-out flags) into one
 // PruneTaps table for the prune-head trainer.
-void collect_prune_taps(PruneTaps& tp, std::vector<Sample>& samples, size_t n_train, const MedusaTrainParams& p, int32_t V) {
+void collect_prune_taps(PruneTaps& tp, std::vector<Sample>& samples, size_t n_train, const MedusaTrainParams& p,
+                        int32_t V) {
   tp.layers = p.tap_layers;
   tp.h.assign(p.tap_layers.size(), {});
   tp.kl_top = p.kl_weight > 0.0f ? std::min(p.kl_top, V) : 0;
@@ -404,7 +425,8 @@ std::vector<HeadTensors> initial_head_params(const model::Model& m, int32_t K, i
   const int32_t E = m.hparams().n_embd, V = m.hparams().n_vocab;
   std::vector<HeadTensors> params(static_cast<size_t>(K));
   std::vector<float> base_out(static_cast<size_t>(V) * static_cast<size_t>(E));
-  for (int32_t v = 0; v < V; ++v) kernels::get_row(m.output(), v, base_out.data() + static_cast<size_t>(v) * static_cast<size_t>(E));
+  for (int32_t v = 0; v < V; ++v)
+    kernels::get_row(m.output(), v, base_out.data() + static_cast<size_t>(v) * static_cast<size_t>(E));
   for (auto& hp : params) {
     hp.w.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E) * static_cast<size_t>(E), 0.0f));
     hp.b.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E), 0.0f));
@@ -416,8 +438,8 @@ std::vector<HeadTensors> initial_head_params(const model::Model& m, int32_t K, i
 // Adam on minibatches of random training rows (one RNG stream: deterministic for a seed),
 // warm-up then cosine decay to 0.1 lr. Sets rep.train_seconds and rep.final_train_loss.
 void run_head_adam(std::vector<HeadTensors>& params, const std::vector<Sample>& samples,
-                   const std::vector<std::pair<int32_t, int32_t>>& rows, const MedusaTrainParams& p, int32_t E, int32_t V,
-                   core::ThreadPool& pool, const TrainProgressFn& progress, MedusaTrainReport& rep) {
+                   const std::vector<std::pair<int32_t, int32_t>>& rows, const MedusaTrainParams& p, int32_t E,
+                   int32_t V, core::ThreadPool& pool, const TrainProgressFn& progress, MedusaTrainReport& rep) {
   const auto K = static_cast<int32_t>(params.size());
   std::vector<HeadTensors> grads;
   std::vector<AdamState> adam;
@@ -441,12 +463,14 @@ void run_head_adam(std::vector<HeadTensors>& params, const std::vector<Sample>& 
   for (int32_t step = 0; step < p.steps; ++step) {
     const double prog = p.steps > 1 ? static_cast<double>(step) / static_cast<double>(p.steps - 1) : 1.0;
     const double cosine = 0.1 + 0.9 * 0.5 * (1.0 + std::cos(std::numbers::pi * prog));
-    const float lr = static_cast<float>(p.lr * std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(warm)) * cosine);
+    const float lr =
+        static_cast<float>(p.lr * std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(warm)) * cosine);
     for (int64_t i = 0; i < M; ++i) {
       pick[static_cast<size_t>(i)] = static_cast<int32_t>(rng.uniform_int(rows.size()));
       const auto [s, t] = rows[static_cast<size_t>(pick[static_cast<size_t>(i)])];
       const Sample& smp = samples[static_cast<size_t>(s)];
-      std::memcpy(hbuf.data() + i * E, smp.hidden.data() + static_cast<size_t>(t) * E, static_cast<size_t>(E) * sizeof(float));
+      std::memcpy(hbuf.data() + i * E, smp.hidden.data() + static_cast<size_t>(t) * E,
+                  static_cast<size_t>(E) * sizeof(float));
     }
     double step_loss = 0.0;
     for (int32_t k = 0; k < K; ++k) {
@@ -457,8 +481,10 @@ void run_head_adam(std::vector<HeadTensors>& params, const std::vector<Sample>& 
         const bool ok = at < static_cast<int64_t>(smp.tokens.size());
         tgt[static_cast<size_t>(i)] = ok ? smp.tokens[static_cast<size_t>(at)] : -1;
         if (kl && ok) {  // base distribution that produced tokens[at] sits at row at - 1
-          std::memcpy(sid.data() + i * kl_top, smp.kl_ids.data() + (at - 1) * kl_top, static_cast<size_t>(kl_top) * sizeof(int32_t));
-          std::memcpy(sp.data() + i * kl_top, smp.kl_p.data() + (at - 1) * kl_top, static_cast<size_t>(kl_top) * sizeof(float));
+          std::memcpy(sid.data() + i * kl_top, smp.kl_ids.data() + (at - 1) * kl_top,
+                      static_cast<size_t>(kl_top) * sizeof(int32_t));
+          std::memcpy(sp.data() + i * kl_top, smp.kl_p.data() + (at - 1) * kl_top,
+                      static_cast<size_t>(kl_top) * sizeof(float));
         }
       }
       const SoftTargets soft{kl ? sid.data() : nullptr, kl ? sp.data() : nullptr, kl_top, p.kl_weight};
@@ -507,12 +533,13 @@ void record_medusa_calibration(MedusaHeadsInfo& out, const MedusaTrainParams& p,
 
 }  // namespace
 
-std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const MedusaTrainParams& p, MedusaTrainReport* report,
-                                                const TrainProgressFn& progress) {
+std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const MedusaTrainParams& p,
+                                                MedusaTrainReport* report, const TrainProgressFn& progress) {
   p.validate();
   const auto& hpm = m.hparams();
   const int32_t E = hpm.n_embd, V = hpm.n_vocab, K = p.n_heads, R = p.n_blocks;
-  if (p.eval_top_k > V) throw InvalidArgument(fmt::format("calibration top-k {} exceeds the vocabulary ({})", p.eval_top_k, V));
+  if (p.eval_top_k > V)
+    throw InvalidArgument(fmt::format("calibration top-k {} exceeds the vocabulary ({})", p.eval_top_k, V));
   MedusaTrainReport local;
   MedusaTrainReport& rep = report ? *report : local;
   model::ForwardContext ctx(m, p.n_threads);
@@ -520,15 +547,21 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
 
   // 1. The base model writes its own training text.
   std::vector<Sample> samples = generate_samples(m, p, ctx, progress, rep);
-  const auto n_hold = static_cast<size_t>(std::clamp<int64_t>(std::llround(p.holdout * static_cast<float>(p.samples)), 1, p.samples - 1));
+  const auto n_hold = static_cast<size_t>(
+      std::clamp<int64_t>(std::llround(p.holdout * static_cast<float>(p.samples)), 1, p.samples - 1));
   const size_t n_train = samples.size() - n_hold;
   const auto rows = medusa_training_rows(samples, n_train);
   rep.train_positions = static_cast<int64_t>(rows.size());
-  if (rows.empty()) throw InvalidArgument("train-heads: the generated training text is too short (every sample ended at once); raise --seq-len or use prompts");
+  if (rows.empty())
+    throw InvalidArgument(
+        "train-heads: the generated training text is too short (every sample ended at once); raise --seq-len or use "
+        "prompts");
   if (!p.tap_layers.empty()) collect_prune_taps(rep.taps, samples, n_train, p, V);
   const EvalSet eval = make_eval_set(samples, n_train, K, E);
   rep.heldout_positions = eval.n;
-  if (eval.n == 0) throw InvalidArgument("train-heads: the held-out samples have no positions to evaluate; raise --samples or --holdout");
+  if (eval.n == 0)
+    throw InvalidArgument(
+        "train-heads: the held-out samples have no positions to evaluate; raise --samples or --holdout");
 
   // 2. Initialise: W, b zero; each vocab projection a copy of the base output matrix.
   auto init = MedusaHeads::init_from_model(m, K, R);

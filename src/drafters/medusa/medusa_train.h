@@ -27,41 +27,41 @@ namespace treespec::drafters {
 struct MedusaTrainParams {
   int32_t n_heads = 4;
   int32_t n_blocks = 1;
-  int32_t steps = 2000;        // Adam steps (every head takes one per step)
-  float lr = 1e-2f;            // peak learning rate (linear warm-up, cosine decay to 10%)
-  float warmup = 0.05f;        // fraction of steps spent warming up
-  int32_t batch = 256;         // positions per step
-  int32_t samples = 512;       // generated samples (the last `holdout` fraction is held out)
-  int32_t seq_len = 256;       // generated tokens per sample (fewer if it ends at EOG)
+  int32_t steps = 2000;   // Adam steps (every head takes one per step)
+  float lr = 1e-2f;       // peak learning rate (linear warm-up, cosine decay to 10%)
+  float warmup = 0.05f;   // fraction of steps spent warming up
+  int32_t batch = 256;    // positions per step
+  int32_t samples = 512;  // generated samples (the last `holdout` fraction is held out)
+  int32_t seq_len = 256;  // generated tokens per sample (fewer if it ends at EOG)
   float holdout = 0.1f;
-  float temp = 0.5f;           // sampling temperature of the generated text (lower = closer to greedy text)
+  float temp = 0.5f;  // sampling temperature of the generated text (lower = closer to greedy text)
   float top_p = 1.0f;
-  float kl_weight = 0.5f;      // 0 = pure cross-entropy on the sampled token; 1 = pure KL to the base distribution
-  int32_t kl_top = 32;         // base distribution kept as its top entries (renormalised)
-  int32_t eval_top_k = 10;     // calibration table width
+  float kl_weight = 0.5f;   // 0 = pure cross-entropy on the sampled token; 1 = pure KL to the base distribution
+  int32_t kl_top = 32;      // base distribution kept as its top entries (renormalised)
+  int32_t eval_top_k = 10;  // calibration table width
   std::vector<std::vector<int32_t>> prompts;  // token ids incl. BOS; empty = BOS alone
   int32_t bos_id = 1;
   std::vector<int32_t> eog_ids;  // a sample ends after emitting one of these
   uint64_t seed = 1;
   int32_t n_threads = 1;
-  int32_t gen_batch = 32;      // sequences generated together in one forward pass
+  int32_t gen_batch = 32;  // sequences generated together in one forward pass
   // ProPD prune heads (drafters/propd/prune_train.h): also record the final-normed
   // residual after each of these layers (1..n_layer-1) at every position, and measure the
   // logit lens' recall of the final argmax after every layer on the held-out samples.
   std::vector<int32_t> tap_layers;
-  int32_t tap_top_k = 16;      // width of the lens recall table
-  void validate() const;       // InvalidArgument naming the flag
+  int32_t tap_top_k = 16;  // width of the lens recall table
+  void validate() const;   // InvalidArgument naming the flag
 };
 
 // What MedusaTrainParams::tap_layers recorded, row-aligned with the generated text:
 // row t of a sample is the position that predicted its token t + 1.
 struct PruneTaps {
-  std::vector<int32_t> layers;                 // tapped layers
-  std::vector<std::vector<float>> h;           // per layer: [n_rows, n_embd] final norm of the residual after that layer
-  std::vector<int32_t> argmax;                 // [n_rows] the final model's argmax (ties: lower id)
-  std::vector<uint8_t> heldout;                // [n_rows] 1 = held-out sample
-  std::vector<int32_t> kl_ids;                 // [n_rows, kl_top] the final distribution's top entries (empty without --kl)
-  std::vector<float> kl_p;                     // [n_rows, kl_top]
+  std::vector<int32_t> layers;        // tapped layers
+  std::vector<std::vector<float>> h;  // per layer: [n_rows, n_embd] final norm of the residual after that layer
+  std::vector<int32_t> argmax;        // [n_rows] the final model's argmax (ties: lower id)
+  std::vector<uint8_t> heldout;       // [n_rows] 1 = held-out sample
+  std::vector<int32_t> kl_ids;        // [n_rows, kl_top] the final distribution's top entries (empty without --kl)
+  std::vector<float> kl_p;            // [n_rows, kl_top]
   int32_t kl_top = 0;
   int64_t n_rows = 0;
   // Logit lens on the held-out rows: lens_hits[l * top_k + r] = rows whose final argmax is
@@ -72,9 +72,9 @@ struct PruneTaps {
 };
 
 struct MedusaEval {
-  std::vector<double> loss;    // [n_heads] mean cross-entropy on the sampled token, nats
-  std::vector<float> topk_acc; // [n_heads, top_k] top-1..top-k accuracy
-  std::vector<int64_t> n;      // [n_heads] positions evaluated
+  std::vector<double> loss;     // [n_heads] mean cross-entropy on the sampled token, nats
+  std::vector<float> topk_acc;  // [n_heads, top_k] top-1..top-k accuracy
+  std::vector<int64_t> n;       // [n_heads] positions evaluated
   int32_t top_k = 0;
   double mean_loss() const;
 };
@@ -93,22 +93,23 @@ struct MedusaTrainReport {
 };
 
 struct TrainProgress {
-  std::string phase;   // "generate" | "train" | "eval"
+  std::string phase;  // "generate" | "train" | "eval"
   int64_t done = 0;
   int64_t total = 0;
-  double loss = 0.0;   // train: smoothed loss
-  double rate = 0.0;   // generate: tokens/s; train: positions/s
+  double loss = 0.0;  // train: smoothed loss
+  double rate = 0.0;  // generate: tokens/s; train: positions/s
   double elapsed_s = 0.0;
   double eta_s = 0.0;
 };
 using TrainProgressFn = std::function<void(const TrainProgress&)>;
 
 std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const MedusaTrainParams& p,
-                                                MedusaTrainReport* report = nullptr, const TrainProgressFn& progress = {});
+                                                MedusaTrainReport* report = nullptr,
+                                                const TrainProgressFn& progress = {});
 
 // Held-out style evaluation of any heads on recorded hidden states h [n, n_embd] with
 // targets [n_heads, n] (-1 = no target): loss and top-k accuracy per head.
-MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n, const std::vector<std::vector<int32_t>>& targets,
-                          int32_t top_k, core::ThreadPool* pool);
+MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n,
+                          const std::vector<std::vector<int32_t>>& targets, int32_t top_k, core::ThreadPool* pool);
 
 }  // namespace treespec::drafters

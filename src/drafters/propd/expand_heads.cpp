@@ -17,7 +17,8 @@ namespace {
 // Dequantised rows of a weight view: [n_out, n_in] f32.
 std::vector<float> rows_f32(const kernels::WeightView& w) {
   std::vector<float> out(static_cast<size_t>(w.n_out) * static_cast<size_t>(w.n_in));
-  for (int64_t r = 0; r < w.n_out; ++r) kernels::get_row(w, r, out.data() + static_cast<size_t>(r) * static_cast<size_t>(w.n_in));
+  for (int64_t r = 0; r < w.n_out; ++r)
+    kernels::get_row(w, r, out.data() + static_cast<size_t>(r) * static_cast<size_t>(w.n_in));
   return out;
 }
 
@@ -30,8 +31,8 @@ float rms(const std::vector<float>& v) {
 // src [n_out, n] -> [n_out_new, N]: the source block at the top left; rows < n_out copy
 // (filler on the padded columns), rows >= n_out zero on columns < n_live (they must
 // output 0) and filler elsewhere. Filler only ever multiplies an exact zero.
-std::vector<float> widen(const std::vector<float>& src, int64_t n_out, int64_t n, int64_t n_out_new, int64_t N, core::Rng& rng,
-                         float filler_std) {
+std::vector<float> widen(const std::vector<float>& src, int64_t n_out, int64_t n, int64_t n_out_new, int64_t N,
+                         core::Rng& rng, float filler_std) {
   std::vector<float> dst(static_cast<size_t>(n_out_new) * static_cast<size_t>(N));
   auto filler = [&] { return static_cast<float>(rng.normal()) * filler_std; };
   for (int64_t o = 0; o < n_out_new; ++o) {
@@ -51,14 +52,17 @@ ExpandedHeads expand_heads(const MedusaHeads& medusa, const PruneHeadSet* prune,
                            const std::vector<int32_t>& real_layer_pos, const std::string& output_hash, uint64_t seed) {
   const auto& in = medusa.info();
   const int64_t n = in.n_embd, N = n_embd, V = in.n_vocab;
-  if (N < n) throw InvalidArgument(fmt::format("expand heads: the expanded width {} is smaller than the heads' {}", N, n));
+  if (N < n)
+    throw InvalidArgument(fmt::format("expand heads: the expanded width {} is smaller than the heads' {}", N, n));
   if (real_layer_pos.size() != static_cast<size_t>(in.base_n_layer)) {
-    throw InvalidArgument(fmt::format("expand heads: the layer map has {} entries but the heads' base has {} layers", real_layer_pos.size(),
-                                      in.base_n_layer));
+    throw InvalidArgument(fmt::format("expand heads: the layer map has {} entries but the heads' base has {} layers",
+                                      real_layer_pos.size(), in.base_n_layer));
   }
   for (size_t l = 0; l < real_layer_pos.size(); ++l) {
-    if (real_layer_pos[l] < 0 || real_layer_pos[l] >= n_layer || (l > 0 && real_layer_pos[l] <= real_layer_pos[l - 1])) {
-      throw InvalidArgument(fmt::format("expand heads: layer map entry {} = {} is not increasing within 0..{}", l, real_layer_pos[l], n_layer - 1));
+    if (real_layer_pos[l] < 0 || real_layer_pos[l] >= n_layer ||
+        (l > 0 && real_layer_pos[l] <= real_layer_pos[l - 1])) {
+      throw InvalidArgument(fmt::format("expand heads: layer map entry {} = {} is not increasing within 0..{}", l,
+                                        real_layer_pos[l], n_layer - 1));
     }
   }
   core::Rng rng(seed ^ 0x68656164735f6578ull);
@@ -112,7 +116,8 @@ ExpandedHeads expand_heads(const MedusaHeads& medusa, const PruneHeadSet* prune,
       while (below < L0 && real_layer_pos[static_cast<size_t>(below)] < lp) ++below;
       if (below >= c0.lens_layers()) continue;  // past every real layer: the final state itself
       for (int32_t k = 0; k < c0.top_k; ++k) {
-        c.lens_recall[static_cast<size_t>(lp * c0.top_k + k)] = c0.lens_recall[static_cast<size_t>(below * c0.top_k + k)];
+        c.lens_recall[static_cast<size_t>(lp * c0.top_k + k)] =
+            c0.lens_recall[static_cast<size_t>(below * c0.top_k + k)];
       }
     }
   }
@@ -129,7 +134,8 @@ ExpandedHeads expand_heads(const MedusaHeads& medusa, const PruneHeadSet* prune,
     }
     const auto o = rows_f32(h.out());
     const int32_t nl = map_layer(l);
-    set->heads[nl] = PruneHead::from_f32(nl, n_embd, static_cast<int32_t>(V), std::move(hw), std::move(hb), widen(o, V, n, V, N, rng, rms(o)));
+    set->heads[nl] = PruneHead::from_f32(nl, n_embd, static_cast<int32_t>(V), std::move(hw), std::move(hb),
+                                         widen(o, V, n, V, N, rng, rms(o)));
     c.head_layers.push_back(nl);
     if (!c0.head_recall.empty()) {
       c.head_recall.insert(c.head_recall.end(), c0.head_recall.begin() + static_cast<std::ptrdiff_t>(i * c0.top_k),
@@ -148,10 +154,11 @@ void expand_heads_file(const std::string& in, const model::Model& expanded, cons
   if (PruneHeadSet::present_in(*f)) prune = PruneHeadSet::from_gguf(f);
   const auto& hp = expanded.hparams();
   if (hp.n_vocab != medusa->n_vocab()) {
-    throw InvalidArgument(fmt::format("expand heads: '{}' has a vocabulary of {} but the expanded model '{}' has {}", in, medusa->n_vocab(),
-                                      expanded.gguf().path(), hp.n_vocab));
+    throw InvalidArgument(fmt::format("expand heads: '{}' has a vocabulary of {} but the expanded model '{}' has {}",
+                                      in, medusa->n_vocab(), expanded.gguf().path(), hp.n_vocab));
   }
-  const auto e = expand_heads(*medusa, prune.get(), hp.n_embd, hp.n_layer, real_layer_pos, output_matrix_hash(expanded), seed);
+  const auto e =
+      expand_heads(*medusa, prune.get(), hp.n_embd, hp.n_layer, real_layer_pos, output_matrix_hash(expanded), seed);
   write_heads_file(out, *e.medusa, e.prune.get());
 }
 

@@ -39,7 +39,8 @@ struct ExpandedHeads {
 // real_layer_pos[l]: expanded index of source layer l (increasing, one per source layer);
 // output_hash: output_matrix_hash() of the expanded model. InvalidArgument on a mismatch.
 ExpandedHeads expand_heads(const MedusaHeads& medusa, const PruneHeadSet* prune, int32_t n_embd, int32_t n_layer,
-                           const std::vector<int32_t>& real_layer_pos, const std::string& output_hash, uint64_t seed = 1);
+                           const std::vector<int32_t>& real_layer_pos, const std::string& output_hash,
+                           uint64_t seed = 1);
 
 // Reads the heads file `in`, widens it for the expanded model `expanded` (its width, depth
 // and output hash), and writes `out`.

@@ -9,13 +9,15 @@ void write_heads_file(const std::string& path, const MedusaHeads& heads, const P
   gguf::GgufWriter w;
   const auto& info = heads.info();
   w.set("general.architecture", gguf::Value::string("medusa"));
-  w.set("general.name", gguf::Value::string(info.base_name.empty() ? "medusa heads" : info.base_name + " medusa heads"));
+  w.set("general.name",
+        gguf::Value::string(info.base_name.empty() ? "medusa heads" : info.base_name + " medusa heads"));
   heads.add_to(w);
   if (prune) prune->add_to(w);
   w.write(path);
 }
 
-void write_model_with_all_heads(const model::Model& m, const MedusaHeads& heads, const PruneHeadSet* prune, const std::string& path) {
+void write_model_with_all_heads(const model::Model& m, const MedusaHeads& heads, const PruneHeadSet* prune,
+                                const std::string& path) {
   const auto& f = m.gguf();
   gguf::GgufWriter w(f.version() >= 2 ? f.version() : 3);
   w.set_alignment(f.alignment());

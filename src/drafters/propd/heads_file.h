@@ -15,6 +15,7 @@ namespace treespec::drafters {
 
 // `prune` may be null (a plain Medusa heads file).
 void write_heads_file(const std::string& path, const MedusaHeads& heads, const PruneHeadSet* prune);
-void write_model_with_all_heads(const model::Model& m, const MedusaHeads& heads, const PruneHeadSet* prune, const std::string& path);
+void write_model_with_all_heads(const model::Model& m, const MedusaHeads& heads, const PruneHeadSet* prune,
+                                const std::string& path);
 
 }  // namespace treespec::drafters

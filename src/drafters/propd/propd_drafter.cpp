@@ -12,21 +12,28 @@
 namespace treespec::drafters {
 
 void PropdParams::validate() const {
-  if (n_max < 1 || n_max > 4096) throw InvalidArgument(fmt::format("propd: --propd-nmax must be in 1..4096, got {}", n_max));
-  if (interval < 1 || interval > 1'000'000) throw InvalidArgument(fmt::format("propd: --propd-interval must be >= 1, got {}", interval));
-  if (!(adapt_alpha >= 0.0f && adapt_alpha <= 1.0f)) throw InvalidArgument(fmt::format("propd: adapt alpha must be in [0, 1], got {}", adapt_alpha));
-  if (refresh_every < 0) throw InvalidArgument(fmt::format("propd: refresh interval must be >= 0, got {}", refresh_every));
+  if (n_max < 1 || n_max > 4096)
+    throw InvalidArgument(fmt::format("propd: --propd-nmax must be in 1..4096, got {}", n_max));
+  if (interval < 1 || interval > 1'000'000)
+    throw InvalidArgument(fmt::format("propd: --propd-interval must be >= 1, got {}", interval));
+  if (!(adapt_alpha >= 0.0f && adapt_alpha <= 1.0f))
+    throw InvalidArgument(fmt::format("propd: adapt alpha must be in [0, 1], got {}", adapt_alpha));
+  if (refresh_every < 0)
+    throw InvalidArgument(fmt::format("propd: refresh interval must be >= 0, got {}", refresh_every));
 }
 
-PropdDrafter::PropdDrafter(const std::shared_ptr<const MedusaHeads>& heads, const PropdParams& p, int32_t top_k, core::ThreadPool* pool,
-                           tree::AcceptanceTable initial, std::optional<tree::TreeShape> static_shape)
+PropdDrafter::PropdDrafter(const std::shared_ptr<const MedusaHeads>& heads, const PropdParams& p, int32_t top_k,
+                           core::ThreadPool* pool, tree::AcceptanceTable initial,
+                           std::optional<tree::TreeShape> static_shape)
     : heads_(heads), p_(p), cand_(heads, top_k, pool), live_(std::move(initial)), static_(std::move(static_shape)) {
   p_.validate();
-  if (live_.n_depth() != heads_->n_heads() || live_.top_k() != top_k) live_ = tree::AcceptanceTable(heads_->n_heads(), top_k);
+  if (live_.n_depth() != heads_->n_heads() || live_.top_k() != top_k)
+    live_ = tree::AcceptanceTable(heads_->n_heads(), top_k);
   if (static_) {
     if (static_->max_depth() > heads_->n_heads() || static_->max_rank() >= top_k) {
-      throw InvalidArgument(fmt::format("propd: the static tree needs depth {} and rank {}, the heads give {} heads x top-{}",
-                                        static_->max_depth(), static_->max_rank(), heads_->n_heads(), top_k));
+      throw InvalidArgument(
+          fmt::format("propd: the static tree needs depth {} and rank {}, the heads give {} heads x top-{}",
+                      static_->max_depth(), static_->max_rank(), heads_->n_heads(), top_k));
     }
   }
   hidden_.resize(static_cast<size_t>(heads_->n_embd()));
@@ -38,7 +45,8 @@ void PropdDrafter::rebuild() {
     // E_n of each prefix of the fixed tree under the live table.
     static_expected_.assign(static_cast<size_t>(static_->size()), 0.0);
     for (int32_t i = 1; i < static_->size(); ++i) {
-      static_expected_[static_cast<size_t>(i)] = static_expected_[static_cast<size_t>(i - 1)] + live_.path_prob(static_->path(i));
+      static_expected_[static_cast<size_t>(i)] =
+          static_expected_[static_cast<size_t>(i - 1)] + live_.path_prob(static_->path(i));
     }
     return;
   }
@@ -86,7 +94,8 @@ void PropdDrafter::observe(const StepFeedback& fb) {
   ++steps_;
   ++since_heads_;
   const int32_t last = fb.result.path.back();
-  const float* h = static_cast<size_t>(last) < fb.node_hidden.size() ? fb.node_hidden[static_cast<size_t>(last)] : nullptr;
+  const float* h =
+      static_cast<size_t>(last) < fb.node_hidden.size() ? fb.node_hidden[static_cast<size_t>(last)] : nullptr;
   have_cand_ = false;
   have_hidden_ = h != nullptr;
   if (h != nullptr) std::memcpy(hidden_.data(), h, hidden_.size() * sizeof(float));
@@ -116,8 +125,10 @@ std::unique_ptr<Drafter> make_propd_drafter(const PropdParams& p, const MedusaPa
   if (p.static_tree) {
     if (p.tree.empty()) {
       if (!heads->info().has_calibration()) {
-        throw InvalidArgument(fmt::format("propd --static-tree: heads '{}' carry no calibration table to build the best-first tree; pass --propd-tree NAME",
-                                          heads->source()));
+        throw InvalidArgument(
+            fmt::format("propd --static-tree: heads '{}' carry no calibration table to build the best-first tree; pass "
+                        "--propd-tree NAME",
+                        heads->source()));
       }
       shape = tree::build_best_first(initial, p.n_max, heads->n_heads()).shape;
     } else {
@@ -127,8 +138,10 @@ std::unique_ptr<Drafter> make_propd_drafter(const PropdParams& p, const MedusaPa
       shape = resolve_medusa_tree(tp, *heads);
     }
   } else if (!heads->info().has_calibration()) {
-    throw InvalidArgument(fmt::format("--spec propd: heads '{}' carry no calibration table (the acceptance model's seed); retrain with treespec train-heads",
-                                      heads->source()));
+    throw InvalidArgument(
+        fmt::format("--spec propd: heads '{}' carry no calibration table (the acceptance model's seed); retrain with "
+                    "treespec train-heads",
+                    heads->source()));
   }
   auto d = std::make_unique<PropdDrafter>(heads, p, mp.top_k, pool, std::move(initial), std::move(shape));
   if (!p.no_prune) d->set_prune(resolve_prune_spec(prune, mp.heads_path, m, pool));

@@ -48,8 +48,9 @@ struct PropdParams {
 class PropdDrafter final : public Drafter {
  public:
   // `initial` seeds the live table; `static_shape` fixes the tree (--static-tree).
-  PropdDrafter(const std::shared_ptr<const MedusaHeads>& heads, const PropdParams& p, int32_t top_k, core::ThreadPool* pool,
-               tree::AcceptanceTable initial, std::optional<tree::TreeShape> static_shape = std::nullopt);
+  PropdDrafter(const std::shared_ptr<const MedusaHeads>& heads, const PropdParams& p, int32_t top_k,
+               core::ThreadPool* pool, tree::AcceptanceTable initial,
+               std::optional<tree::TreeShape> static_shape = std::nullopt);
   std::string name() const override { return "propd"; }
   void begin(std::span<const int32_t> prompt) override;
   tree::TokenTree propose(const DraftInput& in) override;
@@ -70,14 +71,14 @@ class PropdDrafter final : public Drafter {
   HeadAccuracyTracker tracker_;
   tree::AcceptanceTable live_;
   std::optional<tree::TreeShape> static_;
-  tree::BestFirstTree best_;              // T_Nmax and E_n (dynamic trees)
-  std::vector<double> static_expected_;   // E_n of the static tree's prefixes
-  std::vector<float> hidden_;             // [n_embd] accepted node's final normed state
+  tree::BestFirstTree best_;             // T_Nmax and E_n (dynamic trees)
+  std::vector<double> static_expected_;  // E_n of the static tree's prefixes
+  std::vector<float> hidden_;            // [n_embd] accepted node's final normed state
   bool have_hidden_ = false;
-  bool have_cand_ = false;                // cand_ computed from hidden_
-  int64_t root_index_ = 0;                // context index of the next root
+  bool have_cand_ = false;  // cand_ computed from hidden_
+  int64_t root_index_ = 0;  // context index of the next root
   int64_t steps_ = 0, since_heads_ = 0, head_runs_ = 0, rebuilt_at_runs_ = 0;
-  int32_t last_budget_ = 1;               // budget of the last proposal
+  int32_t last_budget_ = 1;  // budget of the last proposal
 };
 
 // --spec propd: heads from p.heads_path (or medusa.heads_path, or the model file), the

@@ -31,17 +31,21 @@ const char* kKeyTarget = "propd.prune.recall_target";
 const char* kKeyDefaultK = "propd.prune.default_k";
 const char* kKeyDefaultLayer = "propd.prune.default_layer";
 
-
 int32_t bounded(const gguf::GgufFile& f, const char* key, int64_t lo, int64_t hi) {
   const int64_t v = f.get_int(key);
-  if (v < lo || v > hi) throw FormatError(fmt::format("{}: metadata key '{}' = {} is out of range ({}..{})", f.path(), key, v, lo, hi));
+  if (v < lo || v > hi)
+    throw FormatError(fmt::format("{}: metadata key '{}' = {} is out of range ({}..{})", f.path(), key, v, lo, hi));
   return static_cast<int32_t>(v);
 }
 
 }  // namespace
 
-std::string prune_block_weight_name(int32_t layer, int32_t block) { return fmt::format("propd.prune.{}.blk.{}.weight", layer, block); }
-std::string prune_block_bias_name(int32_t layer, int32_t block) { return fmt::format("propd.prune.{}.blk.{}.bias", layer, block); }
+std::string prune_block_weight_name(int32_t layer, int32_t block) {
+  return fmt::format("propd.prune.{}.blk.{}.weight", layer, block);
+}
+std::string prune_block_bias_name(int32_t layer, int32_t block) {
+  return fmt::format("propd.prune.{}.blk.{}.bias", layer, block);
+}
 std::string prune_output_name(int32_t layer) { return fmt::format("propd.prune.{}.output.weight", layer); }
 
 std::shared_ptr<const PruneHead> PruneHead::logit_lens(int32_t layer) {
@@ -60,7 +64,8 @@ std::shared_ptr<const PruneHead> PruneHead::logit_lens(int32_t layer) {
   return h;
 }
 
-std::shared_ptr<PruneHead> PruneHead::from_f32(int32_t layer, int32_t n_embd, int32_t n_vocab, std::vector<std::vector<float>> block_w,
+std::shared_ptr<PruneHead> PruneHead::from_f32(int32_t layer, int32_t n_embd, int32_t n_vocab,
+                                               std::vector<std::vector<float>> block_w,
                                                std::vector<std::vector<float>> block_b, std::vector<float> out_w) {
   TREESPEC_ASSERT(block_w.size() == block_b.size(), "PruneHead::from_f32: one bias per block");
   const int64_t E = n_embd, V = n_vocab;
@@ -74,7 +79,8 @@ std::shared_ptr<PruneHead> PruneHead::from_f32(int32_t layer, int32_t n_embd, in
     TREESPEC_ASSERT(block_w[r].size() == static_cast<size_t>(E * E) && block_b[r].size() == static_cast<size_t>(E),
                     "PruneHead::from_f32: block shapes");
     h->owned_.push_back(std::move(block_w[r]));
-    h->blocks_.push_back(Block{kernels::WeightView{h->owned_.back().data(), tensor::DType::f32, E, E}, std::move(block_b[r])});
+    h->blocks_.push_back(
+        Block{kernels::WeightView{h->owned_.back().data(), tensor::DType::f32, E, E}, std::move(block_b[r])});
   }
   TREESPEC_ASSERT(out_w.size() == static_cast<size_t>(V * E), "PruneHead::from_f32: projection shape");
   h->owned_.push_back(std::move(out_w));
@@ -82,13 +88,16 @@ std::shared_ptr<PruneHead> PruneHead::from_f32(int32_t layer, int32_t n_embd, in
   return h;
 }
 
-void PruneHead::logits(const model::Model& m, const float* x, int32_t n, float* work, float* logits, core::ThreadPool* pool) const {
-  TREESPEC_ASSERT(lens_ || n_embd_ == m.hparams().n_embd, "PruneHead: embedding width differs from the model (check_fits)");
+void PruneHead::logits(const model::Model& m, const float* x, int32_t n, float* work, float* logits,
+                       core::ThreadPool* pool) const {
+  TREESPEC_ASSERT(lens_ || n_embd_ == m.hparams().n_embd,
+                  "PruneHead: embedding width differs from the model (check_fits)");
   m.final_norm(x, n, {}, work);
   logits_normed(m, work, n, work, logits, pool);
 }
 
-void PruneHead::logits_normed(const model::Model& m, const float* hin, int32_t n, float* work, float* logits, core::ThreadPool* pool) const {
+void PruneHead::logits_normed(const model::Model& m, const float* hin, int32_t n, float* work, float* logits,
+                              core::ThreadPool* pool) const {
   const int64_t E = lens_ ? m.hparams().n_embd : n_embd_;
   if (blocks_.empty()) {  // the lens, or a head without blocks: only the projection
     kernels::matmul(lens_ ? m.output() : out_, hin, n, logits, pool);
@@ -121,7 +130,8 @@ float PruneCalibration::head(int32_t layer, int32_t k) const {
   return -1.0f;
 }
 
-int32_t smallest_layer_meeting(int32_t n_layer, int32_t k, float target, const std::function<float(int32_t, int32_t)>& recall) {
+int32_t smallest_layer_meeting(int32_t n_layer, int32_t k, float target,
+                               const std::function<float(int32_t, int32_t)>& recall) {
   for (int32_t l = 1; l < n_layer; ++l) {
     if (recall(l, k) >= target) return l;
   }
@@ -133,7 +143,8 @@ bool PruneHeadSet::present_in(const gguf::GgufFile& f) { return f.has(kKeyBaseHa
 std::shared_ptr<PruneHeadSet> PruneHeadSet::from_gguf(std::shared_ptr<const gguf::GgufFile> file) {
   const auto& f = *file;
   const std::string& path = f.path();
-  if (!present_in(f)) throw FormatError(fmt::format("{}: holds no ProPD prune heads (metadata key '{}' missing)", path, kKeyBaseHash));
+  if (!present_in(f))
+    throw FormatError(fmt::format("{}: holds no ProPD prune heads (metadata key '{}' missing)", path, kKeyBaseHash));
   auto s = std::make_shared<PruneHeadSet>();
   s->source = path;
   s->n_embd = bounded(f, kKeyEmbd, 1, int64_t{1} << 20);
@@ -148,51 +159,64 @@ std::shared_ptr<PruneHeadSet> PruneHeadSet::from_gguf(std::shared_ptr<const gguf
       c.lens_recall = f.get_float_array(kKeyLensRecall);
       if (c.lens_recall.size() % static_cast<size_t>(c.top_k) != 0 ||
           c.lens_recall.size() / static_cast<size_t>(c.top_k) > static_cast<size_t>(s->base_n_layer)) {
-        throw FormatError(fmt::format("{}: metadata key '{}' has {} values, expected at most {} layers x top-{}", path, kKeyLensRecall,
-                                      c.lens_recall.size(), s->base_n_layer, c.top_k));
+        throw FormatError(fmt::format("{}: metadata key '{}' has {} values, expected at most {} layers x top-{}", path,
+                                      kKeyLensRecall, c.lens_recall.size(), s->base_n_layer, c.top_k));
       }
     }
     if (f.has(kKeyHeadRecall)) c.head_recall = f.get_float_array(kKeyHeadRecall);
     for (float v : c.lens_recall) {
-      if (!(v >= 0.0f && v <= 1.0f)) throw FormatError(fmt::format("{}: metadata key '{}' holds {} (not a recall in [0, 1])", path, kKeyLensRecall, v));
+      if (!(v >= 0.0f && v <= 1.0f))
+        throw FormatError(
+            fmt::format("{}: metadata key '{}' holds {} (not a recall in [0, 1])", path, kKeyLensRecall, v));
     }
     for (float v : c.head_recall) {
-      if (!(v >= 0.0f && v <= 1.0f)) throw FormatError(fmt::format("{}: metadata key '{}' holds {} (not a recall in [0, 1])", path, kKeyHeadRecall, v));
+      if (!(v >= 0.0f && v <= 1.0f))
+        throw FormatError(
+            fmt::format("{}: metadata key '{}' holds {} (not a recall in [0, 1])", path, kKeyHeadRecall, v));
     }
   }
   c.recall_target = static_cast<float>(f.get_float(kKeyTarget, 0.98));
   c.default_k = static_cast<int32_t>(f.get_int(kKeyDefaultK, 0));
   c.default_layer = static_cast<int32_t>(f.get_int(kKeyDefaultLayer, 0));
   if (c.default_layer < 0 || c.default_layer >= s->base_n_layer) {
-    throw FormatError(fmt::format("{}: metadata key '{}' = {} is not an early layer (1..{})", path, kKeyDefaultLayer, c.default_layer, s->base_n_layer - 1));
+    throw FormatError(fmt::format("{}: metadata key '{}' = {} is not an early layer (1..{})", path, kKeyDefaultLayer,
+                                  c.default_layer, s->base_n_layer - 1));
   }
   if (c.default_k < 0 || c.default_k > std::max(c.top_k, 0)) {
-    throw FormatError(fmt::format("{}: metadata key '{}' = {} exceeds the table width {}", path, kKeyDefaultK, c.default_k, c.top_k));
+    throw FormatError(
+        fmt::format("{}: metadata key '{}' = {} exceeds the table width {}", path, kKeyDefaultK, c.default_k, c.top_k));
   }
 
   if (f.has(kKeyHeadLayers)) {
     const int32_t n_blocks = bounded(f, kKeyHeadBlocks, 0, 64);
     const auto layers = f.get_int_array(kKeyHeadLayers);
     if (c.top_k > 0 && !c.head_recall.empty() && c.head_recall.size() != layers.size() * static_cast<size_t>(c.top_k)) {
-      throw FormatError(fmt::format("{}: metadata key '{}' has {} values, expected {} layers x top-{}", path, kKeyHeadRecall,
-                                    c.head_recall.size(), layers.size(), c.top_k));
+      throw FormatError(fmt::format("{}: metadata key '{}' has {} values, expected {} layers x top-{}", path,
+                                    kKeyHeadRecall, c.head_recall.size(), layers.size(), c.top_k));
     }
     const int64_t E = s->n_embd, V = s->n_vocab;
     auto tensor = [&](const std::string& name, std::vector<int64_t> ne) -> const gguf::TensorInfo& {
       const gguf::TensorInfo* t = f.find_tensor(name);
-      if (!t) throw FormatError(fmt::format("{}: tensor '{}' is missing (prune heads declared at layers [{}])", path, name, fmt::join(layers, ", ")));
-      if (t->ne != ne) throw FormatError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}]", path, name, fmt::join(t->ne, ", "), fmt::join(ne, ", ")));
+      if (!t)
+        throw FormatError(fmt::format("{}: tensor '{}' is missing (prune heads declared at layers [{}])", path, name,
+                                      fmt::join(layers, ", ")));
+      if (t->ne != ne)
+        throw FormatError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}]", path, name,
+                                      fmt::join(t->ne, ", "), fmt::join(ne, ", ")));
       if (!kernels::dtype_supported(t->type)) {
-        throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support", path, name, tensor::dtype_name(t->type)));
+        throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support", path, name,
+                                      tensor::dtype_name(t->type)));
       }
       return *t;
     };
     for (int64_t l : layers) {
       if (l < 1 || l >= s->base_n_layer) {
-        throw FormatError(fmt::format("{}: metadata key '{}' lists layer {}, not an early layer (1..{})", path, kKeyHeadLayers, l, s->base_n_layer - 1));
+        throw FormatError(fmt::format("{}: metadata key '{}' lists layer {}, not an early layer (1..{})", path,
+                                      kKeyHeadLayers, l, s->base_n_layer - 1));
       }
       const auto layer = static_cast<int32_t>(l);
-      if (s->heads.count(layer)) throw FormatError(fmt::format("{}: metadata key '{}' lists layer {} twice", path, kKeyHeadLayers, l));
+      if (s->heads.count(layer))
+        throw FormatError(fmt::format("{}: metadata key '{}' lists layer {} twice", path, kKeyHeadLayers, l));
       std::shared_ptr<PruneHead> h(new PruneHead());
       h->layer_ = layer;
       h->lens_ = false;
@@ -223,14 +247,17 @@ void PruneHeadSet::check_fits(const model::Model& m) const {
   std::vector<std::string> diffs;
   if (n_embd != hp.n_embd) diffs.push_back(fmt::format("embedding width {} (heads) vs {} (model)", n_embd, hp.n_embd));
   if (n_vocab != hp.n_vocab) diffs.push_back(fmt::format("vocab size {} (heads) vs {} (model)", n_vocab, hp.n_vocab));
-  if (base_n_layer != hp.n_layer) diffs.push_back(fmt::format("layer count {} (heads' base) vs {} (model)", base_n_layer, hp.n_layer));
+  if (base_n_layer != hp.n_layer)
+    diffs.push_back(fmt::format("layer count {} (heads' base) vs {} (model)", base_n_layer, hp.n_layer));
   if (diffs.empty()) {
     const std::string hash = output_matrix_hash(m);
-    if (hash != base_output_hash) diffs.push_back(fmt::format("output matrix hash {} (heads' base) vs {} (model)", base_output_hash, hash));
+    if (hash != base_output_hash)
+      diffs.push_back(fmt::format("output matrix hash {} (heads' base) vs {} (model)", base_output_hash, hash));
   }
   if (!diffs.empty()) {
-    throw InvalidArgument(fmt::format("ProPD prune heads '{}' do not fit model '{}': {} (retrain: treespec train-heads -m {} --prune-layer ...)",
-                                      source, m.gguf().path(), fmt::join(diffs, "; "), m.gguf().path()));
+    throw InvalidArgument(fmt::format(
+        "ProPD prune heads '{}' do not fit model '{}': {} (retrain: treespec train-heads -m {} --prune-layer ...)",
+        source, m.gguf().path(), fmt::join(diffs, "; "), m.gguf().path()));
   }
 }
 
@@ -268,14 +295,16 @@ void PruneHeadSet::add_to(gguf::GgufWriter& w) const {
   w.set(kKeyHeadLayers, Value::i32_array(layers));
   w.set(kKeyHeadBlocks, Value::u32(static_cast<uint32_t>(n_blocks)));
   auto add = [&](const std::string& name, const kernels::WeightView& v) {
-    w.add_tensor(name, v.type, {v.n_in, v.n_out}, v.data, static_cast<size_t>(v.row_bytes()) * static_cast<size_t>(v.n_out));
+    w.add_tensor(name, v.type, {v.n_in, v.n_out}, v.data,
+                 static_cast<size_t>(v.row_bytes()) * static_cast<size_t>(v.n_out));
   };
   for (int32_t l : layers) {
     const auto& h = heads.at(l);
     for (int32_t r = 0; r < h->n_blocks(); ++r) {
       add(prune_block_weight_name(l, r), h->block(r).w);
       const auto& b = h->block(r).b;
-      w.add_tensor(prune_block_bias_name(l, r), tensor::DType::f32, {static_cast<int64_t>(b.size())}, b.data(), b.size() * sizeof(float));
+      w.add_tensor(prune_block_bias_name(l, r), tensor::DType::f32, {static_cast<int64_t>(b.size())}, b.data(),
+                   b.size() * sizeof(float));
     }
     add(prune_output_name(l), h->out());
   }

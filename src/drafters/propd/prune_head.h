@@ -49,8 +49,8 @@ class PruneHead final : public PruneScorer {
   static std::shared_ptr<const PruneHead> logit_lens(int32_t layer);
   // A trained head from f32 parameters: blocks (W [E*E], b [E]) and projection [V*E].
   static std::shared_ptr<PruneHead> from_f32(int32_t layer, int32_t n_embd, int32_t n_vocab,
-                                             std::vector<std::vector<float>> block_w, std::vector<std::vector<float>> block_b,
-                                             std::vector<float> out_w);
+                                             std::vector<std::vector<float>> block_w,
+                                             std::vector<std::vector<float>> block_b, std::vector<float> out_w);
 
   int32_t layer() const { return layer_; }
   bool is_lens() const { return lens_; }
@@ -66,7 +66,8 @@ class PruneHead final : public PruneScorer {
               core::ThreadPool* pool) const override;
   const char* kind() const override { return lens_ ? "logit lens" : "trained"; }
   // The same from rows already through the final norm: h[n, n_embd]. work: [2 * n * n_embd].
-  void logits_normed(const model::Model& m, const float* h, int32_t n, float* work, float* logits, core::ThreadPool* pool) const;
+  void logits_normed(const model::Model& m, const float* h, int32_t n, float* work, float* logits,
+                     core::ThreadPool* pool) const;
 
  private:
   friend class PruneHeadSet;
@@ -77,23 +78,23 @@ class PruneHead final : public PruneScorer {
   int32_t n_vocab_ = 0;
   std::vector<Block> blocks_;
   kernels::WeightView out_;
-  std::vector<std::vector<float>> owned_;  // f32 storage of trained heads
+  std::vector<std::vector<float>> owned_;       // f32 storage of trained heads
   std::shared_ptr<const gguf::GgufFile> file_;  // keeps mapped tensors alive
 };
 
 // What the prune heads of a file were measured to do (held-out text, top-1..top-k).
 struct PruneCalibration {
-  int32_t top_k = 0;                  // columns of the tables
-  int64_t n_positions = 0;            // held-out positions evaluated
+  int32_t top_k = 0;        // columns of the tables
+  int64_t n_positions = 0;  // held-out positions evaluated
   // lens_recall[l * top_k + k - 1]: fraction of positions whose final argmax is among the
   // logit lens' top-k after l layers, l = 0 (embeddings) .. n_layer - 1. Empty if unmeasured.
   std::vector<float> lens_recall;
   // head_recall[i * top_k + k - 1]: the same for the trained head at layers[i].
   std::vector<int32_t> head_layers;
   std::vector<float> head_recall;
-  float recall_target = 0.98f;        // default-layer rule: smallest layer whose recall@k >= this
-  int32_t default_k = 0;              // the k the default layer was chosen for
-  int32_t default_layer = 0;          // 0: none met the target (or not chosen)
+  float recall_target = 0.98f;  // default-layer rule: smallest layer whose recall@k >= this
+  int32_t default_k = 0;        // the k the default layer was chosen for
+  int32_t default_layer = 0;    // 0: none met the target (or not chosen)
 
   bool has_lens() const { return top_k > 0 && !lens_recall.empty(); }
   int32_t lens_layers() const { return top_k > 0 ? static_cast<int32_t>(lens_recall.size()) / top_k : 0; }
@@ -103,7 +104,8 @@ struct PruneCalibration {
 };
 
 // Smallest layer l in [1, n_layer) whose recall(l, k) >= target, or 0 if none.
-int32_t smallest_layer_meeting(int32_t n_layer, int32_t k, float target, const std::function<float(int32_t, int32_t)>& recall);
+int32_t smallest_layer_meeting(int32_t n_layer, int32_t k, float target,
+                               const std::function<float(int32_t, int32_t)>& recall);
 
 class PruneHeadSet {
  public:

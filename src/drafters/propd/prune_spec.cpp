@@ -21,8 +21,10 @@
 namespace treespec::drafters {
 
 void PruneParams::validate() const {
-  if (layer < 0 || layer > 4096) throw InvalidArgument(fmt::format("--prune-layer must be in 1..n_layer-1 (0 = default), got {}", layer));
-  if (top_k < 0 || top_k > 4096) throw InvalidArgument(fmt::format("--prune-k must be in 1..4096 (0 = default), got {}", top_k));
+  if (layer < 0 || layer > 4096)
+    throw InvalidArgument(fmt::format("--prune-layer must be in 1..n_layer-1 (0 = default), got {}", layer));
+  if (top_k < 0 || top_k > 4096)
+    throw InvalidArgument(fmt::format("--prune-k must be in 1..4096 (0 = default), got {}", top_k));
   if (!(recall_target > 0.0f && recall_target <= 1.0f)) {
     throw InvalidArgument(fmt::format("--prune-recall must be in (0, 1], got {}", recall_target));
   }
@@ -43,8 +45,8 @@ std::string file_key(const std::string& path) {
 
 }  // namespace
 
-PruneCalibration calibrate_logit_lens(const model::Model& m, int32_t k, float target, core::ThreadPool* pool, int32_t n_seqs,
-                                      int32_t n_tokens) {
+PruneCalibration calibrate_logit_lens(const model::Model& m, int32_t k, float target, core::ThreadPool* pool,
+                                      int32_t n_seqs, int32_t n_tokens) {
   const auto& hp = m.hparams();
   const int32_t L = hp.n_layer, E = hp.n_embd, V = hp.n_vocab;
   k = std::clamp(k, 1, V);
@@ -71,12 +73,14 @@ PruneCalibration calibrate_logit_lens(const model::Model& m, int32_t k, float ta
   model::Batch batch;
   for (int32_t step = 0; step < n_tokens; ++step) {
     batch.clear();
-    for (int32_t s = 0; s < n_seqs; ++s) batch.add_chain(s, kv.n_past(s), std::span<const int32_t>(&last[static_cast<size_t>(s)], 1));
+    for (int32_t s = 0; s < n_seqs; ++s)
+      batch.add_chain(s, kv.n_past(s), std::span<const int32_t>(&last[static_cast<size_t>(s)], 1));
     ctx.reserve(n_seqs, kv.n_cells());
     float* x = ctx.x();
     m.embed(batch, x);
     for (int32_t l = 0; l < L; ++l) {
-      hidden[static_cast<size_t>(l)].insert(hidden[static_cast<size_t>(l)].end(), x, x + static_cast<size_t>(n_seqs) * E);
+      hidden[static_cast<size_t>(l)].insert(hidden[static_cast<size_t>(l)].end(), x,
+                                            x + static_cast<size_t>(n_seqs) * E);
       Status st = m.run_layers(ctx, batch, l, l + 1, x, kv);
       TREESPEC_ASSERT(st.ok(), "lens calibration: rows fit");
     }
@@ -105,13 +109,15 @@ PruneCalibration calibrate_logit_lens(const model::Model& m, int32_t k, float ta
     kernels::matmul(m.output(), xn.data(), n_rows, lg.data(), &ctx.pool());
     std::vector<int64_t> hits(static_cast<size_t>(k), 0);
     for (int32_t r = 0; r < n_rows; ++r) {
-      const int32_t rk = sampling::rank_of(lg.data() + static_cast<size_t>(r) * V, V, final_argmax[static_cast<size_t>(r)]);
+      const int32_t rk =
+          sampling::rank_of(lg.data() + static_cast<size_t>(r) * V, V, final_argmax[static_cast<size_t>(r)]);
       if (rk < k) ++hits[static_cast<size_t>(rk)];
     }
     int64_t acc = 0;
     for (int32_t j = 0; j < k; ++j) {
       acc += hits[static_cast<size_t>(j)];
-      c.lens_recall[static_cast<size_t>(l * k + j)] = static_cast<float>(static_cast<double>(acc) / std::max(1, n_rows));
+      c.lens_recall[static_cast<size_t>(l * k + j)] =
+          static_cast<float>(static_cast<double>(acc) / std::max(1, n_rows));
     }
     return c.lens(l, k);
   };
@@ -127,8 +133,9 @@ PruneCalibration calibrate_logit_lens(const model::Model& m, int32_t k, float ta
     }
   }
   c.default_layer = found;
-  TS_LOG_INFO("prune: logit-lens calibration on {} positions in {:.2f} s: smallest layer with top-{} recall >= {:.2f}: {}", n_rows,
-              core::now_s() - t0, k, static_cast<double>(target), found);
+  TS_LOG_INFO(
+      "prune: logit-lens calibration on {} positions in {:.2f} s: smallest layer with top-{} recall >= {:.2f}: {}",
+      n_rows, core::now_s() - t0, k, static_cast<double>(target), found);
   return c;
 }
 
@@ -151,11 +158,14 @@ std::shared_ptr<const PruneHeadSet> load_prune_heads(const std::string& path_in,
   return set;
 }
 
-PruneSpec resolve_prune_spec(const PruneParams& p, const std::string& heads_path, const model::Model& m, core::ThreadPool* pool) {
+PruneSpec resolve_prune_spec(const PruneParams& p, const std::string& heads_path, const model::Model& m,
+                             core::ThreadPool* pool) {
   p.validate();
   const int32_t L = m.hparams().n_layer;
-  if (L < 2) throw InvalidArgument(fmt::format("early pruning needs at least 2 layers; model '{}' has {}", m.gguf().path(), L));
-  if (p.layer >= L) throw InvalidArgument(fmt::format("--prune-layer {} must be below the model's {} layers", p.layer, L));
+  if (L < 2)
+    throw InvalidArgument(fmt::format("early pruning needs at least 2 layers; model '{}' has {}", m.gguf().path(), L));
+  if (p.layer >= L)
+    throw InvalidArgument(fmt::format("--prune-layer {} must be below the model's {} layers", p.layer, L));
   const auto set = load_prune_heads(heads_path, m);
   PruneSpec spec;
   const PruneCalibration* calib = set ? &set->calib : nullptr;
@@ -164,8 +174,8 @@ PruneSpec resolve_prune_spec(const PruneParams& p, const std::string& heads_path
   const bool heads_ok = set && !p.lens && !set->heads.empty();
   spec.layer = p.layer;
   if (spec.layer == 0 && calib) {
-    if (heads_ok && calib->default_layer > 0 && calib->default_k == spec.top_k && calib->recall_target == p.recall_target &&
-        set->heads.count(calib->default_layer)) {
+    if (heads_ok && calib->default_layer > 0 && calib->default_k == spec.top_k &&
+        calib->recall_target == p.recall_target && set->heads.count(calib->default_layer)) {
       spec.layer = calib->default_layer;
     } else {
       // From the tables: a trained head's recall where one exists, else the lens'.
@@ -178,7 +188,8 @@ PruneSpec resolve_prune_spec(const PruneParams& p, const std::string& heads_path
   if (spec.layer == 0) {
     static std::mutex mu;
     static std::map<std::string, PruneCalibration> cache;
-    const std::string key = fmt::format("{}|{}|{}|{}", static_cast<const void*>(&m), m.gguf().path(), spec.top_k, p.recall_target);
+    const std::string key =
+        fmt::format("{}|{}|{}|{}", static_cast<const void*>(&m), m.gguf().path(), spec.top_k, p.recall_target);
     PruneCalibration lens;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -192,8 +203,10 @@ PruneSpec resolve_prune_spec(const PruneParams& p, const std::string& heads_path
     spec.layer = lens.default_layer;
     if (spec.layer == 0) {
       spec.layer = L - 1;
-      TS_LOG_WARN("prune: no layer reaches top-{} recall {:.2f} of the final argmax with the logit lens; pruning after layer {} of {}",
-                  spec.top_k, static_cast<double>(p.recall_target), spec.layer, L);
+      TS_LOG_WARN(
+          "prune: no layer reaches top-{} recall {:.2f} of the final argmax with the logit lens; pruning after layer "
+          "{} of {}",
+          spec.top_k, static_cast<double>(p.recall_target), spec.layer, L);
     }
   }
   bool trained = false;

@@ -46,6 +46,7 @@ PruneCalibration calibrate_logit_lens(const model::Model& m, int32_t k, float ta
 std::shared_ptr<const PruneHeadSet> load_prune_heads(const std::string& path, const model::Model& m);
 
 // The spec for this model (see the header comment); `heads_path` as for load_prune_heads.
-PruneSpec resolve_prune_spec(const PruneParams& p, const std::string& heads_path, const model::Model& m, core::ThreadPool* pool);
+PruneSpec resolve_prune_spec(const PruneParams& p, const std::string& heads_path, const model::Model& m,
+                             core::ThreadPool* pool);
 
 }  // namespace treespec::drafters

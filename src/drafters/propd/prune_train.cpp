@@ -22,13 +22,18 @@ void PruneTrainParams::validate() const {
   auto bad = [](const std::string& msg) { throw InvalidArgument(msg); };
   if (steps < 0 || steps > 10'000'000) bad(fmt::format("--prune-steps must be in 0..10000000, got {}", steps));
   if (!(lr > 0.0f && lr < 1.0f)) bad(fmt::format("prune head learning rate must be in (0, 1), got {}", lr));
-  if (!(warmup >= 0.0f && warmup < 1.0f)) bad(fmt::format("prune head warm-up fraction must be in [0, 1), got {}", warmup));
+  if (!(warmup >= 0.0f && warmup < 1.0f))
+    bad(fmt::format("prune head warm-up fraction must be in [0, 1), got {}", warmup));
   if (batch < 1 || batch > 65536) bad(fmt::format("prune head batch must be in 1..65536, got {}", batch));
   if (n_blocks < 0 || n_blocks > 64) bad(fmt::format("prune head blocks must be in 0..64, got {}", n_blocks));
-  if (!(soft_weight >= 0.0f && soft_weight <= 1.0f)) bad(fmt::format("prune head soft-target weight must be in [0, 1], got {}", soft_weight));
-  if (eval_top_k < 1 || eval_top_k > 1024) bad(fmt::format("prune recall table width must be in 1..1024, got {}", eval_top_k));
-  if (!(recall_target > 0.0f && recall_target <= 1.0f)) bad(fmt::format("--prune-recall must be in (0, 1], got {}", recall_target));
-  if (default_k < 1 || default_k > eval_top_k) bad(fmt::format("--prune-k must be in 1..{} (the recall table width), got {}", eval_top_k, default_k));
+  if (!(soft_weight >= 0.0f && soft_weight <= 1.0f))
+    bad(fmt::format("prune head soft-target weight must be in [0, 1], got {}", soft_weight));
+  if (eval_top_k < 1 || eval_top_k > 1024)
+    bad(fmt::format("prune recall table width must be in 1..1024, got {}", eval_top_k));
+  if (!(recall_target > 0.0f && recall_target <= 1.0f))
+    bad(fmt::format("--prune-recall must be in (0, 1], got {}", recall_target));
+  if (default_k < 1 || default_k > eval_top_k)
+    bad(fmt::format("--prune-k must be in 1..{} (the recall table width), got {}", eval_top_k, default_k));
 }
 
 namespace {
@@ -42,12 +47,13 @@ int32_t rank_in(const float* lg, int32_t n, int32_t target) {
 
 }  // namespace
 
-std::vector<float> prune_head_recall(const model::Model& m, const PruneHead& head, const PruneTaps& taps, size_t ti, int32_t top_k,
-                                     core::ThreadPool& pool, double* loss) {
+std::vector<float> prune_head_recall(const model::Model& m, const PruneHead& head, const PruneTaps& taps, size_t ti,
+                                     int32_t top_k, core::ThreadPool& pool, double* loss) {
   const int32_t E = m.hparams().n_embd, V = m.hparams().n_vocab;
   constexpr int32_t chunk = 256;
   std::vector<int32_t> rows;
-  std::vector<float> h(static_cast<size_t>(chunk) * E), work(2 * static_cast<size_t>(chunk) * E), lg(static_cast<size_t>(chunk) * V);
+  std::vector<float> h(static_cast<size_t>(chunk) * E), work(2 * static_cast<size_t>(chunk) * E),
+      lg(static_cast<size_t>(chunk) * V);
   std::vector<int64_t> hits(static_cast<size_t>(top_k), 0);
   int64_t n = 0;
   double ce = 0.0;
@@ -55,7 +61,8 @@ std::vector<float> prune_head_recall(const model::Model& m, const PruneHead& hea
     const auto M = static_cast<int32_t>(rows.size());
     if (M == 0) return;
     for (int32_t i = 0; i < M; ++i) {
-      std::memcpy(h.data() + static_cast<size_t>(i) * E, taps.h[ti].data() + static_cast<size_t>(rows[static_cast<size_t>(i)]) * E,
+      std::memcpy(h.data() + static_cast<size_t>(i) * E,
+                  taps.h[ti].data() + static_cast<size_t>(rows[static_cast<size_t>(i)]) * E,
                   static_cast<size_t>(E) * sizeof(float));
     }
     head.logits_normed(m, h.data(), M, work.data(), lg.data(), &pool);
@@ -90,7 +97,8 @@ std::vector<float> prune_head_recall(const model::Model& m, const PruneHead& hea
 }
 
 std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const PruneTaps& taps, const PruneTrainParams& p,
-                                                core::ThreadPool& pool, PruneTrainReport* report, const TrainProgressFn& progress) {
+                                                core::ThreadPool& pool, PruneTrainReport* report,
+                                                const TrainProgressFn& progress) {
   p.validate();
   const auto& hp = m.hparams();
   const int32_t E = hp.n_embd, V = hp.n_vocab, R = p.n_blocks;
@@ -105,7 +113,8 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
     if (!taps.heldout[static_cast<size_t>(r)]) train_rows.push_back(r);
     else ++rep.heldout_rows;
   }
-  if (train_rows.empty() || rep.heldout_rows == 0) throw InvalidArgument("train-heads --prune-layer: no training or held-out positions were recorded");
+  if (train_rows.empty() || rep.heldout_rows == 0)
+    throw InvalidArgument("train-heads --prune-layer: no training or held-out positions were recorded");
 
   auto set = std::make_shared<PruneHeadSet>();
   set->n_embd = E;
@@ -126,7 +135,8 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
       int64_t acc = 0;
       for (int32_t k = 0; k < K; ++k) {
         if (k < taps.lens_top_k) acc += taps.lens_hits[static_cast<size_t>(l * taps.lens_top_k + k)];
-        c.lens_recall[static_cast<size_t>(l * K + k)] = static_cast<float>(static_cast<double>(acc) / static_cast<double>(taps.lens_rows));
+        c.lens_recall[static_cast<size_t>(l * K + k)] =
+            static_cast<float>(static_cast<double>(acc) / static_cast<double>(taps.lens_rows));
       }
     }
   }
@@ -164,25 +174,30 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
     for (int32_t step = 0; step < p.steps; ++step) {
       const double prog = p.steps > 1 ? static_cast<double>(step) / static_cast<double>(p.steps - 1) : 1.0;
       const double cosine = 0.1 + 0.9 * 0.5 * (1.0 + std::cos(std::numbers::pi * prog));
-      const float lr = static_cast<float>(p.lr * std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(warm)) * cosine);
+      const float lr =
+          static_cast<float>(p.lr * std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(warm)) * cosine);
       for (int64_t i = 0; i < M; ++i) {
         const int64_t r = train_rows[static_cast<size_t>(rng.uniform_int(train_rows.size()))];
         std::memcpy(hbuf.data() + i * E, taps.h[ti].data() + r * E, static_cast<size_t>(E) * sizeof(float));
         tgt[static_cast<size_t>(i)] = taps.argmax[static_cast<size_t>(r)];
         if (soft) {
-          std::memcpy(sid.data() + i * taps.kl_top, taps.kl_ids.data() + r * taps.kl_top, static_cast<size_t>(taps.kl_top) * sizeof(int32_t));
-          std::memcpy(sp.data() + i * taps.kl_top, taps.kl_p.data() + r * taps.kl_top, static_cast<size_t>(taps.kl_top) * sizeof(float));
+          std::memcpy(sid.data() + i * taps.kl_top, taps.kl_ids.data() + r * taps.kl_top,
+                      static_cast<size_t>(taps.kl_top) * sizeof(int32_t));
+          std::memcpy(sp.data() + i * taps.kl_top, taps.kl_p.data() + r * taps.kl_top,
+                      static_cast<size_t>(taps.kl_top) * sizeof(float));
         }
       }
-      const SoftTargets st{soft ? sid.data() : nullptr, soft ? sp.data() : nullptr, soft ? taps.kl_top : 0, soft ? p.soft_weight : 0.0f};
+      const SoftTargets st{soft ? sid.data() : nullptr, soft ? sp.data() : nullptr, soft ? taps.kl_top : 0,
+                           soft ? p.soft_weight : 0.0f};
       const double l = head_forward_backward(params, E, V, hbuf.data(), M, tgt.data(), st, grad, scratch, pool);
       adam_update(params, grad, adam, lr, step + 1, pool);
       smooth = step == 0 ? l : 0.95 * smooth + 0.05 * l;
       if (progress && (step % 20 == 0 || step + 1 == p.steps)) {
         const int64_t done = static_cast<int64_t>(ti) * p.steps + step + 1;
         const double el = core::now_s() - tl0;
-        progress({fmt::format("prune@{}", layer), done, total_steps, smooth, static_cast<double>(M) * (step + 1) / std::max(el, 1e-9),
-                  core::now_s() - t0, el / (step + 1) * (p.steps - step - 1)});
+        progress({fmt::format("prune@{}", layer), done, total_steps, smooth,
+                  static_cast<double>(M) * (step + 1) / std::max(el, 1e-9), core::now_s() - t0,
+                  el / (step + 1) * (p.steps - step - 1)});
       }
     }
     auto head = PruneHead::from_f32(layer, E, V, std::move(params.w), std::move(params.b), std::move(params.out));

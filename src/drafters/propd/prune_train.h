@@ -27,23 +27,23 @@ class Model;
 namespace treespec::drafters {
 
 struct PruneTrainParams {
-  int32_t steps = 1000;       // Adam steps per layer
+  int32_t steps = 1000;  // Adam steps per layer
   float lr = 1e-2f;
   float warmup = 0.05f;
-  int32_t batch = 256;        // positions per step
-  int32_t n_blocks = 1;       // residual blocks per head
-  float soft_weight = 0.5f;   // weight of the final distribution's top entries (rest: its argmax)
-  int32_t eval_top_k = 16;    // recall table width
+  int32_t batch = 256;       // positions per step
+  int32_t n_blocks = 1;      // residual blocks per head
+  float soft_weight = 0.5f;  // weight of the final distribution's top entries (rest: its argmax)
+  int32_t eval_top_k = 16;   // recall table width
   float recall_target = 0.98f;
   int32_t default_k = kDefaultPruneK;
   uint64_t seed = 1;
-  void validate() const;      // InvalidArgument naming the flag
+  void validate() const;  // InvalidArgument naming the flag
 };
 
 struct PruneTrainReport {
   std::vector<int32_t> layers;
-  std::vector<float> recall_before;  // [layers, eval_top_k] (the logit lens)
-  std::vector<float> recall_after;   // [layers, eval_top_k]
+  std::vector<float> recall_before;             // [layers, eval_top_k] (the logit lens)
+  std::vector<float> recall_after;              // [layers, eval_top_k]
   std::vector<double> loss_before, loss_after;  // held-out cross-entropy to the argmax, nats
   int64_t heldout_rows = 0;
   double seconds = 0.0;
@@ -58,7 +58,7 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
 
 // Held-out recall of `head` on taps layer index ti: [top_k] cumulative, plus the mean
 // cross-entropy of the final argmax.
-std::vector<float> prune_head_recall(const model::Model& m, const PruneHead& head, const PruneTaps& taps, size_t ti, int32_t top_k,
-                                     core::ThreadPool& pool, double* loss = nullptr);
+std::vector<float> prune_head_recall(const model::Model& m, const PruneHead& head, const PruneTaps& taps, size_t ti,
+                                     int32_t top_k, core::ThreadPool& pool, double* loss = nullptr);
 
 }  // namespace treespec::drafters

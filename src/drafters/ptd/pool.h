@@ -70,12 +70,12 @@ struct MergeSource {
 };
 
 struct PoolCounters {
-  int64_t merges = 0;           // subtree merges (insertion I and re-insertion)
-  int64_t nodes_inserted = 0;   // trie nodes created by merges
-  int64_t feedback_added = 0;   // trie nodes created by feedback F
-  int64_t evictions = 0;        // first-level branches dropped by the cap
+  int64_t merges = 0;          // subtree merges (insertion I and re-insertion)
+  int64_t nodes_inserted = 0;  // trie nodes created by merges
+  int64_t feedback_added = 0;  // trie nodes created by feedback F
+  int64_t evictions = 0;       // first-level branches dropped by the cap
   int64_t nodes_evicted = 0;
-  int64_t reinsert_merges = 0;  // merges from the re-insertion fix
+  int64_t reinsert_merges = 0;        // merges from the re-insertion fix
   int64_t snapshot_replacements = 0;  // reference-mode feedback that replaced a changed live trie
 };
 

@@ -26,13 +26,13 @@ namespace treespec::drafters {
 
 struct PtdParams {
   // Reference defaults (configs/tree_config.json and cache_server.py of MINE-USTC/PTD).
-  int32_t max_depth = 6;    // spine-subtree height that triggers sliding; D depth that enables pool insertion
-  int32_t width = 4;        // W: children per draft node
-  int32_t spine = 4;        // S: spine length
-  int32_t init_depth = 2;   // seed chains have random length 1..init_depth
-  int32_t n_seeds = 2;      // seed chains (spine nodes) at the start of a request
-  int32_t trie_cap = 60;    // N_max: nodes per pool trie before the oldest branch is dropped
-  int32_t eos_climb = 4;    // EOS pruning cuts the ancestor this many levels up (not past the spine)
+  int32_t max_depth = 6;   // spine-subtree height that triggers sliding; D depth that enables pool insertion
+  int32_t width = 4;       // W: children per draft node
+  int32_t spine = 4;       // S: spine length
+  int32_t init_depth = 2;  // seed chains have random length 1..init_depth
+  int32_t n_seeds = 2;     // seed chains (spine nodes) at the start of a request
+  int32_t trie_cap = 60;   // N_max: nodes per pool trie before the oldest branch is dropped
+  int32_t eos_climb = 4;   // EOS pruning cuts the ancestor this many levels up (not past the spine)
   // Hard per-step row budgets (ours; the reference has none for D). The engine's budget
   // (DraftInput::budget) is split between the two, see split_rows().
   int32_t max_draft_rows = 64;
@@ -44,7 +44,7 @@ struct PtdParams {
   bool live_feedback = true;  // guesses read from, and feedback applied to, the live trie by id
 
   static constexpr int32_t kReferenceEosId = 2;  // the reference's hard-coded Llama-2 EOS
-  void validate() const;      // InvalidArgument naming the parameter
+  void validate() const;                         // InvalidArgument naming the parameter
 };
 
 class PtdDrafter final : public Drafter {
@@ -91,18 +91,18 @@ class PtdDrafter final : public Drafter {
   std::optional<ptd::Trie> step_snapshot_;
 
   struct Stats {
-    int64_t steps = 0;             // proposals
-    int64_t observed = 0;          // steps with feedback
+    int64_t steps = 0;     // proposals
+    int64_t observed = 0;  // steps with feedback
     int64_t draft_rows = 0;
     int64_t trie_rows = 0;
     int64_t max_draft_rows = 0;
     int64_t max_trie_rows = 0;
-    int64_t accepted = 0;          // trie tokens accepted (excl. the bonus)
-    int64_t budget_trimmed = 0;    // draft nodes dropped to fit the row budget
+    int64_t accepted = 0;        // trie tokens accepted (excl. the bonus)
+    int64_t budget_trimmed = 0;  // draft nodes dropped to fit the row budget
     int64_t grown = 0;
     int64_t slides = 0;
     int64_t eos_cuts = 0;
-    int64_t insert_steps = 0;      // steps whose draft snapshot was merged into the pool
+    int64_t insert_steps = 0;  // steps whose draft snapshot was merged into the pool
   } st_;
 };
 

@@ -54,7 +54,9 @@ StepLayout build_step(int32_t anchor, const DraftTree& draft, const Trie* trie, 
 
   // Guess trie: the selected nodes in pre-order.
   if (trie != nullptr && !trie_nodes.empty()) {
-    std::vector<char> keep(static_cast<size_t>(std::max<int32_t>(1, *std::max_element(trie_nodes.begin(), trie_nodes.end()) + 1)), 0);
+    std::vector<char> keep(static_cast<size_t>(
+                               std::max<int32_t>(1, *std::max_element(trie_nodes.begin(), trie_nodes.end()) + 1)),
+                           0);
     for (int32_t id : trie_nodes) keep[static_cast<size_t>(id)] = 1;
     auto kept = [&](int32_t id) { return static_cast<size_t>(id) < keep.size() && keep[static_cast<size_t>(id)]; };
     std::vector<std::pair<int32_t, int32_t>> stack;  // (trie id, parent row)

@@ -223,7 +223,8 @@ void attention_scores(const AttentionRows& a, int64_t stride) {
         for (int64_t t = imin(begin(i), a.n_committed); t < a.n_committed; ++t) {
           s[t] = score1<DK>(qptr(i, h), a.k.row(t), hd, a.scale);
         }
-        for (int32_t e = 0; e < a.n_extra[i]; ++e) s[a.n_committed + e] = score1<DK>(qptr(i, h), a.k.row(a.extra[i][e]), hd, a.scale);
+        for (int32_t e = 0; e < a.n_extra[i]; ++e)
+          s[a.n_committed + e] = score1<DK>(qptr(i, h), a.k.row(a.extra[i][e]), hd, a.scale);
       }
     }
   } else {
@@ -263,8 +264,8 @@ void attention_scores(const AttentionRows& a, int64_t stride) {
           q[h] = qptr(i, h0 + h);
           s[h] = srow(i, h0 + h) + a.n_committed;
         }
-        scores_list<DK, kH>(q, a.k, hd, a.scale, a.n_extra[i], [&](int64_t t) { return static_cast<int64_t>(ex[t]); },
-                            nullptr, s);
+        scores_list<DK, kH>(
+            q, a.k, hd, a.scale, a.n_extra[i], [&](int64_t t) { return static_cast<int64_t>(ex[t]); }, nullptr, s);
       });
     }
   }

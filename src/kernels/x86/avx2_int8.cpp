@@ -38,7 +38,9 @@ inline void prefetch_ahead(const void* p, int64_t bytes) {
 }
 
 // Lane i: sum over k < 4 of u[4i + k] * s[4i + k] (u unsigned, s signed), exact.
-inline __m256i dot4(__m256i u, __m256i s) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)); }
+inline __m256i dot4(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
 
 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -50,7 +52,9 @@ inline float hsum8(__m256 v) {
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // The activation block of row m, block b.
-inline __m256i xblock(const impl::ActQ8* xq, int64_t m, int64_t n, int64_t b) { return load256(xq->q + m * n + b * 32); }
+inline __m256i xblock(const impl::ActQ8* xq, int64_t m, int64_t n, int64_t b) {
+  return load256(xq->q + m * n + b * 32);
+}
 
 // Per call: dx * sum(x_q) per (row, block) for the K-quant mins (scratch slot 1), and
 // the sums of the two halves (16 values) of every activation block as int16 for the
@@ -79,8 +83,8 @@ inline const int16_t* act_half_sums(const impl::ActQ8* xq, int64_t M, int64_t n)
 struct Ctx {
   const impl::ActQ8* xq;
   int64_t n, nb;
-  const float* dxs;     // Q4_K / Q5_K
-  const int16_t* hs;    // Q2_K / Q3_K / Q6_K
+  const float* dxs;   // Q4_K / Q5_K
+  const int16_t* hs;  // Q2_K / Q3_K / Q6_K
 };
 
 // ---- one weight row against kM activation rows (m0 .. m0 + kM - 1) -----------------
@@ -186,7 +190,9 @@ inline __m256i move_bit(__m256i v) {
 
 // Lane kJ of v in every lane.
 template <int kJ>
-inline __m256 lane(__m256 v) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(kJ)); }
+inline __m256 lane(__m256 v) {
+  return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(kJ));
+}
 
 // The 8 scales and mins of a Q4_K / Q5_K super-block (6 bits each, packed in 12 bytes as
 // tensor::q4_k_scale_min reads them) times d and dmin, with 32-bit word operations:
@@ -271,8 +277,12 @@ inline void run_row(IQ4XS, const uint8_t* row, const Ctx& c, int64_t m0, float* 
     // registers (8 dword stores then a vector load would stall store forwarding).
     uint32_t sl;
     __builtin_memcpy(&sl, B.scales_l, 4);
-    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(sl)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)), _mm256_set1_epi32(0xF));
-    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(B.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(sl)),
+                                                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                        _mm256_set1_epi32(0xF));
+    const __m256i hi =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(B.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                         _mm256_set1_epi32(3));
     const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
     const __m256 vsc = _mm256_mul_ps(_mm256_set1_ps(h2f(B.d)), _mm256_cvtepi32_ps(ls));
     __m256 S[kM];  // lane j: d * (ls_j - 32) * dx of (row m0 + k, sub-block j)
@@ -300,7 +310,9 @@ inline void run_row(IQ4XS, const uint8_t* row, const Ctx& c, int64_t m0, float* 
 struct KQ6 {  // x = d * sc * (q - 32), q 0..63
   using Blk = tensor::BlockQ6_K;
   static float d(const Blk& B) { return h2f(B.d); }
-  static __m256i scales(const Blk& B) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(B.scales))); }
+  static __m256i scales(const Blk& B) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(B.scales)));
+  }
   static __m256i offsets(const Blk& B) { return scales(B); }
   static float offset_scale(const Blk& B) { return -32.0f * d(B); }
   template <int kJ>
@@ -324,7 +336,8 @@ struct KQ3 {  // x = d * (sc - 32) * (q - 4), q 0..7: 2 bits from qs, the third 
     const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(a, m4), _mm_and_si128(_mm_srli_epi16(a, 4), m4));
     uint32_t h;
     __builtin_memcpy(&h, B.scales + 8, 4);
-    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(h)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(h)), _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(3));
     const __m128i sc = _mm_or_si128(lo, _mm_slli_epi16(hi, 4));
     return _mm256_sub_epi16(_mm256_cvtepu8_epi16(sc), _mm256_set1_epi16(32));
   }

@@ -28,9 +28,9 @@ namespace {
 // kNl (IQ4_NL, the Q4_0 layout): each nibble indexes llama.cpp's grid, looked up as
 // grid + 128 (unsigned) with the Q8_0 correction -128 * sum(x_q).
 template <bool kQ4, int kT, bool kNl = false>
-void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __restrict xqq,
-                const float* __restrict xqd, const int32_t* __restrict corr, int64_t M, int64_t n, float* y,
-                int64_t ldy, int64_t t0, int nr, float* __restrict facc) {
+void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __restrict xqq, const float* __restrict xqd,
+                const int32_t* __restrict corr, int64_t M, int64_t n, float* y, int64_t ldy, int64_t t0, int nr,
+                float* __restrict facc) {
   constexpr int64_t kBlockBytes = kQ4 ? 18 : 34;
   const uint8_t* tile = base + t0 * rb;
   const uint8_t* rows[kT][16];
@@ -53,7 +53,8 @@ void vnni_tiles(const uint8_t* base, int64_t rb, int64_t nb, const int8_t* __res
     // kPrefetch bytes ahead, every block (measured: 256 B, every block, best of 128..2048 B).
     if ((b & kPrefetchEvery) == 0) {
       for (int t = 0; t < kT; ++t)
-        for (int i = 0; i < 16; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[t][i] + ob + kPrefetch), _MM_HINT_T0);
+        for (int i = 0; i < 16; ++i)
+          _mm_prefetch(reinterpret_cast<const char*>(rows[t][i] + ob + kPrefetch), _MM_HINT_T0);
     }
     for (int t = 0; t < kT; ++t) {
       load_tile_block<kQ4>(rows[t], ob, W[t]);

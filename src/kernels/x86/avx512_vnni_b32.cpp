@@ -30,10 +30,10 @@ struct B32 {
   static constexpr bool kQ5 = K != Kind::q4_1;
   static constexpr bool kMin = K != Kind::q5_0;
   static constexpr int64_t kBlockBytes = K == Kind::q4_1 ? 20 : K == Kind::q5_0 ? 22 : 24;
-  static constexpr int64_t kQh = K == Kind::q5_0 ? 2 : 4;      // offset of qh in the block
+  static constexpr int64_t kQh = K == Kind::q5_0 ? 2 : 4;        // offset of qh in the block
   static constexpr int64_t kQs = K == Kind::q4_1 ? 4 : kQh + 4;  // offset of the nibbles
-  static constexpr int64_t kScale = kMin ? 64 : 32;             // packed scale bytes per block
-  static constexpr int64_t kQuant = kQ5 ? 320 : 256;            // packed quant bytes per block
+  static constexpr int64_t kScale = kMin ? 64 : 32;              // packed scale bytes per block
+  static constexpr int64_t kQuant = kQ5 ? 320 : 256;             // packed quant bytes per block
 };
 
 struct PackedLayout32 {
@@ -75,7 +75,7 @@ int64_t pack_b32(const WeightView& w, void* dst) {
       uint8_t* q = tile + L.scales + b * T::kQuant;
       for (int r = 0; r < 16 && 16 * t + r < w.n_out; ++r) {
         const uint8_t* blk = static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb + b * T::kBlockBytes;
-        std::memcpy(sc + 2 * r, blk, 2);                           // d
+        std::memcpy(sc + 2 * r, blk, 2);                                  // d
         if constexpr (T::kMin) std::memcpy(sc + 32 + 2 * r, blk + 2, 2);  // m
         for (int j = 0; j < 16; ++j) q[64 * (j / 4) + 4 * r + j % 4] = blk[T::kQs + j];
         if constexpr (T::kQ5) {
@@ -92,8 +92,9 @@ int64_t pack_b32(const WeightView& w, void* dst) {
 
 // Lane scales of block b: d and -m of the 16 rows (f16 pairs or separate regions).
 template <Kind K, int kT>
-inline void accumulate(const __m512i (&W)[kT][8], const __m512 (&vd)[kT], const __m512 (&vnm)[kT], const impl::ActQ8* xq,
-                       const int32_t* corr, int64_t M, int64_t n, int64_t nb, int64_t b, float* facc) {
+inline void accumulate(const __m512i (&W)[kT][8], const __m512 (&vd)[kT], const __m512 (&vnm)[kT],
+                       const impl::ActQ8* xq, const int32_t* corr, int64_t M, int64_t n, int64_t nb, int64_t b,
+                       float* facc) {
   if constexpr (B32<K>::kMin) {
     accumulate_q4k<kT>(W, vd, vnm, xq, M, n, nb, b, facc);
   } else {
@@ -120,8 +121,9 @@ void b32_tiles_packed(const uint8_t* packed, const PackedLayout32& L, const impl
       if constexpr (T::kQ5) merge_fifth_bits(_mm512_load_si512(q + 256), W[t]);
       const uint8_t* sc = tile[t] + b * T::kScale;
       vd[t] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
-      vnm[t] = T::kMin ? _mm512_xor_ps(sign, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 32))))
-                       : _mm512_setzero_ps();
+      vnm[t] = T::kMin
+                   ? _mm512_xor_ps(sign, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 32))))
+                   : _mm512_setzero_ps();
     }
     accumulate<K, kT>(W, vd, vnm, xq, corr, M, n, L.nb, b, facc);
   }
@@ -143,7 +145,8 @@ void b32_tiles(const uint8_t* base, int64_t rb, int64_t nb, const impl::ActQ8* x
     __m512i W[kT][8];
     __m512 vd[kT], vnm[kT];
     for (int t = 0; t < kT; ++t) {
-      for (int i = 0; i < 16; ++i) _mm_prefetch(reinterpret_cast<const char*>(rows[t][i] + ob + kPrefetch), _MM_HINT_T0);
+      for (int i = 0; i < 16; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(rows[t][i] + ob + kPrefetch), _MM_HINT_T0);
       load_tile_block<true>(rows[t], ob + T::kQs - 2, W[t]);  // reads the 16 nibble bytes at + 2
       alignas(64) float d[16], nm[16];
       alignas(64) uint32_t h[16];

@@ -80,14 +80,16 @@ void q4k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
         for (int i = 0; i < 8; ++i) {
           const uint8_t* lo = rows[t][i][sb].qs + 32 * (j / 2);
           const uint8_t* hi = rows[t][i + 8][sb].qs + 32 * (j / 2);
-          __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
-                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+          __m512i z =
+              _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
           if (j & 1) z = _mm512_srli_epi16(z, 4);
           a[i] = _mm512_and_si512(z, m4);
           if constexpr (kQ5) {  // bit j of qh[l] is bit 4 of element 32j + l
-            const __m512i h = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[t][i][sb].qh))),
-                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[t][i + 8][sb].qh)), 1);
+            const __m512i h =
+                _mm512_inserti64x4(_mm512_castsi256_si512(
+                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[t][i][sb].qh))),
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[t][i + 8][sb].qh)), 1);
             a[i] = _mm512_or_si512(a[i], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, j), one), 4));
           }
         }
@@ -201,7 +203,8 @@ void q6k_tiles(const uint8_t* base, int64_t rb, int64_t nsb, const impl::ActQ8* 
     alignas(64) float dsc[kT][16][16];
     for (int t = 0; t < kT; ++t) {
       const uint8_t* bp = tile + sb * static_cast<int64_t>(sizeof(tensor::BlockQ6_K));
-      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(gidx[t], bp + 206, 1), 16)));
+      const __m512 d =
+          _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(gidx[t], bp + 206, 1), 16)));
       for (int q = 0; q < 4; ++q) {
         const __m512i v = _mm512_i32gather_epi32(gidx[t], bp + 192 + 4 * q, 1);
         for (int b = 0; b < 4; ++b) {
@@ -261,10 +264,13 @@ int64_t pack_q6k(const WeightView& w, void* dst) {
     for (int64_t sb = 0; sb < nsb; ++sb) {
       uint8_t* p = out + (t * nsb + sb) * kQ6KPacked;
       for (int r = 0; r < 16 && 16 * t + r < w.n_out; ++r) {
-        const auto* blk = reinterpret_cast<const tensor::BlockQ6_K*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
+        const auto* blk =
+            reinterpret_cast<const tensor::BlockQ6_K*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
         std::memcpy(p + 2 * r, &blk->d, 2);
         for (int sub = 0; sub < 16; ++sub) std::memcpy(p + 32 + 16 * sub + r, &blk->scales[sub], 1);
-        auto lane = [&](int64_t group_base, int i) { return group_base + 512 * (i / 32) + 64 * ((i % 32) / 4) + 4 * r + i % 4; };
+        auto lane = [&](int64_t group_base, int i) {
+          return group_base + 512 * (i / 32) + 64 * ((i % 32) / 4) + 4 * r + i % 4;
+        };
         for (int i = 0; i < 128; ++i) p[lane(320, i)] = blk->ql[i];
         for (int i = 0; i < 64; ++i) p[lane(2368, i)] = blk->qh[i];
       }
@@ -318,7 +324,8 @@ int64_t pack_iq4xs(const WeightView& w, void* dst) {
     for (int64_t sb = 0; sb < nsb; ++sb) {
       uint8_t* p = out + (t * nsb + sb) * kIQ4XSPacked;
       for (int r = 0; r < 16 && 16 * t + r < w.n_out; ++r) {
-        const auto* blk = reinterpret_cast<const tensor::BlockIQ4_XS*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
+        const auto* blk =
+            reinterpret_cast<const tensor::BlockIQ4_XS*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
         std::memcpy(p + 2 * r, &blk->d, 2);
         for (int sub = 0; sub < 8; ++sub) {
           p[32 + 16 * sub + r] = static_cast<uint8_t>(iq4xs_ls(*blk, sub));
@@ -451,7 +458,8 @@ void matmul_rows_kquant(const WeightView& w, const float*, const impl::ActQ8* xq
 
 void impl::register_avx512_vnni_kquant(KernelTable& t) {
   using tensor::DType;
-  const int q4k = static_cast<int>(DType::q4_k), q5k = static_cast<int>(DType::q5_k), q6k = static_cast<int>(DType::q6_k);
+  const int q4k = static_cast<int>(DType::q4_k), q5k = static_cast<int>(DType::q5_k),
+            q6k = static_cast<int>(DType::q6_k);
   t.matmul_rows[q4k] = matmul_rows_kquant<DType::q4_k>;
   t.matmul_rows[q5k] = matmul_rows_kquant<DType::q5_k>;
   t.matmul_rows[q6k] = matmul_rows_kquant<DType::q6_k>;

@@ -38,7 +38,7 @@ inline void q3k_values(const __m512i qv[8], const __m512i hv[8], int j, __m512i 
     __m512i hb = hv[k];
     if (b > 2) hb = _mm512_srli_epi16(hb, static_cast<unsigned>(b - 2));  // 16-bit shifts: the bits
     if (b < 2) hb = _mm512_slli_epi16(hb, static_cast<unsigned>(2 - b));  // crossing bytes are masked
-    W[k] = _mm512_ternarylogic_epi32(lo, hb, bit2, 0xF8);                  // lo | (hb & 4)
+    W[k] = _mm512_ternarylogic_epi32(lo, hb, bit2, 0xF8);                 // lo | (hb & 4)
   }
 }
 
@@ -52,9 +52,11 @@ int64_t pack_q3k(const WeightView& w, void* dst) {
     for (int64_t sb = 0; sb < nsb; ++sb) {
       uint8_t* p = out + (t * nsb + sb) * kQ3KPacked;
       for (int r = 0; r < 16 && 16 * t + r < w.n_out; ++r) {
-        const auto* blk = reinterpret_cast<const tensor::BlockQ3_K*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
+        const auto* blk =
+            reinterpret_cast<const tensor::BlockQ3_K*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
         std::memcpy(p + 2 * r, &blk->d, 2);
-        for (int s = 0; s < 16; ++s) p[32 + 16 * s + r] = static_cast<uint8_t>(static_cast<int8_t>(tensor::q3_k_scale(s, blk->scales) - 32));
+        for (int s = 0; s < 16; ++s)
+          p[32 + 16 * s + r] = static_cast<uint8_t>(static_cast<int8_t>(tensor::q3_k_scale(s, blk->scales) - 32));
         auto lane = [&](int64_t base, int i) { return base + 64 * (i / 4) + 4 * r + i % 4; };
         for (int i = 0; i < 64; ++i) p[lane(320 + 512 * (i / 32), i % 32)] = blk->qs[i];
         for (int i = 0; i < 32; ++i) p[lane(1344, i)] = blk->hmask[i];
@@ -213,7 +215,8 @@ int64_t pack_q2k(const WeightView& w, void* dst) {
     for (int64_t sb = 0; sb < nsb; ++sb) {
       uint8_t* p = out + (t * nsb + sb) * kQ2KPacked;
       for (int r = 0; r < 16 && 16 * t + r < w.n_out; ++r) {
-        const auto* blk = reinterpret_cast<const tensor::BlockQ2_K*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
+        const auto* blk =
+            reinterpret_cast<const tensor::BlockQ2_K*>(static_cast<const uint8_t*>(w.data) + (16 * t + r) * rb) + sb;
         std::memcpy(p + 2 * r, &blk->d, 2);
         std::memcpy(p + 32 + 2 * r, &blk->dmin, 2);
         for (int s = 0; s < 16; ++s) p[64 + 16 * s + r] = blk->scales[s];

@@ -29,9 +29,13 @@ namespace treespec::kernels {
 namespace {
 
 template <typename A>
-inline A imin(A a, A b) { return a < b ? a : b; }
+inline A imin(A a, A b) {
+  return a < b ? a : b;
+}
 template <typename A>
-inline A imax(A a, A b) { return a < b ? b : a; }
+inline A imax(A a, A b) {
+  return a < b ? b : a;
+}
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 // Local copy of tensor::q4_k_scale_min (see the linkage note above).
 inline void q4k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
@@ -56,7 +60,8 @@ inline float bf2f(uint16_t h) {
 // the VNNI and the AVX2 int8 kernels.
 template <class Block>
 inline void for_each_block8(Block&& block) {
-  [&]<int... J>(std::integer_sequence<int, J...>) { (block.template operator()<J>(), ...); }(std::make_integer_sequence<int, 8>{});
+  [&]<int... J>(std::integer_sequence<int, J...>) { (block.template operator()<J>(), ...); }
+  (std::make_integer_sequence<int, 8>{});
 }
 
 // ---- vector traits -------------------------------------------------------------------
@@ -180,7 +185,8 @@ struct Avx512 {
   static V exp(V x) {
     const V hi = set1(88.3762626647949f), lo = set1(-87.3365447504f);
     const V xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    const V n = _mm512_roundscale_ps(mul(xc, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const V n =
+        _mm512_roundscale_ps(mul(xc, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     V r = _mm512_fnmadd_ps(n, set1(0.693359375f), xc);
     r = _mm512_fnmadd_ps(n, set1(-2.12194440e-4f), r);
     V p = set1(1.9875691500E-4f);
@@ -196,7 +202,9 @@ struct Avx512 {
   }
   static V abs(V x) { return _mm512_andnot_ps(set1(-0.0f), x); }
   static V with_sign_of(V mag, V s) { return _mm512_or_ps(mag, _mm512_and_ps(s, set1(-0.0f))); }
-  static V select_lt(V a, V b, V yes, V no) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), no, yes); }
+  static V select_lt(V a, V b, V yes, V no) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), no, yes);
+  }
 };
 #endif
 
@@ -227,7 +235,8 @@ void dequant_row(const void* src, float* dst, int64_t n) {
     for (int64_t ib = 0; ib < n / 32; ++ib) {
       const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[ib].qs));
       _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm_sub_epi8(_mm_and_si128(raw, m4), eight));
-      _mm_store_si128(reinterpret_cast<__m128i*>(q + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), eight));
+      _mm_store_si128(reinterpret_cast<__m128i*>(q + 16),
+                      _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), eight));
       const auto d = T::set1(h2f(b[ib].d));
       for (int j = 0; j < 32; j += W) T::store(dst + ib * 32 + j, T::mul(d, T::from_i8(q + j)));
     }

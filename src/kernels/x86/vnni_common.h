@@ -12,7 +12,6 @@
 namespace treespec::kernels {
 namespace {
 
-
 // a[i] = [row i bytes 0..31 | row i+8 bytes 0..31]  ->  w[k] lane r = dword k of row r.
 inline void transpose_16x8(const __m512i a[8], __m512i w[8]) {
   __m512i t[8], u[8];
@@ -80,9 +79,9 @@ template <bool kQ4>
 inline void load_tile_block(const uint8_t* const* rows, int64_t ob, __m512i W[8]) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   // Q4_0: shift the high copy of each row's 16 bytes right by 4 (128-bit lanes 1 and 3).
-  const __m512i nib_shift = _mm512_inserti64x4(
-      _mm512_castsi256_si512(_mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL)),
-      _mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL), 1);
+  const __m512i nib_shift =
+      _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL)),
+                         _mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL), 1);
   __m512i a[8];
   for (int i = 0; i < 8; ++i) {
     if constexpr (kQ4) {
@@ -144,8 +143,7 @@ template <bool kQ4>
 struct PackedLayout {
   static constexpr int64_t kQuant = kQ4 ? 256 : 512;
   int64_t nb, scales, tile;
-  explicit PackedLayout(int64_t n_in)
-      : nb(n_in / 32), scales((nb * 32 + 63) / 64 * 64), tile(scales + nb * kQuant) {}
+  explicit PackedLayout(int64_t n_in) : nb(n_in / 32), scales((nb * 32 + 63) / 64 * 64), tile(scales + nb * kQuant) {}
 };
 // Per tile of 16 rows and super-block (layouts in avx512_vnni_kquant.cpp).
 constexpr int64_t kQ4KPacked = 320 + 2048;
@@ -270,7 +268,8 @@ inline const int32_t* half_corr_sums(const impl::ActQ8* xq, int64_t M, int64_t n
 // sub-block) that the packed and unpacked kernels share.
 template <int kT>
 inline void accumulate_q4k(const __m512i (&W)[kT][8], const __m512 (&vsc)[kT], const __m512 (&vmn)[kT],
-                           const impl::ActQ8* xq, int64_t M, int64_t n, int64_t nb, int64_t jb, float* __restrict facc) {
+                           const impl::ActQ8* xq, int64_t M, int64_t n, int64_t nb, int64_t jb,
+                           float* __restrict facc) {
   for (int64_t m = 0; m < M; ++m) {
     const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
     const float dx = xq->d[m * nb + jb];
@@ -285,7 +284,8 @@ inline void accumulate_q4k(const __m512i (&W)[kT][8], const __m512 (&vsc)[kT], c
         acc1[t] = _mm512_dpbusd_epi32(acc1[t], W[t][k + 1], x1);
       }
     }
-    for (int t = 0; t < kT; ++t) fold_q4k(facc + (m * kT + t) * 16, _mm512_add_epi32(acc0[t], acc1[t]), vsc[t], vmn[t], vdx, vms);
+    for (int t = 0; t < kT; ++t)
+      fold_q4k(facc + (m * kT + t) * 16, _mm512_add_epi32(acc0[t], acc1[t]), vsc[t], vmn[t], vdx, vms);
   }
 }
 
@@ -294,8 +294,8 @@ inline void accumulate_q4k(const __m512i (&W)[kT][8], const __m512 (&vsc)[kT], c
 // with lane scales vsa, vsb: the float steps the packed and unpacked kernels share.
 template <int kT>
 inline void accumulate_q6k(const __m512i (&W)[kT][8], const __m512 (&vsa)[kT], const __m512 (&vsb)[kT],
-                           const impl::ActQ8* xq, const int32_t* half_corr, int64_t M, int64_t n, int64_t nb, int64_t jb,
-                           float* __restrict facc) {
+                           const impl::ActQ8* xq, const int32_t* half_corr, int64_t M, int64_t n, int64_t nb,
+                           int64_t jb, float* __restrict facc) {
   for (int64_t m = 0; m < M; ++m) {
     const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + jb * 32);
     const __m512 vdx = _mm512_set1_ps(xq->d[m * nb + jb]);
@@ -326,7 +326,6 @@ inline void for_each_pass(int64_t r0, int64_t r1, Pass&& pass) {
   if (t0 < r1) pass.template operator()<1>(t0, static_cast<int>(r1 - t0));
 }
 
-
 // The GGUF rows of kT tiles from `tile` (row stride rb, nr valid rows; rows past the end
 // repeat the last one, their results are dropped), and the software prefetch of their
 // super-block sb + 2 (32 row streams are more than the hardware prefetchers follow).
@@ -345,7 +344,7 @@ inline void prefetch_rows(const Blk* const (&rows)[kT][16], int64_t sb, int64_t 
         _mm_prefetch(reinterpret_cast<const char*>(&rows[t][i][sb + 2]) + l, _MM_HINT_T0);
 }
 
-constexpr int64_t kPrefetch = 256;  // bytes ahead in each weight row
+constexpr int64_t kPrefetch = 256;     // bytes ahead in each weight row
 constexpr int64_t kPrefetchEvery = 0;  // mask: prefetch when (block & mask) == 0
 
 // Software prefetch of the packed weights. A packed tile is one contiguous stream read
@@ -355,7 +354,8 @@ constexpr int64_t kPrefetchEvery = 0;  // mask: prefetch when (block & mask) == 
 // the K-quants streamed at half the DRAM rate.
 constexpr int64_t kStreamAhead = 4096;  // Zen 4, Q6_K: 1 KiB 29, 2 KiB 32, 4 KiB 40, 8 KiB 38 tok/s
 inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
-  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kStreamAhead + l), _MM_HINT_T1);
+  for (int64_t l = 0; l < bytes; l += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + kStreamAhead + l), _MM_HINT_T1);
 }
 // Part j of 8 of a super-block of kBytes at p (the K-quant kernels consume a super-block
 // in 8 steps; one eighth of its prefetches per step keeps them spread out).

@@ -129,7 +129,8 @@ TEST(ArchCli, RunErrors) {
   const std::string bad = test::temp_dir() + "/mamba.gguf";
   test::write_tiny_model(bad, c);
   EXPECT_NE(test::run_command(test::treespec_binary() + " run -m '" + bad + "' -p 'hi' -n 4 2>&1", &out), 0);
-  EXPECT_NE(out.find("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, ernie4_5, granite)"),
+  EXPECT_NE(out.find("architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, "
+                     "smollm3, ernie4_5, granite)"),
             std::string::npos)
       << out;
 }

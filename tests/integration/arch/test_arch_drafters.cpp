@@ -40,13 +40,14 @@ TEST_P(ArchDrafters, EveryMethodEqualsPlainGreedy) {
     for (const char* p : kPrompts) f << p << "\n";
   }
   const std::string bin = test::treespec_binary();
-  ASSERT_NO_FATAL_FAILURE(sh(bin + " train-heads -m " + model + " -o " + heads + " --prompts " + prompts +
-                             " --steps 40 --samples 16 --seq-len 32 --batch 64 --prune-layer 1 --prune-steps 30 -q -t 2"));
+  ASSERT_NO_FATAL_FAILURE(
+      sh(bin + " train-heads -m " + model + " -o " + heads + " --prompts " + prompts +
+         " --steps 40 --samples 16 --seq-len 32 --batch 64 --prune-layer 1 --prune-steps 30 -q -t 2"));
   const std::string report = dir + "/bench.json";
   ASSERT_NO_FATAL_FAILURE(sh(bin + " bench -m " + model + " --prompts " + prompts +
                              " -n 32 --batch 1,3 -r 1 --no-membw --no-progress --no-warmup -t 2 --temp 0"
-                             " --spec none,lookup,lookahead,ptd,draft:layers=0+1 --method medusa:--heads=" + heads +
-                             " --method propd:heads=" + heads + " --method auto:--heads=" + heads +
+                             " --spec none,lookup,lookahead,ptd,draft:layers=0+1 --method medusa:--heads=" +
+                             heads + " --method propd:heads=" + heads + " --method auto:--heads=" + heads +
                              ",--draft-layers=0+1 --json " + report));
   std::ifstream f(report);
   const json j = json::parse(f);
@@ -56,8 +57,8 @@ TEST_P(ArchDrafters, EveryMethodEqualsPlainGreedy) {
   double accepted_extra = 0;  // tokens beyond one per step, over all speculative cells
   for (const auto& cell : j.at("cells")) {
     ++n_cells;
-    EXPECT_TRUE(cell.at("greedy_match").get<bool>()) << fam.name << ": " << cell.at("method") << " at batch "
-                                                    << cell.at("batch");
+    EXPECT_TRUE(cell.at("greedy_match").get<bool>())
+        << fam.name << ": " << cell.at("method") << " at batch " << cell.at("batch");
     accepted_extra += cell.at("mean_accepted_length").get<double>() - 1.0;
   }
   EXPECT_EQ(n_cells, 16) << "8 methods x batch 1 and 3";
@@ -71,7 +72,8 @@ TEST_P(ArchDrafters, EveryMethodEqualsPlainGreedy) {
     return json::parse(out).at("tokens");
   };
   const json plain = run("--spec none");
-  for (const std::string flags : {"--spec lookup", "--spec lookahead", "--spec ptd", "--spec draft --draft-layers 0+1"}) {
+  for (const std::string flags :
+       {"--spec lookup", "--spec lookahead", "--spec ptd", "--spec draft --draft-layers 0+1"}) {
     EXPECT_EQ(run(flags), plain) << fam.name << " " << flags;
   }
   for (const std::string spec : {"medusa", "propd"}) {
@@ -80,6 +82,8 @@ TEST_P(ArchDrafters, EveryMethodEqualsPlainGreedy) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ArchDrafters, ::testing::ValuesIn(test::newer_families()),
-                         [](const ::testing::TestParamInfo<test::Family>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<test::Family>& info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace

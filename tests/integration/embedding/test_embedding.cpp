@@ -62,7 +62,8 @@ std::string installed_prefix(bool python = false) {
 }
 
 std::string treespec_run(const std::string& prompt, int n) {
-  const auto r = treespec::test::run_treespec("run -m " + q(kModel) + " -p " + q(prompt) + " -n " + std::to_string(n) + " --temp 0");
+  const auto r = treespec::test::run_treespec("run -m " + q(kModel) + " -p " + q(prompt) + " -n " + std::to_string(n) +
+                                              " --temp 0");
   EXPECT_EQ(r.status, 0) << r.err;
   return r.out;
 }
@@ -113,7 +114,8 @@ TEST(Embedding, SimpleCViaPkgConfigPrintsWhatRunPrints) {
   // Exactly the documented command, plus warnings as errors for the C11 header.
   const std::string env = "PKG_CONFIG_PATH=" + q(p + "/lib/pkgconfig");
   ASSERT_EQ(run_command("cd " + q(dir) + " && " + env + " cc -std=c11 -Wall -Wextra -Wpedantic -Werror " +
-                            q(kSrc + "/examples/c/simple.c") + " $(" + env + " pkg-config --cflags --libs treespec) -o simple 2>&1",
+                            q(kSrc + "/examples/c/simple.c") + " $(" + env +
+                            " pkg-config --cflags --libs treespec) -o simple 2>&1",
                         &out),
             0)
       << out;
@@ -130,23 +132,29 @@ TEST(Embedding, SimpleCViaPkgConfigPrintsWhatRunPrints) {
     const std::string want = treespec_run(c.prompt, c.n);
     ASSERT_FALSE(want.empty());
     std::string got;
-    EXPECT_EQ(run_command("LD_LIBRARY_PATH=" + q(p + "/lib") + " " + q(dir + "/simple") + " " + q(kModel) + " " + q(c.prompt) +
-                              " " + std::to_string(c.n),
+    EXPECT_EQ(run_command("LD_LIBRARY_PATH=" + q(p + "/lib") + " " + q(dir + "/simple") + " " + q(kModel) + " " +
+                              q(c.prompt) + " " + std::to_string(c.n),
                           &got),
               0);
     EXPECT_EQ(got, want) << c.prompt;
-    EXPECT_EQ(run_command(q(dir + "/simple_static") + " " + q(kModel) + " " + q(c.prompt) + " " + std::to_string(c.n), &got), 0);
+    EXPECT_EQ(run_command(q(dir + "/simple_static") + " " + q(kModel) + " " + q(c.prompt) + " " + std::to_string(c.n),
+                          &got),
+              0);
     EXPECT_EQ(got, want) << c.prompt;
   }
   // The installed binary is the same program.
   std::string installed;
-  ASSERT_EQ(run_command(q(p + "/bin/treespec") + " run -m " + q(kModel) + " -p 'And it came to pass' -n 48 --temp 0 2>/dev/null",
+  ASSERT_EQ(run_command(q(p + "/bin/treespec") + " run -m " + q(kModel) +
+                            " -p 'And it came to pass' -n 48 --temp 0 2>/dev/null",
                         &installed),
             0);
   EXPECT_EQ(installed, treespec_run("And it came to pass", 48));
   // Bad input: a message naming the file, exit status 1, no crash.
   std::string err;
-  EXPECT_EQ(run_command("LD_LIBRARY_PATH=" + q(p + "/lib") + " " + q(dir + "/simple") + " /nonexistent/m.gguf hi 4 2>&1", &err), 1);
+  EXPECT_EQ(run_command("LD_LIBRARY_PATH=" + q(p + "/lib") + " " + q(dir + "/simple") +
+                            " /nonexistent/m.gguf hi 4 2>&1",
+                        &err),
+            1);
   EXPECT_NE(err.find("/nonexistent/m.gguf"), std::string::npos) << err;
 }
 
@@ -158,10 +166,11 @@ TEST(Embedding, FindPackageGivesTheImportedTarget) {
   {
     FILE* f = std::fopen((dir + "/proj/CMakeLists.txt").c_str(), "w");
     ASSERT_NE(f, nullptr);
-    std::fprintf(f,
-                 "cmake_minimum_required(VERSION 3.16)\nproject(use_treespec C)\nfind_package(treespec 0.1 REQUIRED)\n"
-                 "add_executable(simple %s/examples/c/simple.c)\ntarget_link_libraries(simple PRIVATE treespec::treespec)\n",
-                 kSrc.c_str());
+    std::fprintf(
+        f,
+        "cmake_minimum_required(VERSION 3.16)\nproject(use_treespec C)\nfind_package(treespec 0.1 REQUIRED)\n"
+        "add_executable(simple %s/examples/c/simple.c)\ntarget_link_libraries(simple PRIVATE treespec::treespec)\n",
+        kSrc.c_str());
     std::fclose(f);
   }
   std::string out;
@@ -183,8 +192,9 @@ TEST(Embedding, PythonGreedyGenerateEqualsRun) {
   const std::string want = treespec_run("And it came to pass", 48);
   // From the source tree, the library named by TREESPEC_LIBRARY.
   std::string got;
-  EXPECT_EQ(run_command("PYTHONPATH=" + q(kSrc + "/python") + " TREESPEC_LIBRARY=" + q(kBin + "/src/capi/libtreespec.so.0") +
-                            " " + q(py) + " " + script + " " + q(kModel) + " 'And it came to pass' 48 " + q(kHeads) + " 2>&1",
+  EXPECT_EQ(run_command("PYTHONPATH=" + q(kSrc + "/python") +
+                            " TREESPEC_LIBRARY=" + q(kBin + "/src/capi/libtreespec.so.0") + " " + q(py) + " " + script +
+                            " " + q(kModel) + " 'And it came to pass' 48 " + q(kHeads) + " 2>&1",
                         &got),
             0)
       << got;
@@ -192,8 +202,8 @@ TEST(Embedding, PythonGreedyGenerateEqualsRun) {
   // As `make install-python` installs it: the module finds PREFIX/lib by itself.
   const std::string p = installed_prefix(true);
   ASSERT_TRUE(fs::exists(p + "/" + TREESPEC_PYTHON_SITE + "/treespec/_install.py"));
-  EXPECT_EQ(run_command("env -u TREESPEC_LIBRARY PYTHONPATH=" + q(p + "/" + TREESPEC_PYTHON_SITE) + " " + q(py) + " " + script + " " +
-                            q(kModel) + " 'And it came to pass' 48 2>&1",
+  EXPECT_EQ(run_command("env -u TREESPEC_LIBRARY PYTHONPATH=" + q(p + "/" + TREESPEC_PYTHON_SITE) + " " + q(py) + " " +
+                            script + " " + q(kModel) + " 'And it came to pass' 48 2>&1",
                         &got),
             0)
       << got;
@@ -213,8 +223,9 @@ TEST(Embedding, PipInstallWorksOffline) {
   if (py.empty() || run_command(q(py) + " -m pip --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no pip";
   // From a copy of the files pip needs, so the source tree gets no build directories.
   const std::string dir = treespec::test::temp_dir();
-  ASSERT_EQ(run_command("mkdir -p " + q(dir + "/src") + " && cp -r " + q(kSrc + "/pyproject.toml") + " " + q(kSrc + "/setup.cfg") +
-                            " " + q(kSrc + "/README.md") + " " + q(kSrc + "/python") + " " + q(dir + "/src") + " 2>&1",
+  ASSERT_EQ(run_command("mkdir -p " + q(dir + "/src") + " && cp -r " + q(kSrc + "/pyproject.toml") + " " +
+                            q(kSrc + "/setup.cfg") + " " + q(kSrc + "/README.md") + " " + q(kSrc + "/python") + " " +
+                            q(dir + "/src") + " 2>&1",
                         &out),
             0)
       << out;
@@ -224,10 +235,11 @@ TEST(Embedding, PipInstallWorksOffline) {
                         &out),
             0)
       << out;
-  ASSERT_EQ(run_command("cd " + q(dir) + " && PYTHONPATH=" + q(dir + "/site") + " TREESPEC_LIBRARY=" +
-                            q(kBin + "/src/capi/libtreespec.so.0") + " " + q(py) +
+  ASSERT_EQ(run_command("cd " + q(dir) + " && PYTHONPATH=" + q(dir + "/site") +
+                            " TREESPEC_LIBRARY=" + q(kBin + "/src/capi/libtreespec.so.0") + " " + q(py) +
                             " -c 'import treespec; m = treespec.Model(\"" + kModel +
-                            "\"); print(treespec.__file__); print(m.generate(\"And it came to pass\", max_tokens=8, temperature=0))' 2>&1",
+                            "\"); print(treespec.__file__); print(m.generate(\"And it came to pass\", max_tokens=8, "
+                            "temperature=0))' 2>&1",
                         &out),
             0)
       << out;

@@ -22,8 +22,8 @@
 #include <sstream>
 #include <thread>
 
-#include "common/test_util.h"
 #include "common/server_process.h"
+#include "common/test_util.h"
 
 using namespace treespec;
 using namespace treespec::test;
@@ -51,7 +51,8 @@ std::vector<std::string> kjv_prompts(size_t n) {
   for (size_t i = 0; i < text.size() && out.size() < n; ++i) {
     cur += text[i];
     const char c = text[i];
-    if ((c == '.' || c == ';' || c == ':' || c == '?') && i + 1 < text.size() && text[i + 1] == ' ' && cur.size() > 120) {
+    if ((c == '.' || c == ';' || c == ':' || c == '?') && i + 1 < text.size() && text[i + 1] == ' ' &&
+        cur.size() > 120) {
       if (take) out.push_back(cur);
       take = !take;
       cur.clear();
@@ -69,8 +70,8 @@ const std::vector<std::string> kStoryPrompts = {
 };
 
 struct Case {
-  std::string model;   // expanded GGUF
-  std::string heads;   // widened heads (Medusa + prune)
+  std::string model;  // expanded GGUF
+  std::string heads;  // widened heads (Medusa + prune)
   std::vector<std::string> prompts;
   int n_predict = 48;
   // Greedy by default; the sampled cases set temperature, filters and seed (the coupled
@@ -113,11 +114,12 @@ void check_bench(const Case& c, const std::string& dir) {
   const std::string prompts = write_prompts(dir, c.prompts);
   const std::string report = dir + "/bench.json";
   std::string out;
-  const std::string cmd = bin() + " bench -m " + c.model + " --prompts " + prompts + " -n " + std::to_string(c.n_predict) +
-                          " --batch 1,3 -r 1 --no-membw --no-progress --no-warmup -t 2 " + c.sampling + " " + c.cache +
+  const std::string cmd = bin() + " bench -m " + c.model + " --prompts " + prompts + " -n " +
+                          std::to_string(c.n_predict) + " --batch 1,3 -r 1 --no-membw --no-progress --no-warmup -t 2 " +
+                          c.sampling + " " + c.cache +
                           " --spec none,lookup,lookahead,ptd,draft:layers=0+1 --method medusa:--heads=" + c.heads +
-                          " --method propd:heads=" + c.heads + " --method auto:--heads=" + c.heads + ",--draft-layers=0+1" +
-                          " --json " + report;
+                          " --method propd:heads=" + c.heads + " --method auto:--heads=" + c.heads +
+                          ",--draft-layers=0+1" + " --json " + report;
   const int rc = run_command(cmd + " 2>&1", &out);
   EXPECT_EQ(rc, 0) << cmd << "\n" << out;
   std::ifstream f(report);
@@ -136,7 +138,8 @@ void check_bench(const Case& c, const std::string& dir) {
 json run_json(const Case& c, const std::string& prompt, const std::string& flags) {
   std::string out;
   const std::string cmd = bin() + " run -m " + c.model + " -p " + quote(prompt) + " -n " + std::to_string(c.n_predict) +
-                          " --json " + (flags.find("-t ") == std::string::npos ? "-t 2 " : "") + c.sampling + " " + c.cache + " " + flags;
+                          " --json " + (flags.find("-t ") == std::string::npos ? "-t 2 " : "") + c.sampling + " " +
+                          c.cache + " " + flags;
   const int rc = run_command(cmd + " 2>/dev/null", &out);
   EXPECT_EQ(rc, 0) << cmd;
   try {
@@ -201,8 +204,9 @@ Case expand_kjv(const std::string& dir, const std::string& type, int dim, int ff
   c.model = dir + "/kjv-" + type + ".gguf";
   c.heads = dir + "/kjv-" + type + ".heads.gguf";
   sh(bin() + " expand -m " + repo_file("models/kjv-5m.gguf") + " -o " + c.model + " --dim " + std::to_string(dim) +
-     " --ffn " + std::to_string(ffn) + " --layers " + std::to_string(layers) + " --head-dim " + std::to_string(head_dim) +
-     " --type " + type + " --heads-in " + repo_file("models/kjv-5m.medusa.gguf") + " --heads-out " + c.heads);
+     " --ffn " + std::to_string(ffn) + " --layers " + std::to_string(layers) + " --head-dim " +
+     std::to_string(head_dim) + " --type " + type + " --heads-in " + repo_file("models/kjv-5m.medusa.gguf") +
+     " --heads-out " + c.heads);
   return c;
 }
 
@@ -217,9 +221,9 @@ Case expand_stories(const std::string& dir, const std::string& type, int dim = 5
      " -q --steps 150 --samples 64 --seq-len 96 --batch 128 --prune-layer 3 --prune-steps 100");
   c.model = dir + "/s260-" + type + ".gguf";
   c.heads = dir + "/s260-" + type + ".heads.gguf";
-  sh(bin() + " expand -m " + base + " -o " + c.model + " --dim " + std::to_string(dim) + " --ffn " + std::to_string(ffn) +
-     " --layers 8 --head-dim 64 --type " + type +
-     " --heads-in " + heads + " --heads-out " + c.heads);
+  sh(bin() + " expand -m " + base + " -o " + c.model + " --dim " + std::to_string(dim) + " --ffn " +
+     std::to_string(ffn) + " --layers 8 --head-dim 64 --type " + type + " --heads-in " + heads + " --heads-out " +
+     c.heads);
   c.prompts = kStoryPrompts;
   c.n_predict = 64;
   return c;
@@ -316,7 +320,8 @@ TEST(LosslessE2E, SampledKjvAllDraftersEqualPlainSamplingWithTheSameSeed) {
     if (first) {
       // serve needs four texts: the two checked by run, two more from plain.
       std::vector<std::string> want = texts;
-      for (size_t i = want.size(); i < 4; ++i) want.push_back(run_json(c, c.prompts[i], "--spec none").value("text", ""));
+      for (size_t i = want.size(); i < 4; ++i)
+        want.push_back(run_json(c, c.prompts[i], "--spec none").value("text", ""));
       check_serve(c, want);
     }
     first = false;

@@ -24,8 +24,8 @@ TEST(ServerAccess, ApiKeyFileCorsAndVllmMetricNames) {
 
   // Preflight: no key needed; the allowed origin, methods and the asked headers come back.
   auto pre = c.Options("/v1/chat/completions", {{"Origin", "http://localhost:3000"},
-                                                 {"Access-Control-Request-Method", "POST"},
-                                                 {"Access-Control-Request-Headers", "authorization, content-type"}});
+                                                {"Access-Control-Request-Method", "POST"},
+                                                {"Access-Control-Request-Headers", "authorization, content-type"}});
   ASSERT_TRUE(pre);
   EXPECT_EQ(pre->status, 204);
   EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
@@ -77,7 +77,8 @@ TEST(ServerAccess, ApiKeyFileCorsAndVllmMetricNames) {
     EXPECT_NE(line.find("{model_name=\"kjv\""), std::string::npos) << line;
   }
   EXPECT_GT(n, 40);
-  EXPECT_NE(m->body.find("vllm:time_per_output_token_seconds_count{model_name=\"kjv\"} 1\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("vllm:time_per_output_token_seconds_count{model_name=\"kjv\"} 1\n"), std::string::npos)
+      << m->body;
 }
 
 TEST(ServerAccess, BadAccessOptionsAreErrorsNamingThem) {

@@ -7,10 +7,10 @@
 #include <memory>
 
 #include "common/golden.h"
+#include "common/server_process.h"
 #include "common/test_util.h"
 #include "common/tiny_model.h"
 #include "gguf/gguf.h"
-#include "common/server_process.h"
 
 using namespace treespec;
 using namespace treespec::test;
@@ -143,7 +143,8 @@ TEST_F(ServerApi, RepeatedPromptPrefixIsReusedAndCounted) {
   auto c = plain_->client();
   const HttpReply mt = get(c, "/metrics");
   EXPECT_GE(metric(mt.body, "treespec:prefix_cache_hits_total"), 16.0) << mt.body;
-  EXPECT_GE(metric(mt.body, "treespec:prefix_cache_queries_total"), metric(mt.body, "treespec:prefix_cache_hits_total"));
+  EXPECT_GE(metric(mt.body, "treespec:prefix_cache_queries_total"),
+            metric(mt.body, "treespec:prefix_cache_hits_total"));
   const double usage = metric(mt.body, "treespec:kv_cache_usage_perc");
   EXPECT_GT(usage, 0.0) << "the finished prompts stay cached";
   EXPECT_LE(usage, 1.0);
@@ -179,7 +180,8 @@ TEST_F(ServerApi, GreedyCompletionEqualsTreespecRun) {
       EXPECT_EQ(r["id"].get<std::string>().rfind("cmpl-", 0), 0u);
       // Speculative statistics extension.
       const json& ts = r["treespec"];
-      for (const char* k : {"num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_accepted_length", "tokens_per_s"}) {
+      for (const char* k :
+           {"num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_accepted_length", "tokens_per_s"}) {
         EXPECT_TRUE(ts.contains(k)) << k;
       }
       EXPECT_EQ(ts["spec"], s == plain_ ? "none" : "lookup");
@@ -197,7 +199,8 @@ TEST_F(ServerApi, TokenPromptAndDefaultMaxTokens) {
   const json r = completion(*plain_, {{"prompt", ref["prompt_tokens"]}, {"temperature", 0}});
   EXPECT_EQ(r["choices"][0]["text"], ref["text"]);
   EXPECT_EQ(r["usage"]["completion_tokens"], 16);  // OpenAI's default max_tokens for completions
-  const json r1 = completion(*plain_, {{"prompt", json::array({"Once upon a time"})}, {"temperature", 0}, {"max_tokens", 16}});
+  const json r1 =
+      completion(*plain_, {{"prompt", json::array({"Once upon a time"})}, {"temperature", 0}, {"max_tokens", 16}});
   EXPECT_EQ(r1["choices"][0]["text"], ref["text"]);
 }
 
@@ -219,25 +222,30 @@ TEST_F(ServerApi, ChatUsesFallbackTranscriptTemplate) {
   // stories260K has no tokenizer.chat_template: the plain "role: content" transcript is
   // used, with "\nuser:" as an extra stop string.
   const std::string transcript = "system: Tell a story.\nuser: Once upon a time\nassistant:";
-  const json msgs = json::array({{{"role", "system"}, {"content", "Tell a story."}}, {{"role", "user"}, {"content", "Once upon a time"}}});
+  const json msgs = json::array(
+      {{{"role", "system"}, {"content", "Tell a story."}}, {{"role", "user"}, {"content", "Once upon a time"}}});
   auto c = plain_->client();
-  const HttpReply r = post_json(c, "/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 50}, {"temperature", 0}}.dump());
+  const HttpReply r =
+      post_json(c, "/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 50}, {"temperature", 0}}.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   const json j = r.json();
   EXPECT_EQ(j["object"], "chat.completion");
   EXPECT_EQ(j["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
   EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
-  const json same = completion(*plain_, {{"prompt", transcript}, {"max_tokens", 50}, {"temperature", 0}, {"stop", "\nuser:"}});
+  const json same =
+      completion(*plain_, {{"prompt", transcript}, {"max_tokens", 50}, {"temperature", 0}, {"stop", "\nuser:"}});
   EXPECT_EQ(j["choices"][0]["message"]["content"], same["choices"][0]["text"]);
   // The same counts; the second request reused the first one's prompt blocks.
-  for (const char* k : {"prompt_tokens", "completion_tokens", "total_tokens"}) EXPECT_EQ(j["usage"][k], same["usage"][k]) << k;
+  for (const char* k : {"prompt_tokens", "completion_tokens", "total_tokens"})
+    EXPECT_EQ(j["usage"][k], same["usage"][k]) << k;
   EXPECT_GE(same["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 16) << same.dump();
   // And the same as `treespec run` up to the stop string.
   const json ref = run_reference(transcript, 50);
   const std::string ref_text = ref["text"];
   EXPECT_EQ(ref_text.substr(0, ref_text.find("\nuser:")), j["choices"][0]["message"]["content"]);
   // Streamed chat equals plain chat.
-  EXPECT_EQ(streamed_text(*lookup_, "/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 50}, {"temperature", 0}}),
+  EXPECT_EQ(streamed_text(*lookup_, "/v1/chat/completions",
+                          json{{"messages", msgs}, {"max_tokens", 50}, {"temperature", 0}}),
             j["choices"][0]["message"]["content"]);
 }
 
@@ -249,7 +257,10 @@ TEST_F(ServerApi, StopStringsTrimAndFinishWithStop) {
   const std::string stop = full.substr(25, 4);
   const std::string expect = full.substr(0, full.find(stop));
   for (ServerProcess* s : {plain_, lookup_}) {
-    const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 60}, {"temperature", 0}, {"stop", {"zzzz", stop}}};
+    const json body = {{"prompt", "Once upon a time"},
+                       {"max_tokens", 60},
+                       {"temperature", 0},
+                       {"stop", {"zzzz", stop}}};
     const json r = completion(*s, body);
     EXPECT_EQ(r["choices"][0]["text"], expect);
     EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
@@ -301,7 +312,8 @@ TEST_F(ServerApi, MetricsCountersMove) {
   wait_metric(*lookup_, "treespec:e2e_request_latency_seconds_count",
               [&](double v) { return v >= metric(before, "treespec:e2e_request_latency_seconds_count") + 1; });
   wait_metric(*lookup_, "treespec:http_requests_total{path=\"/v1/completions\",status=\"200\"}", [&](double v) {
-    return v >= std::max(0.0, metric(before, "treespec:http_requests_total{path=\"/v1/completions\",status=\"200\"}")) + 1;
+    return v >=
+           std::max(0.0, metric(before, "treespec:http_requests_total{path=\"/v1/completions\",status=\"200\"}")) + 1;
   });
   wait_metric(*lookup_, "treespec:num_requests_running", [](double v) { return v == 0.0; });
   const std::string after = get(c, "/metrics").body;
@@ -317,33 +329,39 @@ TEST_F(ServerApi, MetricsCountersMove) {
   EXPECT_EQ(delta("treespec:time_to_first_token_seconds_count"), 1.0);
   EXPECT_EQ(delta("treespec:e2e_request_latency_seconds_count"), 1.0);
   EXPECT_GE(delta("treespec:request_success_total{finished_reason=\"length\"}") +
-                delta("treespec:request_success_total{finished_reason=\"stop\"}"), 1.0);
+                delta("treespec:request_success_total{finished_reason=\"stop\"}"),
+            1.0);
   // Speculative counters with vLLM's names, equal to the request's own statistics.
   EXPECT_EQ(delta("treespec:spec_decode_num_drafts_total"), r["treespec"]["num_drafts"].get<double>());
   EXPECT_EQ(delta("treespec:spec_decode_num_draft_tokens_total"), r["treespec"]["num_draft_tokens"].get<double>());
-  EXPECT_EQ(delta("treespec:spec_decode_num_accepted_tokens_total"), r["treespec"]["num_accepted_tokens"].get<double>());
+  EXPECT_EQ(delta("treespec:spec_decode_num_accepted_tokens_total"),
+            r["treespec"]["num_accepted_tokens"].get<double>());
   EXPECT_GT(r["treespec"]["num_drafts"].get<int>(), 0);
   EXPECT_GE(metric(after, "treespec:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"}"), 0.0);
   EXPECT_EQ(metric(after, "treespec:num_requests_running"), 0.0);
   EXPECT_EQ(metric(after, "treespec:num_requests_waiting"), 0.0);
 }
 
-
 TEST(ServerChatTemplate, GgufTemplateIsDetectedAndApplied) {
   TREESPEC_REQUIRE_SHARED();
   const std::string model = stories_with_chat_template(
-      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+      "'\\n'}}"
       "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
       "chatml.gguf");
   ServerProcess srv(model, {"-t", "1", "-c", "256"});
   auto c = srv.client();
   EXPECT_EQ(get(c, "/v1/models").json()["data"][0]["meta"]["chat_template"], "chatml");
   const json msgs = json::array({{{"role", "user"}, {"content", "Once upon a time"}}});
-  const HttpReply chat = post_json(c, "/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 30}, {"temperature", 0}}.dump());
+  const HttpReply chat =
+      post_json(c, "/v1/chat/completions", json{{"messages", msgs}, {"max_tokens", 30}, {"temperature", 0}}.dump());
   ASSERT_EQ(chat.status, 200) << chat.body;
-  const HttpReply same = post_json(
-      c, "/v1/completions",
-      json{{"prompt", "<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant\n"}, {"max_tokens", 30}, {"temperature", 0}}.dump());
+  const HttpReply same =
+      post_json(c, "/v1/completions",
+                json{{"prompt", "<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant\n"},
+                     {"max_tokens", 30},
+                     {"temperature", 0}}
+                    .dump());
   ASSERT_EQ(same.status, 200) << same.body;
   EXPECT_EQ(chat.json()["choices"][0]["message"]["content"], same.json()["choices"][0]["text"]);
   EXPECT_EQ(counts(chat.json()["usage"]), counts(same.json()["usage"]));
@@ -376,18 +394,21 @@ TEST(ServerChatTemplate, Qwen2ChatmlUsesRealSpecialTokens) {
   auto c = srv.client();
   EXPECT_EQ(get(c, "/v1/models").json()["data"][0]["meta"]["chat_template"], "chatml");
   const std::string rendered = "<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\n";
-  const HttpReply tk = post_json(c, "/tokenize", json{{"content", rendered}, {"add_special", true}, {"with_pieces", true}}.dump());
+  const HttpReply tk =
+      post_json(c, "/tokenize", json{{"content", rendered}, {"add_special", true}, {"with_pieces", true}}.dump());
   ASSERT_EQ(tk.status, 200) << tk.body;
   const json pieces = tk.json()["tokens"];
   ASSERT_FALSE(pieces.empty());
   EXPECT_EQ(pieces[0]["piece"], "<|im_start|>");  // one special token, not characters
   const json msgs = json::array({{{"role", "user"}, {"content", "hello there"}}});
-  const HttpReply chat = post_json(c, "/v1/chat/completions",
-                                   json{{"messages", msgs}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}}.dump());
+  const HttpReply chat =
+      post_json(c, "/v1/chat/completions",
+                json{{"messages", msgs}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}}.dump());
   ASSERT_EQ(chat.status, 200) << chat.body;
   EXPECT_EQ(chat.json()["usage"]["prompt_tokens"], pieces.size());
-  const HttpReply same = post_json(c, "/v1/completions",
-                                   json{{"prompt", rendered}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}}.dump());
+  const HttpReply same =
+      post_json(c, "/v1/completions",
+                json{{"prompt", rendered}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}}.dump());
   ASSERT_EQ(same.status, 200) << same.body;
   EXPECT_EQ(chat.json()["choices"][0]["message"]["content"], same.json()["choices"][0]["text"]);
   EXPECT_EQ(counts(chat.json()["usage"]), counts(same.json()["usage"]));

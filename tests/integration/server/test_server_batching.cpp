@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "common/golden.h"
-#include "common/test_util.h"
 #include "common/server_process.h"
+#include "common/test_util.h"
 
 using namespace treespec;
 using namespace treespec::test;
@@ -73,7 +73,8 @@ void expect_concurrent_goldens(const std::vector<std::string>& server_args, size
   }
   const auto n = static_cast<double>(n_clients);
   EXPECT_EQ(wait_metric(srv, "treespec:http_requests_total{path=\"/v1/completions\",status=\"200\"}",
-                        [&](double v) { return v == n; }), n);
+                        [&](double v) { return v == n; }),
+            n);
   EXPECT_EQ(wait_metric(srv, "treespec:num_requests_running", [](double v) { return v == 0.0; }), 0.0);
   // Finish reasons as the goldens say (EOS -> "stop", max_tokens -> "length").
   double n_stop = 0;

@@ -92,7 +92,8 @@ TEST(ChatPage, RequestsPickAMethodTheServerOffersAndGetPlainGreedysText) {
   }
   EXPECT_EQ(text, plain.json()["choices"][0]["message"]["content"]);
   EXPECT_EQ(last["treespec"]["spec"], "ptd");
-  const HttpReply comp = post_json(c, "/v1/completions", json{{"prompt", "And"}, {"max_tokens", 8}, {"spec", "lookup"}}.dump());
+  const HttpReply comp =
+      post_json(c, "/v1/completions", json{{"prompt", "And"}, {"max_tokens", 8}, {"spec", "lookup"}}.dump());
   ASSERT_EQ(comp.status, 200) << comp.body;
   EXPECT_EQ(comp.json()["treespec"]["spec"], "lookup");
 
@@ -123,14 +124,20 @@ TEST(ChatPage, HeadlessChromiumSendsAMessageAndSeesTheAnswerStream) {
 
   const std::string dir = temp_dir();
   const std::string scenario = dir + "/scenario.json";
-  std::ofstream(scenario) << json{{"turns", json::array({{{"message", q}, {"method", "lookup"}, {"temperature", 0}, {"max_tokens", 64}},
-                                                         {{"message", "And then?"}, {"method", "lookahead"},
-                                                          {"temperature", 0}, {"max_tokens", 4000}, {"stop", true}}})}}
-                                     .dump();
+  std::ofstream(scenario) << json{
+      {"turns",
+       json::array(
+           {{{"message", q}, {"method", "lookup"}, {"temperature", 0}, {"max_tokens", 64}},
+            {{"message", "And then?"},
+             {"method", "lookahead"},
+             {"temperature", 0},
+             {"max_tokens", 4000},
+             {"stop", true}}})}}.dump();
   std::string out;
-  const int rc = run_command("python3 " + std::string(TREESPEC_SOURCE_DIR) + "/tests/integration/server/chat_page_browser.py '" +
-                                 chromium + "' http://127.0.0.1:" + std::to_string(srv.port()) + "/ " + scenario + " 2>&1",
-                             &out);
+  const int rc =
+      run_command("python3 " + std::string(TREESPEC_SOURCE_DIR) + "/tests/integration/server/chat_page_browser.py '" +
+                      chromium + "' http://127.0.0.1:" + std::to_string(srv.port()) + "/ " + scenario + " 2>&1",
+                  &out);
   if (rc == 77) GTEST_SKIP() << out;
   ASSERT_EQ(rc, 0) << out;
   const json r = json::parse(out.substr(out.find('{')));
@@ -152,5 +159,8 @@ TEST(ChatPage, HeadlessChromiumSendsAMessageAndSeesTheAnswerStream) {
   EXPECT_EQ(t2["stats"], "stopped") << out;
   EXPECT_TRUE(t2["streaming_seen"].get<bool>()) << out;
   EXPECT_FALSE(t2["answer"].get<std::string>().empty());
-  EXPECT_GT(wait_metric(srv, "treespec:request_success_total{finished_reason=\"cancelled\"}", [](double v) { return v >= 1; }), 0.0) << srv.log();
+  EXPECT_GT(wait_metric(srv, "treespec:request_success_total{finished_reason=\"cancelled\"}",
+                        [](double v) { return v >= 1; }),
+            0.0)
+      << srv.log();
 }

@@ -45,7 +45,9 @@ std::vector<float> from_base64(const std::string& s) {
 TEST(ServerEmbeddings, OpenAiShapesDeterministicUnitVectors) {
   ServerProcess srv(kModel, {"-t", "1"});
   auto c = srv.client();
-  const HttpReply r = post_json(c, "/v1/embeddings", json{{"input", {"And it came to pass", "In the beginning"}}, {"model", "kjv-5m"}}.dump());
+  const HttpReply r =
+      post_json(c, "/v1/embeddings",
+                json{{"input", {"And it came to pass", "In the beginning"}}, {"model", "kjv-5m"}}.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   const json j = r.json();
   EXPECT_EQ(j["object"], "list");
@@ -60,19 +62,32 @@ TEST(ServerEmbeddings, OpenAiShapesDeterministicUnitVectors) {
   EXPECT_NEAR(na, 1.0, 1e-5);
   EXPECT_NE(a, b);
   // usage counts the tokens as /tokenize does with BOS.
-  const size_t n0 = post_json(c, "/tokenize", json{{"content", "And it came to pass"}, {"add_special", true}}.dump()).json()["tokens"].size();
-  const size_t n1 = post_json(c, "/tokenize", json{{"content", "In the beginning"}, {"add_special", true}}.dump()).json()["tokens"].size();
+  const size_t n0 = post_json(c, "/tokenize", json{{"content", "And it came to pass"}, {"add_special", true}}.dump())
+                        .json()["tokens"]
+                        .size();
+  const size_t n1 = post_json(c, "/tokenize", json{{"content", "In the beginning"}, {"add_special", true}}.dump())
+                        .json()["tokens"]
+                        .size();
   EXPECT_EQ(j["usage"]["prompt_tokens"], n0 + n1);
   // The same text alone, as token ids, and base64 (what the OpenAI clients ask for): the same vector.
-  EXPECT_EQ(post_json(c, "/v1/embeddings", json{{"input", "And it came to pass"}}.dump()).json()["data"][0]["embedding"].get<std::vector<float>>(), a);
-  const json ids = post_json(c, "/tokenize", json{{"content", "And it came to pass"}, {"add_special", true}}.dump()).json()["tokens"];
-  EXPECT_EQ(post_json(c, "/embeddings", json{{"input", ids}}.dump()).json()["data"][0]["embedding"].get<std::vector<float>>(), a);
-  const json b64 = post_json(c, "/v1/embeddings", json{{"input", "And it came to pass"}, {"encoding_format", "base64"}}.dump()).json();
+  EXPECT_EQ(post_json(c, "/v1/embeddings", json{{"input", "And it came to pass"}}.dump())
+                .json()["data"][0]["embedding"]
+                .get<std::vector<float>>(),
+            a);
+  const json ids = post_json(c, "/tokenize", json{{"content", "And it came to pass"}, {"add_special", true}}.dump())
+                       .json()["tokens"];
+  EXPECT_EQ(
+      post_json(c, "/embeddings", json{{"input", ids}}.dump()).json()["data"][0]["embedding"].get<std::vector<float>>(),
+      a);
+  const json b64 =
+      post_json(c, "/v1/embeddings", json{{"input", "And it came to pass"}, {"encoding_format", "base64"}}.dump())
+          .json();
   EXPECT_EQ(from_base64(b64["data"][0]["embedding"].get<std::string>()), a);
 
-  for (const json& bad : {json{{"input", json::array()}}, json{{"input", ""}}, json{{"input", {1, -3}}}, json{{"input", {1, 999999}}},
-                          json{{"input", 3}}, json{{"input", "x"}, {"encoding_format", "int8"}}, json{{"input", "x"}, {"dimensions", 64}},
-                          json::object()}) {
+  for (const json& bad :
+       {json{{"input", json::array()}}, json{{"input", ""}}, json{{"input", {1, -3}}}, json{{"input", {1, 999999}}},
+        json{{"input", 3}}, json{{"input", "x"}, {"encoding_format", "int8"}}, json{{"input", "x"}, {"dimensions", 64}},
+        json::object()}) {
     const HttpReply e = post_json(c, "/v1/embeddings", bad.dump());
     EXPECT_EQ(e.status, 400) << bad.dump() << " " << e.body;
   }
@@ -89,12 +104,16 @@ TEST(ServerEmbeddings, PoolingFlag) {
   {
     ServerProcess srv(kModel, {"-t", "1"});
     auto c = srv.client();
-    mean = post_json(c, "/v1/embeddings", json{{"input", "And it came to pass"}}.dump()).json()["data"][0]["embedding"].get<std::vector<float>>();
+    mean = post_json(c, "/v1/embeddings", json{{"input", "And it came to pass"}}.dump())
+               .json()["data"][0]["embedding"]
+               .get<std::vector<float>>();
   }
   {
     ServerProcess srv(kModel, {"-t", "1", "--pooling", "last"});
     auto c = srv.client();
-    last = post_json(c, "/v1/embeddings", json{{"input", "And it came to pass"}}.dump()).json()["data"][0]["embedding"].get<std::vector<float>>();
+    last = post_json(c, "/v1/embeddings", json{{"input", "And it came to pass"}}.dump())
+               .json()["data"][0]["embedding"]
+               .get<std::vector<float>>();
   }
   ASSERT_EQ(mean.size(), last.size());
   EXPECT_NE(mean, last);

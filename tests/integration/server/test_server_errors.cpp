@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "common/golden.h"
-#include "common/test_util.h"
 #include "common/server_process.h"
+#include "common/test_util.h"
 
 using namespace treespec;
 using namespace treespec::test;
@@ -40,7 +40,8 @@ void expect_error(const HttpReply& r, int status, const std::string& type, const
 }
 
 double wait_at_least(ServerProcess& s, const std::string& series, double value, double timeout_s) {
-  return wait_metric(s, series, [&](double v) { return v >= value; }, timeout_s);
+  return wait_metric(
+      s, series, [&](double v) { return v >= value; }, timeout_s);
 }
 
 int connect_raw(int port) {
@@ -57,7 +58,9 @@ int connect_raw(int port) {
 }
 
 // A request that keeps its slot busy for a long time (no EOS, long context).
-json long_request() { return {{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"temperature", 0}, {"ignore_eos", true}}; }
+json long_request() {
+  return {{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"temperature", 0}, {"ignore_eos", true}};
+}
 
 }  // namespace
 
@@ -79,7 +82,8 @@ TEST(ServerErrors, BadRequestsGetOpenAiErrors) {
   expect_error(post_json(c, ct, "{\"prompt\": \"caf\xc3\x28\"}"), 400, "invalid_request_error", "UTF-8");
   expect_error(post_json(c, "/v1/chat/completions", R"({"messages": "hi"})"), 400, "invalid_request_error", "messages");
   expect_error(post_json(c, "/v1/chat/completions", R"({"messages": []})"), 400, "invalid_request_error", "messages");
-  expect_error(post_json(c, "/v1/chat/completions", R"({"messages": [{"content": "x"}]})"), 400, "invalid_request_error", "role");
+  expect_error(post_json(c, "/v1/chat/completions", R"({"messages": [{"content": "x"}]})"), 400,
+               "invalid_request_error", "role");
   expect_error(post_json(c, "/tokenize", R"({"text": "x"})"), 400, "invalid_request_error", "content");
   expect_error(post_json(c, "/detokenize", R"({"tokens": [1, -1]})"), 400, "invalid_request_error", "tokens");
 
@@ -99,14 +103,17 @@ TEST(ServerErrors, BadRequestsGetOpenAiErrors) {
   EXPECT_EQ(r.json()["error"]["code"], "context_length_exceeded");
 
   // max_tokens beyond the context: clamped to the room left, finish_reason "length".
-  r = post_json(c, ct, json{{"prompt", "Once upon a time"}, {"max_tokens", 100000}, {"temperature", 0}, {"ignore_eos", true}}.dump());
+  r = post_json(
+      c, ct,
+      json{{"prompt", "Once upon a time"}, {"max_tokens", 100000}, {"temperature", 0}, {"ignore_eos", true}}.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   const json j = r.json();
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(j["usage"]["completion_tokens"].get<int>(), 64 - j["usage"]["prompt_tokens"].get<int>() + 1);
 
   // Oversized body (limit 1 KiB): 413 with a JSON error.
-  expect_error(post_json(c, ct, json{{"prompt", std::string(4000, 'a')}}.dump()), 413, "invalid_request_error", "larger");
+  expect_error(post_json(c, ct, json{{"prompt", std::string(4000, 'a')}}.dump()), 413, "invalid_request_error",
+               "larger");
   // Unknown route: 404 JSON.
   expect_error(get(c, "/v2/nothing"), 404, "not_found_error");
   // Still healthy after all that.
@@ -121,7 +128,8 @@ TEST(ServerErrors, ApiKeyEnforcedExceptHealthAndModels) {
   const std::string body = R"({"prompt": "Once", "max_tokens": 3})";
   expect_error(post_json(c, "/v1/completions", body), 401, "authentication_error");
   expect_error(post_json(c, "/v1/completions", body, "wrong"), 401, "authentication_error");
-  expect_error(post_json(c, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})"), 401, "authentication_error");
+  expect_error(post_json(c, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})"), 401,
+               "authentication_error");
   expect_error(post_json(c, "/tokenize", R"({"content":"x"})"), 401, "authentication_error");
   expect_error(get(c, "/metrics"), 401, "authentication_error");
   EXPECT_EQ(post_json(c, "/v1/completions", body, "sekret").status, 200);
@@ -175,7 +183,8 @@ TEST(ServerErrors, FullQueueAnswers503) {
   expect_error(r, 503, "unavailable_error");
   EXPECT_EQ(r.json()["error"]["code"], "queue_full");
   // The hung-up stream was cancelled, the slot is free again.
-  EXPECT_GE(wait_at_least(srv, "treespec:request_success_total{finished_reason=\"cancelled\"}", 1.0, 20.0), 1.0) << srv.log();
+  EXPECT_GE(wait_at_least(srv, "treespec:request_success_total{finished_reason=\"cancelled\"}", 1.0, 20.0), 1.0)
+      << srv.log();
   EXPECT_EQ(post_json(c, "/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
 }
 
@@ -188,7 +197,8 @@ TEST(ServerErrors, ClientDisconnectCancelsNonStreamingRequest) {
     const HttpReply r = post_json(c, "/v1/completions", long_request().dump());
     EXPECT_EQ(r.status, -1);
   }
-  EXPECT_GE(wait_at_least(srv, "treespec:request_success_total{finished_reason=\"cancelled\"}", 1.0, 20.0), 1.0) << srv.log();
+  EXPECT_GE(wait_at_least(srv, "treespec:request_success_total{finished_reason=\"cancelled\"}", 1.0, 20.0), 1.0)
+      << srv.log();
   EXPECT_EQ(wait_metric(srv, "treespec:num_requests_running", [](double v) { return v == 0.0; }), 0.0);
   auto c = srv.client();
   EXPECT_LT(metric(get(c, "/metrics").body, "treespec:generation_tokens_total"), 4000.0);
@@ -199,7 +209,8 @@ TEST(ServerErrors, SlowClientIsTimedOutOthersServed) {
   ServerProcess srv(stories_gguf(), {"-t", "1", "-c", "64", "--timeout", "1"});
   const int fd = connect_raw(srv.port());
   ASSERT_GE(fd, 0);
-  const std::string partial = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"pro";
+  const std::string partial =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"pro";
   ASSERT_EQ(::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL), static_cast<ssize_t>(partial.size()));
   // Meanwhile another client is served.
   auto c = srv.client();

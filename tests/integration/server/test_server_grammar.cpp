@@ -50,8 +50,8 @@ TEST(ServerGrammar, GbnfTextEqualsRunAndEveryMethodAndHolds) {
   const std::string text = r.json()["content"];
   EXPECT_EQ(r.json()["stop_type"], "eos") << text;  // the grammar ends, then only EOS is allowed
   EXPECT_TRUE(treespec::grammar::matches(treespec::grammar::Grammar::parse(kRecord), text)) << text;
-  const CliResult cli = run_treespec("run -m " + kModel + " -p " + shell_quote(kPrompt) + " -n 80 --temp 0 --json --grammar " +
-                                     shell_quote(kRecord));
+  const CliResult cli = run_treespec("run -m " + kModel + " -p " + shell_quote(kPrompt) +
+                                     " -n 80 --temp 0 --json --grammar " + shell_quote(kRecord));
   ASSERT_EQ(cli.status, 0) << cli.err;
   EXPECT_EQ(json::parse(cli.out)["text"], text);
   for (const std::string m : {"none", "lookahead", "ptd"}) {
@@ -95,27 +95,39 @@ TEST(ServerGrammar, JsonSchemaThroughEachFieldGivesValidJsonInItsKeyOrder) {
     EXPECT_TRUE(v["age"].is_number_integer() && v["age"] >= 1 && v["age"] <= 999) << text;
     EXPECT_TRUE(v["sons"].is_array() && v["sons"].size() <= 3) << text;
   };
-  const HttpReply ra = post_json(c, "/completion", ojson{{"prompt", kPrompt}, {"temperature", 0}, {"n_predict", 200}, {"json_schema", schema}}.dump());
+  const HttpReply ra =
+      post_json(c, "/completion",
+                ojson{{"prompt", kPrompt}, {"temperature", 0}, {"n_predict", 200}, {"json_schema", schema}}.dump());
   ASSERT_EQ(ra.status, 200) << ra.body;
   const std::string text = ra.json()["content"];
   check(text, "json_schema");
-  const ojson rf = {{"type", "json_schema"}, {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", schema}}}};
-  const HttpReply rb = post_json(c, "/v1/completions", ojson{{"prompt", kPrompt}, {"temperature", 0}, {"max_tokens", 200}, {"response_format", rf}}.dump());
+  const ojson rf = {{"type", "json_schema"},
+                    {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", schema}}}};
+  const HttpReply rb =
+      post_json(c, "/v1/completions",
+                ojson{{"prompt", kPrompt}, {"temperature", 0}, {"max_tokens", 200}, {"response_format", rf}}.dump());
   ASSERT_EQ(rb.status, 200) << rb.body;
   EXPECT_EQ(rb.json()["choices"][0]["text"], text);
   EXPECT_EQ(rb.json()["choices"][0]["finish_reason"], "stop");
   // The same grammar as the converter gives, through `grammar`; and with sampling.
   const std::string gbnf = treespec::grammar::json_schema_to_gbnf(schema);
-  EXPECT_EQ(post_json(c, "/completion", json{{"prompt", kPrompt}, {"temperature", 0}, {"n_predict", 200}, {"grammar", gbnf}}.dump()).json()["content"], text);
+  EXPECT_EQ(post_json(c, "/completion",
+                      json{{"prompt", kPrompt}, {"temperature", 0}, {"n_predict", 200}, {"grammar", gbnf}}.dump())
+                .json()["content"],
+            text);
   for (int seed = 1; seed <= 3; ++seed) {
-    const HttpReply rs = post_json(c, "/v1/completions", ojson{{"prompt", kPrompt}, {"temperature", 1.0}, {"seed", seed}, {"max_tokens", 300},
-                                                               {"response_format", rf}}.dump());
+    const HttpReply rs = post_json(
+        c, "/v1/completions",
+        ojson{{"prompt", kPrompt}, {"temperature", 1.0}, {"seed", seed}, {"max_tokens", 300}, {"response_format", rf}}
+            .dump());
     ASSERT_EQ(rs.status, 200) << rs.body;
     if (rs.json()["choices"][0]["finish_reason"] == "stop") check(rs.json()["choices"][0]["text"], "sampled");
   }
   // json_object: any JSON object.
-  const HttpReply ro = post_json(c, "/v1/completions", json{{"prompt", kPrompt}, {"temperature", 0}, {"max_tokens", 60},
-                                                            {"response_format", {{"type", "json_object"}}}}.dump());
+  const HttpReply ro = post_json(
+      c, "/v1/completions",
+      json{{"prompt", kPrompt}, {"temperature", 0}, {"max_tokens", 60}, {"response_format", {{"type", "json_object"}}}}
+          .dump());
   ASSERT_EQ(ro.status, 200) << ro.body;
   const std::string obj = ro.json()["choices"][0]["text"];
   EXPECT_EQ(obj.substr(0, 1), "{") << obj;
@@ -153,7 +165,12 @@ TEST(ServerGrammar, BadGrammarsAndSchemasAreA400NamingTheField) {
     }
   }
   // Neutral values are no constraint.
-  const HttpReply ok = post_json(c, "/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}, {"grammar", ""}, {"json_schema", json::object()},
-                                                            {"response_format", {{"type", "text"}}}}.dump());
+  const HttpReply ok = post_json(c, "/v1/completions",
+                                 json{{"prompt", "x"},
+                                      {"max_tokens", 2},
+                                      {"grammar", ""},
+                                      {"json_schema", json::object()},
+                                      {"response_format", {{"type", "text"}}}}
+                                     .dump());
   EXPECT_EQ(ok.status, 200) << ok.body;
 }

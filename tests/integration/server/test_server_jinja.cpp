@@ -26,8 +26,9 @@ void expect_prompt(httplib::Client& c, const json& request, const std::string& e
   const HttpReply tk = post_json(c, "/tokenize", json{{"content", expected}, {"add_special", true}}.dump());
   ASSERT_EQ(tk.status, 200) << tk.body;
   EXPECT_EQ(chat.json()["usage"]["prompt_tokens"], tk.json()["tokens"].size()) << expected;
-  const HttpReply same = post_json(c, "/v1/completions",
-                                   json{{"prompt", expected}, {"max_tokens", request["max_tokens"]}, {"temperature", 0}}.dump());
+  const HttpReply same =
+      post_json(c, "/v1/completions",
+                json{{"prompt", expected}, {"max_tokens", request["max_tokens"]}, {"temperature", 0}}.dump());
   ASSERT_EQ(same.status, 200) << same.body;
   EXPECT_EQ(chat.json()["choices"][0]["message"]["content"], same.json()["choices"][0]["text"]);
 }
@@ -86,13 +87,15 @@ TEST(ServerJinja, ChatTemplateKwargsReachTheTemplate) {
 
 TEST(ServerJinja, RaiseExceptionIsA400WithTheTemplatesMessage) {
   TREESPEC_REQUIRE_SHARED();
-  ServerProcess srv(stories_with_chat_template("{{ raise_exception('Conversation roles must alternate!') }}", "raise.gguf"),
+  ServerProcess srv(stories_with_chat_template("{{ raise_exception('Conversation roles must alternate!') }}",
+                                               "raise.gguf"),
                     {"-t", "1", "-c", "256"});
   auto c = srv.client();
   const HttpReply r = post_json(c, "/v1/chat/completions",
                                 json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 2}}.dump());
   EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_NE(r.json()["error"]["message"].get<std::string>().find("Conversation roles must alternate!"), std::string::npos)
+  EXPECT_NE(r.json()["error"]["message"].get<std::string>().find("Conversation roles must alternate!"),
+            std::string::npos)
       << r.body;
   EXPECT_EQ(r.json()["error"]["type"], "invalid_request_error");
 }
@@ -100,11 +103,14 @@ TEST(ServerJinja, RaiseExceptionIsA400WithTheTemplatesMessage) {
 TEST(ServerJinja, TemplateWritingBosGetsOneBosAndFileOverrides) {
   TREESPEC_REQUIRE_SHARED();
   const std::string model = stories_with_chat_template(
-      "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }} {% endfor %}{% if add_generation_prompt %}>{% endif %}",
+      "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }} {% endfor %}{% if add_generation_prompt "
+      "%}>{% endif %}",
       "bos.gguf");
   ServerProcess srv(model, {"-t", "1", "-c", "256"});
   auto c = srv.client();
-  const json request = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}}, {"max_tokens", 6}, {"temperature", 0}};
+  const json request = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                        {"max_tokens", 6},
+                        {"temperature", 0}};
   expect_prompt(c, request, "[user] Once upon a time >");  // the template's BOS text + no second BOS
 
   const std::string file = temp_dir() + "/override.jinja";
@@ -125,15 +131,20 @@ TEST(ServerJinja, ModelWithoutTemplateUsesTheNamedFallbackAndRejectsTools) {
   const HttpReply r = post_json(c, "/v1/chat/completions",
                                 json{{"messages", {{{"role", "tool"}, {"content", "x"}}}}, {"max_tokens", 2}}.dump());
   EXPECT_EQ(r.status, 400) << r.body;
-  const HttpReply t = post_json(
-      c, "/v1/chat/completions",
-      json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", {{{"type", "function"}}}}, {"max_tokens", 2}}.dump());
+  const HttpReply t = post_json(c, "/v1/chat/completions",
+                                json{{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                                     {"tools", {{{"type", "function"}}}},
+                                     {"max_tokens", 2}}
+                                    .dump());
   EXPECT_GE(t.status, 400) << t.body;
 }
 
 TEST(ServerJinja, BadTemplateFileFailsFast) {
   TREESPEC_REQUIRE_SHARED();
   std::string out;
-  EXPECT_NE(run_command(treespec_binary() + " serve -m " + stories_gguf() + " --chat-template-file /nonexistent.jinja 2>&1", &out), 0);
+  EXPECT_NE(run_command(treespec_binary() + " serve -m " + stories_gguf() +
+                            " --chat-template-file /nonexistent.jinja 2>&1",
+                        &out),
+            0);
   EXPECT_NE(out.find("/nonexistent.jinja"), std::string::npos) << out;
 }

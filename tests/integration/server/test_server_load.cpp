@@ -96,7 +96,8 @@ int run_round(const ServerProcess& srv, const std::vector<std::string>& prompts,
   std::vector<std::thread> threads;
   for (int i = 0; i < n_clients; ++i) {
     threads.emplace_back([&, i] {
-      outcomes[static_cast<size_t>(i)] = stream_once(srv, prompts[static_cast<size_t>(i) % prompts.size()], i % 5 == 4 ? kHangUpAfter : 0);
+      outcomes[static_cast<size_t>(i)] =
+          stream_once(srv, prompts[static_cast<size_t>(i) % prompts.size()], i % 5 == 4 ? kHangUpAfter : 0);
     });
   }
   for (auto& t : threads) t.join();
@@ -120,7 +121,8 @@ TEST(ServerLoad, ConcurrentStreamsWithHangUpsStayExactAndFlat) {
   const int n_clients = env_int("TREESPEC_LOAD_CLIENTS", 100);
   const int n_rounds = env_int("TREESPEC_LOAD_ROUNDS", 3);
   const double soak_s = env_int("TREESPEC_LOAD_SECONDS", 0);
-  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Ben went to the park.", "Tom had a red ball"};
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "Lily and Ben went to the park.",
+                                            "Tom had a red ball"};
   std::vector<std::string> expect;
   for (const auto& p : prompts) expect.push_back(run_greedy_text(p));
 
@@ -152,7 +154,9 @@ TEST(ServerLoad, ConcurrentStreamsWithHangUpsStayExactAndFlat) {
     EXPECT_LT(static_cast<double>(rss1), 1.10 * static_cast<double>(rss0))
         << "RSS " << rss0 << " KiB -> " << rss1 << " KiB over " << rounds * n_clients << " requests";
   }
-  EXPECT_EQ(wait_metric(srv, "treespec:num_requests_running", [](double v) { return v == 0.0; }, 30.0), 0.0);
+  EXPECT_EQ(wait_metric(
+                srv, "treespec:num_requests_running", [](double v) { return v == 0.0; }, 30.0),
+            0.0);
   auto c = srv.client();
   EXPECT_EQ(get(c, "/health").status, 200);
   EXPECT_EQ(srv.stop(SIGTERM, 30.0), 0) << srv.log();

@@ -21,11 +21,13 @@ const std::string kPrompt = "And it came to pass, when the king";
 TEST(ServerNative, CompletionAnswersAsLlamaServerWithPlainGreedysText) {
   ServerProcess srv(kModel, {"-t", "1", "--spec", "lookup"});
   auto c = srv.client();
-  const HttpReply oai = post_json(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 24}, {"temperature", 0}}.dump());
+  const HttpReply oai =
+      post_json(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 24}, {"temperature", 0}}.dump());
   ASSERT_EQ(oai.status, 200) << oai.body;
   const std::string want = oai.json()["choices"][0]["text"];
 
-  const HttpReply r = post_json(c, "/completion", json{{"prompt", kPrompt}, {"n_predict", 24}, {"temperature", 0}}.dump());
+  const HttpReply r =
+      post_json(c, "/completion", json{{"prompt", kPrompt}, {"n_predict", 24}, {"temperature", 0}}.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   const json j = r.json();
   EXPECT_EQ(j["content"], want);
@@ -40,13 +42,18 @@ TEST(ServerNative, CompletionAnswersAsLlamaServerWithPlainGreedysText) {
   EXPECT_EQ(j["timings"]["predicted_n"], 24);
   EXPECT_GE(j["id_slot"].get<int>(), 0);
   // max_tokens works as n_predict's alias; n_predict wins when both are given.
-  EXPECT_EQ(post_json(c, "/completion", json{{"prompt", kPrompt}, {"max_tokens", 5}, {"temperature", 0}}.dump()).json()["tokens_predicted"], 5);
-  EXPECT_EQ(post_json(c, "/completion", json{{"prompt", kPrompt}, {"max_tokens", 5}, {"n_predict", 7}, {"temperature", 0}}.dump())
+  EXPECT_EQ(post_json(c, "/completion", json{{"prompt", kPrompt}, {"max_tokens", 5}, {"temperature", 0}}.dump())
+                .json()["tokens_predicted"],
+            5);
+  EXPECT_EQ(post_json(c, "/completion",
+                      json{{"prompt", kPrompt}, {"max_tokens", 5}, {"n_predict", 7}, {"temperature", 0}}.dump())
                 .json()["tokens_predicted"],
             7);
 
   // Streamed: pieces with stop false, then one final object with stop true; no [DONE].
-  const HttpReply s = post_json(c, "/completion", json{{"prompt", kPrompt}, {"n_predict", 24}, {"temperature", 0}, {"stream", true}}.dump());
+  const HttpReply s =
+      post_json(c, "/completion",
+                json{{"prompt", kPrompt}, {"n_predict", 24}, {"temperature", 0}, {"stream", true}}.dump());
   ASSERT_EQ(s.status, 200);
   std::string text;
   int n_final = 0;
@@ -65,14 +72,17 @@ TEST(ServerNative, CompletionAnswersAsLlamaServerWithPlainGreedysText) {
 
   // A stop string: stop_type word, the word named, the text cut before it.
   const std::string word = want.substr(want.find(' ', 4) + 1, 3);
-  const json w = post_json(c, "/completion", json{{"prompt", kPrompt}, {"n_predict", 24}, {"temperature", 0}, {"stop", {word}}}.dump()).json();
+  const json w = post_json(c, "/completion",
+                           json{{"prompt", kPrompt}, {"n_predict", 24}, {"temperature", 0}, {"stop", {word}}}.dump())
+                     .json();
   EXPECT_EQ(w["stop_type"], "word") << w.dump();
   EXPECT_EQ(w["stopping_word"], word);
   EXPECT_EQ(want.rfind(w["content"].get<std::string>(), 0), 0u);
   EXPECT_LT(w["content"].get<std::string>().size(), want.size());
 
   // Bad values are errors naming the field.
-  for (const json& bad : {json{{"prompt", "x"}, {"n_predict", 0}}, json{{"prompt", "x"}, {"n_predict", -2}}, json{{"n_predict", 4}}}) {
+  for (const json& bad :
+       {json{{"prompt", "x"}, {"n_predict", 0}}, json{{"prompt", "x"}, {"n_predict", -2}}, json{{"n_predict", 4}}}) {
     const HttpReply e = post_json(c, "/completion", bad.dump());
     EXPECT_EQ(e.status, 400) << bad.dump();
   }
@@ -85,14 +95,28 @@ TEST(ServerNative, UnimplementedSamplersAreNamedInAHeader) {
   // X-Treespec-Ignored-Fields header; at their neutral values they are not named.
   // (Grammars are implemented: ServerGrammar.*.)
   for (const std::string route : {"/completion", "/v1/completions"}) {
-    const HttpReply r = post_json(c, route, json{{"prompt", "x"}, {"max_tokens", 2}, {"mirostat", 2}, {"tfs_z", 0.5},
-                                                 {"dry_multiplier", 0.8}, {"xtc_probability", 0.5}}.dump());
+    const HttpReply r = post_json(c, route,
+                                  json{{"prompt", "x"},
+                                       {"max_tokens", 2},
+                                       {"mirostat", 2},
+                                       {"tfs_z", 0.5},
+                                       {"dry_multiplier", 0.8},
+                                       {"xtc_probability", 0.5}}
+                                      .dump());
     EXPECT_EQ(r.status, 200) << route << " " << r.body;
     EXPECT_EQ(r.header("X-Treespec-Ignored-Fields"), "dry_multiplier, mirostat, tfs_z, xtc_probability") << route;
   }
-  const HttpReply ok = post_json(c, "/completion", json{{"prompt", "x"}, {"n_predict", 2}, {"typical_p", 1.0}, {"tfs_z", 1},
-                                                        {"mirostat", 0}, {"n_probs", 0}, {"grammar", ""}, {"json_schema", json::object()},
-                                                        {"response_format", {{"type", "text"}}}}.dump());
+  const HttpReply ok = post_json(c, "/completion",
+                                 json{{"prompt", "x"},
+                                      {"n_predict", 2},
+                                      {"typical_p", 1.0},
+                                      {"tfs_z", 1},
+                                      {"mirostat", 0},
+                                      {"n_probs", 0},
+                                      {"grammar", ""},
+                                      {"json_schema", json::object()},
+                                      {"response_format", {{"type", "text"}}}}
+                                     .dump());
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(ok.header("X-Treespec-Ignored-Fields"), "");
 }
@@ -102,8 +126,9 @@ TEST(ServerNative, CachePromptFalseNeitherReusesNorOffersThePrefix) {
   auto c = srv.client();
   const std::string prompt = kPrompt + " of Israel heard that the king of Assyria was come up against the land";
   auto ask = [&](bool cache) {
-    const HttpReply r = post_json(c, "/v1/completions",
-                                  json{{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"cache_prompt", cache}}.dump());
+    const HttpReply r =
+        post_json(c, "/v1/completions",
+                  json{{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"cache_prompt", cache}}.dump());
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json();
   };
@@ -130,7 +155,9 @@ TEST(ServerNative, SlotsShowWhatEachSlotDecodes) {
   json answer;
   std::thread client([&] {
     auto c2 = srv.client();
-    answer = post_json(c2, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 200}, {"temperature", 0}, {"ignore_eos", true}}.dump()).json();
+    answer = post_json(c2, "/v1/completions",
+                       json{{"prompt", kPrompt}, {"max_tokens", 200}, {"temperature", 0}, {"ignore_eos", true}}.dump())
+                 .json();
   });
   json busy;
   for (int i = 0; i < 500 && busy.is_null(); ++i) {
@@ -157,12 +184,14 @@ TEST(ServerNative, SlotsShowWhatEachSlotDecodes) {
 TEST(ServerNative, PenaltiesMatchRunAndEveryMethod) {
   ServerProcess srv(kModel, {"-t", "1", "--spec", "lookup"});
   auto c = srv.client();
-  const json base = {{"prompt", kPrompt}, {"n_predict", 48}, {"temperature", 0}, {"repeat_penalty", 1.3}, {"presence_penalty", 0.4},
-                     {"frequency_penalty", 0.1}, {"repeat_last_n", 32}};
+  const json base = {{"prompt", kPrompt},     {"n_predict", 48},         {"temperature", 0},
+                     {"repeat_penalty", 1.3}, {"presence_penalty", 0.4}, {"frequency_penalty", 0.1},
+                     {"repeat_last_n", 32}};
   const HttpReply r = post_json(c, "/completion", base.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   const std::string text = r.json()["content"];
-  const CliResult cli = run_treespec("run -m " + kModel + " -p '" + kPrompt + "' -n 48 --temp 0 --repeat-penalty 1.3 --presence-penalty 0.4 "
+  const CliResult cli = run_treespec("run -m " + kModel + " -p '" + kPrompt +
+                                     "' -n 48 --temp 0 --repeat-penalty 1.3 --presence-penalty 0.4 "
                                      "--frequency-penalty 0.1 --repeat-last-n 32 --json");
   ASSERT_EQ(cli.status, 0) << cli.err;
   EXPECT_EQ(json::parse(cli.out)["text"], text);
@@ -177,15 +206,27 @@ TEST(ServerNative, PenaltiesMatchRunAndEveryMethod) {
   plain.erase("frequency_penalty");
   EXPECT_NE(post_json(c, "/completion", plain.dump()).json()["content"], text);
   // OpenAI's fields on /v1/completions; vLLM's repetition_penalty (whole context).
-  const HttpReply o = post_json(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 48}, {"temperature", 0}, {"repeat_penalty", 1.3},
-                                                           {"presence_penalty", 0.4}, {"frequency_penalty", 0.1}, {"repeat_last_n", 32}}.dump());
+  const HttpReply o = post_json(c, "/v1/completions",
+                                json{{"prompt", kPrompt},
+                                     {"max_tokens", 48},
+                                     {"temperature", 0},
+                                     {"repeat_penalty", 1.3},
+                                     {"presence_penalty", 0.4},
+                                     {"frequency_penalty", 0.1},
+                                     {"repeat_last_n", 32}}
+                                    .dump());
   EXPECT_EQ(o.json()["choices"][0]["text"], text);
-  const HttpReply v = post_json(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 48}, {"temperature", 0}, {"repetition_penalty", 1.3}}.dump());
-  const HttpReply v2 = post_json(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 48}, {"temperature", 0}, {"repeat_penalty", 1.3}, {"repeat_last_n", -1}}.dump());
+  const HttpReply v =
+      post_json(c, "/v1/completions",
+                json{{"prompt", kPrompt}, {"max_tokens", 48}, {"temperature", 0}, {"repetition_penalty", 1.3}}.dump());
+  const HttpReply v2 = post_json(
+      c, "/v1/completions",
+      json{{"prompt", kPrompt}, {"max_tokens", 48}, {"temperature", 0}, {"repeat_penalty", 1.3}, {"repeat_last_n", -1}}
+          .dump());
   ASSERT_EQ(v.status, 200) << v.body;
   EXPECT_EQ(v.json()["choices"][0]["text"], v2.json()["choices"][0]["text"]);
-  for (const json& bad : {json{{"repeat_penalty", 0}}, json{{"presence_penalty", 2.5}}, json{{"frequency_penalty", -3}}, json{{"repeat_last_n", -2}},
-                          json{{"repeat_penalty", 1.1}, {"repetition_penalty", 1.1}}}) {
+  for (const json& bad : {json{{"repeat_penalty", 0}}, json{{"presence_penalty", 2.5}}, json{{"frequency_penalty", -3}},
+                          json{{"repeat_last_n", -2}}, json{{"repeat_penalty", 1.1}, {"repetition_penalty", 1.1}}}) {
     json b = {{"prompt", "x"}, {"max_tokens", 2}};
     b.update(bad);
     EXPECT_EQ(post_json(c, "/v1/completions", b.dump()).status, 400) << bad.dump();

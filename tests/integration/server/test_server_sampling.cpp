@@ -61,13 +61,16 @@ TEST(ServerSampling, LogitBiasFormsAndTypicalPMatchRunAndEveryMethod) {
   json native = base;
   native["logit_bias"] = json::array({json::array({plain[0], false}), json::array({plain[1], 2.5})});
   const std::string text = ok_json(post_json(c, "/completion", native.dump()), "native")["content"];
-  const json oai = {{"prompt", kSmPrompt}, {"max_tokens", 32}, {"temperature", 0}, {"logit_bias", {{ban, -100}, {favour, 2.5}}}};
+  const json oai = {{"prompt", kSmPrompt},
+                    {"max_tokens", 32},
+                    {"temperature", 0},
+                    {"logit_bias", {{ban, -100}, {favour, 2.5}}}};
   EXPECT_EQ(ok_json(post_json(c, "/v1/completions", oai.dump()), "oai")["choices"][0]["text"], text);
   const std::vector<int32_t> biased = answer_ids(c, native);
   EXPECT_EQ(std::count(biased.begin(), biased.end(), plain[0]), 0);
   EXPECT_NE(biased, plain);
-  const CliResult cli = run_treespec("run -m " + kSmModel + " -p '" + kSmPrompt + "' -n 32 --temp 0 -l " + ban + "-inf -l " + favour +
-                                     "+2.5 --json");
+  const CliResult cli = run_treespec("run -m " + kSmModel + " -p '" + kSmPrompt + "' -n 32 --temp 0 -l " + ban +
+                                     "-inf -l " + favour + "+2.5 --json");
   ASSERT_EQ(cli.status, 0) << cli.err;
   EXPECT_EQ(json::parse(cli.out)["text"], text);
   for (const std::string m : {"none", "lookahead", "ptd"}) {
@@ -93,7 +96,8 @@ TEST(ServerSampling, LogitBiasFormsAndTypicalPMatchRunAndEveryMethod) {
   // typical_p at temperature 1: the same tokens as run, with every method (coupled sampling).
   const json typ = {{"prompt", kSmPrompt}, {"n_predict", 32}, {"temperature", 1.0}, {"seed", 7}, {"typical_p", 0.5}};
   const std::string sampled = ok_json(post_json(c, "/completion", typ.dump()), "typical")["content"];
-  const CliResult tcli = run_treespec("run -m " + kSmModel + " -p '" + kSmPrompt + "' -n 32 --temp 1 -s 7 --typical 0.5 --json");
+  const CliResult tcli =
+      run_treespec("run -m " + kSmModel + " -p '" + kSmPrompt + "' -n 32 --temp 1 -s 7 --typical 0.5 --json");
   ASSERT_EQ(tcli.status, 0) << tcli.err;
   EXPECT_EQ(json::parse(tcli.out)["text"], sampled);
   for (const std::string m : {"none", "ptd"}) {
@@ -114,7 +118,8 @@ TEST(ServerSampling, LogprobsInEveryShapePlainAndStreamedAndWithEveryMethod) {
   ServerProcess srv(kSmModel, {"-t", "1", "--spec", "lookup"});
   auto c = srv.client();
   // Completions, legacy shape.
-  const json comp = {{"prompt", kSmPrompt}, {"max_tokens", 20}, {"temperature", 0}, {"logprobs", 3}, {"repeat_penalty", 1.2}};
+  const json comp = {
+      {"prompt", kSmPrompt}, {"max_tokens", 20}, {"temperature", 0}, {"logprobs", 3}, {"repeat_penalty", 1.2}};
   const json r = ok_json(post_json(c, "/v1/completions", comp.dump()), "completions");
   const json& lp = r["choices"][0]["logprobs"];
   const std::string text = r["choices"][0]["text"];
@@ -139,7 +144,10 @@ TEST(ServerSampling, LogprobsInEveryShapePlainAndStreamedAndWithEveryMethod) {
   // Streamed: the chunks' entries add up to the plain answer's.
   json sc = comp;
   sc["stream"] = true;
-  json s_lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  json s_lp = {{"tokens", json::array()},
+               {"token_logprobs", json::array()},
+               {"top_logprobs", json::array()},
+               {"text_offset", json::array()}};
   std::string s_text;
   for (const json& ev : events(post_json(c, "/v1/completions", sc.dump()))) {
     if (ev["choices"].empty()) continue;
@@ -159,7 +167,10 @@ TEST(ServerSampling, LogprobsInEveryShapePlainAndStreamedAndWithEveryMethod) {
 
   // Chat: logprobs true, top_logprobs N; streamed entries add up to the plain ones.
   const json chat = {{"messages", {{{"role", "user"}, {"content", "Who was the first king of Israel?"}}}},
-                     {"max_tokens", 12}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}};
+                     {"max_tokens", 12},
+                     {"temperature", 0},
+                     {"logprobs", true},
+                     {"top_logprobs", 2}};
   const json cr = ok_json(post_json(c, "/v1/chat/completions", chat.dump()), "chat");
   const json& content = cr["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 12u) << cr.dump();
@@ -173,20 +184,25 @@ TEST(ServerSampling, LogprobsInEveryShapePlainAndStreamedAndWithEveryMethod) {
   chat_s["stream"] = true;
   json s_content = json::array();
   for (const json& ev : events(post_json(c, "/v1/chat/completions", chat_s.dump()))) {
-    if (!ev["choices"].empty() && ev["choices"][0]["logprobs"].is_object()) append(s_content, ev["choices"][0]["logprobs"]["content"]);
+    if (!ev["choices"].empty() && ev["choices"][0]["logprobs"].is_object())
+      append(s_content, ev["choices"][0]["logprobs"]["content"]);
   }
   EXPECT_EQ(s_content, content);
   json chat_m = chat;
   chat_m["spec"] = "ptd";
-  EXPECT_EQ(ok_json(post_json(c, "/v1/chat/completions", chat_m.dump()), "chat ptd")["choices"][0]["logprobs"]["content"], content);
+  EXPECT_EQ(ok_json(post_json(c, "/v1/chat/completions", chat_m.dump()),
+                    "chat ptd")["choices"][0]["logprobs"]["content"],
+            content);
   // Without logprobs: null, as before.
   json no = chat;
   no.erase("logprobs");
   no.erase("top_logprobs");
-  EXPECT_TRUE(ok_json(post_json(c, "/v1/chat/completions", no.dump()), "no logprobs")["choices"][0]["logprobs"].is_null());
+  EXPECT_TRUE(
+      ok_json(post_json(c, "/v1/chat/completions", no.dump()), "no logprobs")["choices"][0]["logprobs"].is_null());
 
   // Native: completion_probabilities; the same log-probabilities as the completions answer.
-  const json nat = {{"prompt", kSmPrompt}, {"n_predict", 20}, {"temperature", 0}, {"n_probs", 3}, {"repeat_penalty", 1.2}};
+  const json nat = {
+      {"prompt", kSmPrompt}, {"n_predict", 20}, {"temperature", 0}, {"n_probs", 3}, {"repeat_penalty", 1.2}};
   const json nr = ok_json(post_json(c, "/completion", nat.dump()), "native");
   const json& probs = nr["completion_probabilities"];
   ASSERT_EQ(probs.size(), 20u);
@@ -248,7 +264,8 @@ TEST(ServerSampling, NChoicesAreIndependentSequencesBatchedTogether) {
     json b = s;
     b["n"] = 1;
     b["seed"] = 40 + i;
-    texts.push_back(ok_json(post_json(c, "/v1/chat/completions", b.dump()), "seed")["choices"][0]["message"]["content"]);
+    texts.push_back(
+        ok_json(post_json(c, "/v1/chat/completions", b.dump()), "seed")["choices"][0]["message"]["content"]);
     EXPECT_EQ(sr["choices"][i]["message"]["content"], texts[i]) << i;
   }
   EXPECT_FALSE(texts[0] == texts[1] && texts[1] == texts[2]) << "different seeds, different samples";
@@ -317,10 +334,11 @@ TEST(ServerSampling, IgnoredFieldsAreNamedInAHeaderAndTheLogAndRefusedOnesAreNot
   }
   EXPECT_TRUE(logged) << srv.log();
   // Refused: fields whose absence changes what the client relies on.
-  for (const auto& [route, field] : std::vector<std::pair<std::string, json>>{{"/v1/completions", {{"echo", true}}},
-                                                                             {"/v1/completions", {{"suffix", "end"}}},
-                                                                             {"/completion", {{"post_sampling_probs", true}}},
-                                                                             {"/v1/completions", {{"best_of", 2}}}}) {
+  for (const auto& [route, field] :
+       std::vector<std::pair<std::string, json>>{{"/v1/completions", {{"echo", true}}},
+                                                 {"/v1/completions", {{"suffix", "end"}}},
+                                                 {"/completion", {{"post_sampling_probs", true}}},
+                                                 {"/v1/completions", {{"best_of", 2}}}}) {
     json x = {{"prompt", "x"}, {"max_tokens", 2}};
     x.update(field);
     const HttpReply rr = post_json(c, route, x.dump());

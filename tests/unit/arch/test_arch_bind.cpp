@@ -70,8 +70,8 @@ TEST(ArchBind, Llama3FactorsFollowMetasFormula) {
   // Short wavelengths keep factor 1, long ones get `factor`, in between it is smooth.
   const auto f = test::llama3_rope_factors(16, 500000.0f, 8.0f, 1.0f, 4.0f, 64.0f);
   ASSERT_EQ(f.size(), 8u);
-  EXPECT_FLOAT_EQ(f[0], 1.0f);                   // wavelength 2*pi < 16
-  EXPECT_GT(f[1], 1.0f);                         // 32.5: between 16 and 64
+  EXPECT_FLOAT_EQ(f[0], 1.0f);  // wavelength 2*pi < 16
+  EXPECT_GT(f[1], 1.0f);        // 32.5: between 16 and 64
   EXPECT_LT(f[1], 8.0f);
   const double wavelen = 2 * M_PI * std::pow(500000.0, 2.0 / 16);  // of pair 1
   const double smooth = (64 / wavelen - 1.0) / (4.0 - 1.0);

@@ -31,9 +31,8 @@ test::ReferenceOptions ref_options(int n_ctx = kCells) {
   return o;
 }
 
-using test::Family;
 using test::families;
-
+using test::Family;
 
 double rel_err(const float* ours, const std::vector<double>& ref) {
   double scale = 1.0, err = 0.0;
@@ -206,7 +205,8 @@ TEST(ArchReferenceSensitivity, WrongConventionsAreDetected) {
 // reference, and the choice changes the logits (the test can fail).
 TEST(ArchLongRope, FactorsFollowTheContextSize) {
   const auto fams = families();
-  const auto it = std::find_if(fams.begin(), fams.end(), [](const Family& f) { return std::string(f.name) == "phi3_longrope"; });
+  const auto it =
+      std::find_if(fams.begin(), fams.end(), [](const Family& f) { return std::string(f.name) == "phi3_longrope"; });
   ASSERT_NE(it, fams.end());
   Loaded l = load(*it);
   const int32_t V = l.model->hparams().n_vocab;
@@ -229,7 +229,8 @@ TEST(ArchLongRope, FactorsFollowTheContextSize) {
     got.push_back(std::move(logits));
   }
   double diff = 0;
-  for (size_t i = 0; i < got[0].size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(got[0][i] - got[1][i])));
+  for (size_t i = 0; i < got[0].size(); ++i)
+    diff = std::max(diff, static_cast<double>(std::fabs(got[0][i] - got[1][i])));
   EXPECT_GT(diff, 0.01);
 }
 

@@ -49,7 +49,8 @@ void need_array_of(const json& obj, const std::string& where, const char* key, T
   need(obj, where, key, T::array, errs);
   if (!obj.contains(key) || !obj.at(key).is_array()) return;
   for (size_t i = 0; i < obj.at(key).size(); ++i) {
-    if (!type_ok(obj.at(key)[i], t)) errs.push_back(where + "." + key + "[" + std::to_string(i) + "]: expected " + type_name(t));
+    if (!type_ok(obj.at(key)[i], t))
+      errs.push_back(where + "." + key + "[" + std::to_string(i) + "]: expected " + type_name(t));
   }
 }
 
@@ -92,7 +93,8 @@ std::vector<std::string> check_bench_schema(const json& r) {
   need(r, "report", "config", T::object, e);
   if (r.contains("config") && r["config"].is_object()) {
     const auto& c = r["config"];
-    for (const char* k : {"n_predict", "reps", "n_threads", "n_ctx", "n_prompts", "max_prompt_tokens"}) need(c, "config", k, T::integer, e);
+    for (const char* k : {"n_predict", "reps", "n_threads", "n_ctx", "n_prompts", "max_prompt_tokens"})
+      need(c, "config", k, T::integer, e);
     for (const char* k : {"ignore_eos", "warmup"}) need(c, "config", k, T::boolean, e);
     for (const char* k : {"sampling", "order"}) need(c, "config", k, T::string, e);
     need_array_of(c, "config", "batches", T::integer, e);
@@ -106,7 +108,8 @@ std::vector<std::string> check_bench_schema(const json& r) {
       const auto& m = r["models"][i];
       const std::string w = "models[" + std::to_string(i) + "]";
       for (const char* k : {"name", "path", "arch"}) need(m, w, k, T::string, e);
-      for (const char* k : {"n_params", "weight_bytes", "n_layer", "n_embd", "n_vocab", "n_ctx_train"}) need(m, w, k, T::integer, e);
+      for (const char* k : {"n_params", "weight_bytes", "n_layer", "n_embd", "n_vocab", "n_ctx_train"})
+        need(m, w, k, T::integer, e);
     }
   }
   need(r, "report", "prompt_sets", T::array, e);
@@ -115,7 +118,8 @@ std::vector<std::string> check_bench_schema(const json& r) {
       const auto& p = r["prompt_sets"][i];
       const std::string w = "prompt_sets[" + std::to_string(i) + "]";
       for (const char* k : {"name", "path", "format", "field"}) need(p, w, k, T::string, e);
-      for (const char* k : {"turn", "n_available", "n_prompts", "prompt_tokens_max", "n_truncated"}) need(p, w, k, T::integer, e);
+      for (const char* k : {"turn", "n_available", "n_prompts", "prompt_tokens_max", "n_truncated"})
+        need(p, w, k, T::integer, e);
       need(p, w, "prompt_tokens_mean", T::number, e);
     }
   }
@@ -125,8 +129,10 @@ std::vector<std::string> check_bench_schema(const json& r) {
     for (size_t i = 0; i < r["cells"].size(); ++i) {
       const auto& c = r["cells"][i];
       const std::string w = "cells[" + std::to_string(i) + "]";
-      for (const char* k : {"model", "prompt_set", "method", "method_name", "peak_rss_scope"}) need(c, w, k, T::string, e);
-      for (const char* k : {"batch", "budget", "reps", "n_generated", "n_steps", "n_forwards", "peak_rss_bytes"}) need(c, w, k, T::integer, e);
+      for (const char* k : {"model", "prompt_set", "method", "method_name", "peak_rss_scope"})
+        need(c, w, k, T::string, e);
+      for (const char* k : {"batch", "budget", "reps", "n_generated", "n_steps", "n_forwards", "peak_rss_bytes"})
+        need(c, w, k, T::integer, e);
       for (const char* k : {"mean_accepted_length", "acceptance_rate", "rows_per_step", "seqs_per_forward", "decode_s",
                             "prefill_s", "weight_read_gb_per_s"}) {
         need(c, w, k, T::number, e);
@@ -148,7 +154,8 @@ std::vector<std::string> check_bench_schema(const json& r) {
       }
       need(c, w, "time_s", T::object, e);
       if (c.contains("time_s") && c["time_s"].is_object()) {
-        for (const char* k : {"draft", "forward", "verify", "commit"}) need(c["time_s"], w + ".time_s", k, T::number, e);
+        for (const char* k : {"draft", "forward", "verify", "commit"})
+          need(c["time_s"], w + ".time_s", k, T::number, e);
       }
       need(c, w, "mismatches", T::array, e);
       if (c.contains("mismatches") && c["mismatches"].is_array()) {
@@ -243,7 +250,8 @@ class XmlParser {
       const std::string digits = ent.substr(hex ? 2 : 1);
       if (digits.empty()) fail("empty character reference");
       for (char c : digits) {
-        if (!(hex ? std::isxdigit(static_cast<unsigned char>(c)) : std::isdigit(static_cast<unsigned char>(c)))) fail("bad character reference");
+        if (!(hex ? std::isxdigit(static_cast<unsigned char>(c)) : std::isdigit(static_cast<unsigned char>(c))))
+          fail("bad character reference");
       }
       return "?";
     }

@@ -39,7 +39,8 @@ struct TinySweep {
     cfg.prompt_sources = {bench::parse_prompt_source(prompts)};
     cfg.n_predict = 24;
     cfg.ignore_eos = true;
-    cfg.methods = bench::normalize_methods(bench::parse_spec_list("none,lookup", drafters::spec_methods()), drafters::spec_methods());
+    cfg.methods = bench::normalize_methods(bench::parse_spec_list("none,lookup", drafters::spec_methods()),
+                                           drafters::spec_methods());
     cfg.batches = {1, 2};
     cfg.reps = 2;
     cfg.measure_bandwidth = true;
@@ -172,7 +173,8 @@ class JunkDrafter final : public drafters::Drafter {
   tree::TokenTree propose(const drafters::DraftInput& in) override {
     tree::TokenTree t(in.context.back());
     int32_t parent = 0;
-    for (int32_t i = 1; i < std::min(in.budget, 5); ++i) parent = t.add(static_cast<int32_t>(rng_.next_u64() % 48), parent);
+    for (int32_t i = 1; i < std::min(in.budget, 5); ++i)
+      parent = t.add(static_cast<int32_t>(rng_.next_u64() % 48), parent);
     return t;
   }
   int32_t max_nodes() const override { return 5; }
@@ -186,7 +188,8 @@ TEST(BenchRun, WrongDraftsDoNotChangeOutput) {
   TinySweep t;
   t.cfg.reps = 1;
   bench::BenchHooks hooks;
-  hooks.make_drafter = [](const drafters::SpecConfig& c, const drafters::DrafterEnv& env) -> std::unique_ptr<drafters::Drafter> {
+  hooks.make_drafter = [](const drafters::SpecConfig& c,
+                          const drafters::DrafterEnv& env) -> std::unique_ptr<drafters::Drafter> {
     if (c.method == "lookup") return std::make_unique<JunkDrafter>();
     return drafters::make_drafter(c, env);
   };
@@ -253,7 +256,8 @@ TEST(BenchRun, MethodsFromAllThatCannotRunAreSkippedNamedOnesFail) {
   t.cfg.measure_bandwidth = false;
   auto methods = bench::parse_spec_list("all", drafters::spec_methods());
   bench::BenchHooks hooks;
-  hooks.make_drafter = [](const drafters::SpecConfig& c, const drafters::DrafterEnv& env) -> std::unique_ptr<drafters::Drafter> {
+  hooks.make_drafter = [](const drafters::SpecConfig& c,
+                          const drafters::DrafterEnv& env) -> std::unique_ptr<drafters::Drafter> {
     if (c.method == "lookup") throw Unsupported("lookup needs something this model lacks");
     return drafters::make_drafter(c, env);
   };
@@ -275,7 +279,8 @@ TEST(BenchRun, MethodsFromAllThatCannotRunAreSkippedNamedOnesFail) {
   }
   EXPECT_TRUE(none_ran);
 
-  t.cfg.methods = bench::normalize_methods(bench::parse_spec_list("lookup", drafters::spec_methods()), drafters::spec_methods());
+  t.cfg.methods =
+      bench::normalize_methods(bench::parse_spec_list("lookup", drafters::spec_methods()), drafters::spec_methods());
   EXPECT_THROW(bench::run_bench(t.cfg, hooks), Unsupported);
 }
 
@@ -293,7 +298,8 @@ TEST(BenchRun, CommittedReportsFollowSchema) {
     if (raw.is_object() && !raw.contains("schema") && !raw.contains("cells")) continue;
     ++n;
     const json r = bench::load_report(e.path().string());
-    EXPECT_TRUE(test::check_bench_schema(r).empty()) << e.path() << ": " << ::testing::PrintToString(test::check_bench_schema(r));
+    EXPECT_TRUE(test::check_bench_schema(r).empty())
+        << e.path() << ": " << ::testing::PrintToString(test::check_bench_schema(r));
     EXPECT_TRUE(r["greedy_ok"].get<bool>()) << e.path();
     EXPECT_FALSE(bench::render_markdown(r).empty());
   }

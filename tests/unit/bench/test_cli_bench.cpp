@@ -30,7 +30,8 @@ TEST(CliBench, GoldenSweepWritesEveryOutput) {
   int rc = -1;
   const std::string out = bench_cmd("-m " + test::stories_gguf() + " --prompts " + golden +
                                         " -n 16 -r 1 -t 1 --batch 1,2 --spec none,lookup:draft=4 --budget own,4"
-                                        " --membw-mib 8 --json " + dir + "/r.json --csv " + dir + "/r.csv --plot " + dir + "/plots",
+                                        " --membw-mib 8 --json " +
+                                        dir + "/r.json --csv " + dir + "/r.csv --plot " + dir + "/plots",
                                     &rc, false);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("| stories260K | stories260K_greedy | 2 | lookup:draft=4 | 4 |"), std::string::npos) << out;
@@ -105,11 +106,13 @@ TEST(CliBench, PromptProcessingAndGenerationTests) {
   TREESPEC_REQUIRE_SHARED();
   const std::string dir = test::temp_dir();
   int rc = -1;
-  const std::string out = bench_cmd("-m " + test::stories_gguf() + " --pp 16,40 --tg 8 -r 3 -t 1 -ub 16 --no-progress --json " +
-                                        dir + "/pp.json", &rc, false);
+  const std::string out = bench_cmd("-m " + test::stories_gguf() +
+                                        " --pp 16,40 --tg 8 -r 3 -t 1 -ub 16 --no-progress --json " + dir + "/pp.json",
+                                    &rc, false);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("| test | t/s (median) | min - max | sd |"), std::string::npos) << out;
-  for (const char* t : {"| pp16 |", "| pp40 |", "| tg8 |"}) EXPECT_NE(out.find(t), std::string::npos) << t << "\n" << out;
+  for (const char* t : {"| pp16 |", "| pp40 |", "| tg8 |"})
+    EXPECT_NE(out.find(t), std::string::npos) << t << "\n" << out;
   const auto r = nlohmann::json::parse(test::read_file(dir + "/pp.json"));
   EXPECT_EQ(r["kind"], "pp_tg");
   EXPECT_EQ(r["config"]["n_batch"], 16);

@@ -49,8 +49,8 @@ json synthetic_report() {
 
 struct Chart {
   test::XmlNode root;
-  std::vector<std::string> series;  // data-series labels in order
-  std::vector<std::string> legend;  // legend-label texts in order
+  std::vector<std::string> series;       // data-series labels in order
+  std::vector<std::string> legend;       // legend-label texts in order
   std::map<std::string, size_t> points;  // label -> points in its polyline
 };
 
@@ -109,7 +109,8 @@ TEST(Plot, ChartsHaveOneSeriesPerMethodVariant) {
   EXPECT_NE(test::read_file(dir + "/speedup_vs_batch.svg").find("lookup:x=&lt;&amp;&gt;"), std::string::npos);
 
   const Chart acc = load_chart(dir + "/acceptance_by_depth.svg");
-  EXPECT_EQ(acc.series, (std::vector<std::string>{"lookup:x=<&>", "lookup (budget 4)", "lookup (budget 16)"}));  // no none
+  EXPECT_EQ(acc.series,
+            (std::vector<std::string>{"lookup:x=<&>", "lookup (budget 4)", "lookup (budget 16)"}));  // no none
   EXPECT_EQ(acc.points.at("lookup:x=<&>"), 3u);
   EXPECT_EQ(acc.points.at("lookup (budget 4)"), 2u);
 

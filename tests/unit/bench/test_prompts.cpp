@@ -84,7 +84,8 @@ TEST(Prompts, SharedSets) {
   for (const auto& p : ts.prompts) EXPECT_FALSE(p.empty());
   EXPECT_EQ(ts.prompts.front().rfind("Once upon a time there was a little boy named Ben.", 0), 0u);
 
-  auto golden = bench::load_prompts(bench::parse_prompt_source(test::shared_dir() + "/models/golden/stories260K_greedy.jsonl"));
+  auto golden =
+      bench::load_prompts(bench::parse_prompt_source(test::shared_dir() + "/models/golden/stories260K_greedy.jsonl"));
   ASSERT_EQ(golden.prompts.size(), 10u);
   EXPECT_EQ(golden.prompts[0], "");  // the empty prompt is kept: BOS alone conditions it
   EXPECT_EQ(golden.prompts[1], "Once upon a time");

@@ -59,7 +59,8 @@ treespec_generation_params greedy(int32_t n, const char* spec = "none") {
   return p;
 }
 
-std::string generated(treespec_model* m, const treespec_generation_params& p, Collected* c = nullptr, treespec_stats* st = nullptr) {
+std::string generated(treespec_model* m, const treespec_generation_params& p, Collected* c = nullptr,
+                      treespec_stats* st = nullptr) {
   treespec_generation* g = nullptr;
   EXPECT_EQ(treespec_generation_create(m, &p, &g), TREESPEC_OK) << treespec_last_error();
   if (g == nullptr) return "";
@@ -137,7 +138,8 @@ TEST(CApi, BadSpecStringsAreRefusedAtCreate) {
     treespec_generation_params p = greedy(4, c.spec);
     treespec_generation* g = nullptr;
     EXPECT_EQ(treespec_generation_create(mh.m, &p, &g), c.status) << c.spec << ": " << treespec_last_error();
-    EXPECT_NE(std::string(treespec_last_error()).find(c.needle), std::string::npos) << c.spec << ": " << treespec_last_error();
+    EXPECT_NE(std::string(treespec_last_error()).find(c.needle), std::string::npos)
+        << c.spec << ": " << treespec_last_error();
     EXPECT_EQ(g, nullptr);
   }
   treespec_generation_params p = greedy(4);
@@ -155,7 +157,8 @@ TEST(CApi, TokenizeDetokenizeRoundTripAndBufferSizes) {
   ModelHandle mh;
   ASSERT_NE(mh.m, nullptr);
   size_t n = 0;
-  EXPECT_EQ(treespec_tokenize(mh.m, kPrompt.data(), kPrompt.size(), 1, 1, nullptr, 0, &n), TREESPEC_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(treespec_tokenize(mh.m, kPrompt.data(), kPrompt.size(), 1, 1, nullptr, 0, &n),
+            TREESPEC_ERR_BUFFER_TOO_SMALL);
   ASSERT_GT(n, 1u);
   std::vector<int32_t> ids(n);
   ASSERT_EQ(treespec_tokenize(mh.m, kPrompt.data(), kPrompt.size(), 1, 1, ids.data(), ids.size(), &n), TREESPEC_OK);
@@ -167,7 +170,8 @@ TEST(CApi, TokenizeDetokenizeRoundTripAndBufferSizes) {
   EXPECT_EQ(std::string(text.c_str()), kPrompt);
   const int32_t bad[] = {1, treespec_model_n_vocab(mh.m)};
   EXPECT_EQ(treespec_detokenize(mh.m, bad, 2, text.data(), text.size(), &bytes), TREESPEC_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(treespec_last_error()).find("outside the vocabulary"), std::string::npos) << treespec_last_error();
+  EXPECT_NE(std::string(treespec_last_error()).find("outside the vocabulary"), std::string::npos)
+      << treespec_last_error();
 }
 
 TEST(CApi, StreamedPiecesConcatenateToTheTextAndStatsAreFilled) {
@@ -264,10 +268,12 @@ TEST(CApi, BadPromptsGiveAStatusNotACrash) {
   EXPECT_EQ(treespec_generate_tokens(g, out_of_vocab, 2, nullptr, nullptr), TREESPEC_ERR_INVALID_ARGUMENT);
   EXPECT_STRNE(treespec_last_error(), "");
   std::vector<int32_t> too_long(300, 1);  // n_ctx is 256
-  EXPECT_EQ(treespec_generate_tokens(g, too_long.data(), too_long.size(), nullptr, nullptr), TREESPEC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(treespec_generate_tokens(g, too_long.data(), too_long.size(), nullptr, nullptr),
+            TREESPEC_ERR_INVALID_ARGUMENT);
   EXPECT_STRNE(treespec_last_error(), "");
   // Still usable afterwards.
-  EXPECT_EQ(treespec_generate(g, kPrompt.data(), kPrompt.size(), nullptr, nullptr), TREESPEC_OK) << treespec_last_error();
+  EXPECT_EQ(treespec_generate(g, kPrompt.data(), kPrompt.size(), nullptr, nullptr), TREESPEC_OK)
+      << treespec_last_error();
   treespec_generation_free(g);
 }
 
@@ -284,7 +290,8 @@ CapiRun run_with(treespec_model* m, const treespec_generation_params& p, F&& set
   EXPECT_EQ(treespec_generation_create(m, &p, &g), TREESPEC_OK) << treespec_last_error();
   if (g == nullptr) return out;
   setup(g);
-  EXPECT_EQ(treespec_generate(g, kPrompt.data(), kPrompt.size(), nullptr, nullptr), TREESPEC_OK) << treespec_last_error();
+  EXPECT_EQ(treespec_generate(g, kPrompt.data(), kPrompt.size(), nullptr, nullptr), TREESPEC_OK)
+      << treespec_last_error();
   out.text = treespec_generation_text(g, nullptr);
   size_t n = 0;
   const int32_t* ids = treespec_generation_tokens(g, &n);
@@ -293,7 +300,8 @@ CapiRun run_with(treespec_model* m, const treespec_generation_params& p, F&& set
   return out;
 }
 std::string run_cli_text(const std::string& flags) {
-  const treespec::test::CliResult r = treespec::test::run_treespec("run -m " + kModel + " -t 1 -c 256 -p '" + kPrompt + "' " + flags + " --json");
+  const treespec::test::CliResult r =
+      treespec::test::run_treespec("run -m " + kModel + " -t 1 -c 256 -p '" + kPrompt + "' " + flags + " --json");
   EXPECT_EQ(r.status, 0) << r.err;
   return r.status == 0 ? nlohmann::json::parse(r.out)["text"].get<std::string>() : std::string();
 }
@@ -315,9 +323,12 @@ TEST(CApi, PenaltiesTypicalPAndLogitBiasMatchRunAndEveryMethod) {
   const CapiRun want = run_with(mh.m, greedy(32), shaped);
   EXPECT_NE(want.text, plain.text);
   EXPECT_EQ(std::count(want.tokens.begin(), want.tokens.end(), plain.tokens[0]), 0);
-  for (const char* spec : {"lookup", "ptd", "lookahead"}) EXPECT_EQ(run_with(mh.m, greedy(32, spec), shaped).text, want.text) << spec;
-  const std::string cli = run_cli_text("-n 32 --temp 0 --ignore-eos --repeat-penalty 1.3 --repeat-last-n 32 --frequency-penalty 0.1 "
-                                       "--presence-penalty 0.4 -l " + std::to_string(ids[0]) + "-inf -l " + std::to_string(ids[1]) + "+2");
+  for (const char* spec : {"lookup", "ptd", "lookahead"})
+    EXPECT_EQ(run_with(mh.m, greedy(32, spec), shaped).text, want.text) << spec;
+  const std::string cli = run_cli_text(
+      "-n 32 --temp 0 --ignore-eos --repeat-penalty 1.3 --repeat-last-n 32 --frequency-penalty 0.1 "
+      "--presence-penalty 0.4 -l " +
+      std::to_string(ids[0]) + "-inf -l " + std::to_string(ids[1]) + "+2");
   EXPECT_EQ(cli, want.text);
   // Typical-p, sampled: the same tokens with every method, and as run prints them.
   treespec_generation_params s = greedy(32);
@@ -345,24 +356,25 @@ TEST(CApi, BadSamplingSettersAreRefusedAndLeaveTheGenerationAsItWas) {
   const int32_t out_of_vocab = treespec_model_n_vocab(mh.m);
   const int32_t ok_id = 5;
   const float nan_bias = NAN, inf_bias = INFINITY, one = 1.0f;
-  const std::vector<Case> cases = {
-      {treespec_generation_set_penalties(g, 0.0f, 64, 0.0f, 0.0f), "repeat_penalty"},
-      {treespec_generation_set_penalties(g, 1.1f, -2, 0.0f, 0.0f), "repeat_last_n"},
-      {treespec_generation_set_penalties(g, 1.1f, 64, 3.0f, 0.0f), "frequency_penalty"},
-      {treespec_generation_set_typical_p(g, 1.5f), "typical_p"},
-      {treespec_generation_set_logit_bias(g, &out_of_vocab, &one, 1), "vocabulary"},
-      {treespec_generation_set_logit_bias(g, &ok_id, &nan_bias, 1), "logit_bias"},
-      {treespec_generation_set_logit_bias(g, &ok_id, &inf_bias, 1), "logit_bias"},
-      {treespec_generation_set_logit_bias(g, nullptr, nullptr, 1), "NULL"},
-      {treespec_generation_set_typical_p(nullptr, 0.5f), "NULL"}};
+  const std::vector<Case> cases = {{treespec_generation_set_penalties(g, 0.0f, 64, 0.0f, 0.0f), "repeat_penalty"},
+                                   {treespec_generation_set_penalties(g, 1.1f, -2, 0.0f, 0.0f), "repeat_last_n"},
+                                   {treespec_generation_set_penalties(g, 1.1f, 64, 3.0f, 0.0f), "frequency_penalty"},
+                                   {treespec_generation_set_typical_p(g, 1.5f), "typical_p"},
+                                   {treespec_generation_set_logit_bias(g, &out_of_vocab, &one, 1), "vocabulary"},
+                                   {treespec_generation_set_logit_bias(g, &ok_id, &nan_bias, 1), "logit_bias"},
+                                   {treespec_generation_set_logit_bias(g, &ok_id, &inf_bias, 1), "logit_bias"},
+                                   {treespec_generation_set_logit_bias(g, nullptr, nullptr, 1), "NULL"},
+                                   {treespec_generation_set_typical_p(nullptr, 0.5f), "NULL"}};
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(cases[i].st, TREESPEC_ERR_INVALID_ARGUMENT) << i;
   // (The message of the last call is the one still readable.)
   EXPECT_NE(std::string(treespec_last_error()).find("NULL"), std::string::npos) << treespec_last_error();
   EXPECT_EQ(treespec_generation_set_typical_p(g, 1.5f), TREESPEC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(treespec_last_error()).find("typical_p"), std::string::npos) << treespec_last_error();
   EXPECT_EQ(treespec_generation_set_logit_bias(g, &out_of_vocab, &one, 1), TREESPEC_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(treespec_last_error()).find(std::to_string(out_of_vocab)), std::string::npos) << treespec_last_error();
-  ASSERT_EQ(treespec_generate(g, kPrompt.data(), kPrompt.size(), nullptr, nullptr), TREESPEC_OK) << treespec_last_error();
+  EXPECT_NE(std::string(treespec_last_error()).find(std::to_string(out_of_vocab)), std::string::npos)
+      << treespec_last_error();
+  ASSERT_EQ(treespec_generate(g, kPrompt.data(), kPrompt.size(), nullptr, nullptr), TREESPEC_OK)
+      << treespec_last_error();
   EXPECT_EQ(std::string(treespec_generation_text(g, nullptr)), want);
   EXPECT_EQ(treespec_generation_set_logit_bias(g, nullptr, nullptr, 0), TREESPEC_OK);  // clears
   treespec_generation_free(g);

@@ -21,7 +21,8 @@ std::string write_file(const std::string& dir, const std::string& name, const st
 }
 
 const char* kTemplate =
-    "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% if not loop.last %}\n{% endif %}{% endfor %}"
+    "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% if not loop.last %}\n{% endif %}{% endfor "
+    "%}"
     "{% if tools %}[{{ tools|map(attribute='name')|join(',') }}]{% endif %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}{{ eos_token }} {{ strftime_now('%Y-%m-%d') }}\n";
 
@@ -62,7 +63,8 @@ TEST(ChatTemplateCli, TemplateErrorsExitOneWithTheMessage) {
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("Only user and assistant roles!"), std::string::npos) << r.err;
-  r = run_treespec("chat-template --template-file " + write_file(dir, "s.jinja", "ok\n{% for x in %}") + " --messages " + m);
+  r = run_treespec("chat-template --template-file " + write_file(dir, "s.jinja", "ok\n{% for x in %}") +
+                   " --messages " + m);
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("TemplateSyntaxError"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("line 2"), std::string::npos) << r.err;
@@ -76,10 +78,12 @@ TEST(ChatTemplateCli, BadInputIsAClearError) {
     EXPECT_EQ(r.status, 1) << args;
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\n" << r.err;
   };
-  expect_error("--template-file " + dir + "/missing.jinja --messages " + write_file(dir, "m.json", kMessages), "missing.jinja");
+  expect_error("--template-file " + dir + "/missing.jinja --messages " + write_file(dir, "m.json", kMessages),
+               "missing.jinja");
   expect_error("--template-file " + t + " --messages " + dir + "/none.json", "none.json");
   expect_error("--template-file " + t + " --messages " + write_file(dir, "bad.json", "[{"), "not valid JSON");
-  expect_error("--template-file " + t + " --messages " + write_file(dir, "obj.json", R"({"role": "user"})"), "JSON list");
+  expect_error("--template-file " + t + " --messages " + write_file(dir, "obj.json", R"({"role": "user"})"),
+               "JSON list");
   expect_error("--template-file " + t + " --messages " + write_file(dir, "n.json", "[5]"), "message 0");
   expect_error("--template-file " + t + " --messages " + dir + "/m.json --now 2024-13-01", "--now");
   expect_error("--messages " + dir + "/m.json", "--template-file");

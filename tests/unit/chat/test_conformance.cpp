@@ -51,12 +51,12 @@ const Expectations& jinja2_expectations(const std::string& group, const std::str
 
 namespace {
 
-#define REQUIRE_JINJA2(exp)                                                          \
-  do {                                                                               \
-    if (!(exp).available) {                                                          \
-      if (ci_mode()) FAIL() << (exp).why_not << " (required when CI=true)";          \
-      GTEST_SKIP() << (exp).why_not;                                                 \
-    }                                                                                \
+#define REQUIRE_JINJA2(exp)                                                 \
+  do {                                                                      \
+    if (!(exp).available) {                                                 \
+      if (ci_mode()) FAIL() << (exp).why_not << " (required when CI=true)"; \
+      GTEST_SKIP() << (exp).why_not;                                        \
+    }                                                                       \
   } while (0)
 
 std::tm fixed_now(const std::string& ymd) {
@@ -71,7 +71,8 @@ std::tm fixed_now(const std::string& ymd) {
 // Python exception names that our TemplateError::kind() must reproduce.
 bool kind_matches(const std::string& py, const std::string& ours) {
   if (py == "TemplateError" || py == "UndefinedError" || py == "SecurityError") return py == ours;
-  if (py == "TemplateSyntaxError" || py == "TemplateAssertionError") return ours == "TemplateSyntaxError" || ours == "TemplateAssertionError";
+  if (py == "TemplateSyntaxError" || py == "TemplateAssertionError")
+    return ours == "TemplateSyntaxError" || ours == "TemplateAssertionError";
   return true;  // TypeError, ValueError, ...: any error will do
 }
 

@@ -21,7 +21,8 @@ using namespace treespec;
 namespace {
 
 constexpr const char* kChatml =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "'\\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 const std::string& chatml_model() {
@@ -70,8 +71,9 @@ std::vector<int32_t> plain_greedy(const cli::LoadedModel& lm, const std::vector<
 }
 
 size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(std::min(a.size(), b.size())), b.begin()).first -
-                             a.begin());
+  return static_cast<size_t>(
+      std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(std::min(a.size(), b.size())), b.begin()).first -
+      a.begin());
 }
 
 const char* const kTurns[] = {"Tell me about a cat.", "What did the cat do next?", "And then? Ünïcödé ☃"};
@@ -136,7 +138,8 @@ TEST(Conversation, TooLongForTheContextIsAClearErrorThatLosesNothing) {
     c.conv->reply(longer);
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("the context holds 160 (-c/--ctx-size): /reset"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the context holds 160 (-c/--ctx-size): /reset"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(c.conv->messages(), before);
   c.conv->reset();
@@ -164,11 +167,13 @@ TEST(ChatCli, CommandsAndAnswersThroughTheBinary) {
   const std::string dir = test::temp_dir();
   {
     std::ofstream in(dir + "/in.txt");
-    in << kTurns[0] << "\n/stats\n/bogus\n/save " << dir << "/conv.json\n" << "What did the cat \\\ndo next?\n";
+    in << kTurns[0] << "\n/stats\n/bogus\n/save " << dir << "/conv.json\n"
+       << "What did the cat \\\ndo next?\n";
   }
   // the continuation line joins into "What did the cat \ndo next?", not kTurns[1]
-  const test::CliResult r = test::run_treespec("chat -m '" + chatml_model() + "' -sys 'You tell short stories.' -n 24 -t 1 -c 512 --temp 0 < '" +
-                                               dir + "/in.txt'");
+  const test::CliResult r =
+      test::run_treespec("chat -m '" + chatml_model() +
+                         "' -sys 'You tell short stories.' -n 24 -t 1 -c 512 --temp 0 < '" + dir + "/in.txt'");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.rfind(a1 + "\n(", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("tokens/s |"), std::string::npos) << r.out;
@@ -189,9 +194,10 @@ TEST(ChatCli, InterruptStopsTheAnswerNotTheProgram) {
     std::ofstream in(dir + "/in.txt");
     in << "Tell me a long story.\n/stats\n/exit\nnot read\n";
   }
-  const std::string cmd = "sh -c '" + test::treespec_binary() + " chat -m \"" + chatml_model() + "\" -n 100000 --ignore-eos -t 1 -c 8192 --temp 0 <\"" + dir +
-                          "/in.txt\" >\"" + dir + "/out.txt\" 2>\"" + dir + "/err.txt\" & p=$!; " +
-                          "i=0; while [ ! -s \"" + dir + "/out.txt\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
+  const std::string cmd = "sh -c '" + test::treespec_binary() + " chat -m \"" + chatml_model() +
+                          "\" -n 100000 --ignore-eos -t 1 -c 8192 --temp 0 <\"" + dir + "/in.txt\" >\"" + dir +
+                          "/out.txt\" 2>\"" + dir + "/err.txt\" & p=$!; " + "i=0; while [ ! -s \"" + dir +
+                          "/out.txt\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; " +
                           "kill -INT $p; wait $p'";
   const int rc = test::run_command(cmd);
   const std::string out = test::read_file(dir + "/out.txt");

@@ -85,7 +85,9 @@ TEST(ChatJinja, OutputLimit) {
 TEST(ChatJinja, StringAndListGrowthLimits) {
   RenderOptions opt;
   opt.limits.max_output_bytes = 1 << 16;
-  EXPECT_EQ(error_of("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", opt).kind(),
+  EXPECT_EQ(error_of("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+                     opt)
+                .kind(),
             "LimitError");
   EXPECT_EQ(error_of("{{ 'x' * 100000000 }}", opt).kind(), "LimitError");
   opt.limits.max_container_items = 1000;
@@ -118,15 +120,18 @@ TEST(ChatJinja, ReferenceCyclesDoNotLeak) {  // found by fuzz_jinja (LeakSanitiz
             "x");
   RenderOptions opt;
   opt.immutable_sandbox = false;
-  EXPECT_EQ(render("{% set l = [] %}{% set _ = l.append(l) %}{% set d = {} %}{% set _ = d.update({'d': d}) %}{{ l|length }}", {}, opt),
-            "1");
+  EXPECT_EQ(
+      render("{% set l = [] %}{% set _ = l.append(l) %}{% set d = {} %}{% set _ = d.update({'d': d}) %}{{ l|length }}",
+             {}, opt),
+      "1");
 }
 
 TEST(ChatJinja, ImmutableSandboxBlocksMutationButMutableModeAllowsIt) {
   EXPECT_EQ(error_of("{% set l = [] %}{{ l.append(1) }}").kind(), "SecurityError");
   RenderOptions opt;
   opt.immutable_sandbox = false;
-  EXPECT_EQ(render("{% set l = [1] %}{% set _ = l.append(2) %}{% set d = {} %}{% set _ = d.update({'k': 3}) %}{{ l }}{{ d }}{{ l.pop() }}",
+  EXPECT_EQ(render("{% set l = [1] %}{% set _ = l.append(2) %}{% set d = {} %}{% set _ = d.update({'k': 3}) %}{{ l "
+                   "}}{{ d }}{{ l.pop() }}",
                    {}, opt),
             "[1, 2]{'k': 3}2");
 }
@@ -153,7 +158,8 @@ TEST(ChatJinja, IntegersAre64Bit) {
 
 TEST(ChatJinja, ValuesFromJsonKeepKeyOrder) {
   const auto vars = nlohmann::ordered_json::parse(R"({"d": {"z": 1, "a": [1.0, 2, "x", null, true]}})");
-  EXPECT_EQ(render("{{ d }}|{{ d|tojson }}", vars), R"({'z': 1, 'a': [1.0, 2, 'x', None, True]}|{"z": 1, "a": [1.0, 2, "x", null, true]})");
+  EXPECT_EQ(render("{{ d }}|{{ d|tojson }}", vars),
+            R"({'z': 1, 'a': [1.0, 2, 'x', None, True]}|{"z": 1, "a": [1.0, 2, "x", null, true]})");
 }
 
 TEST(ChatJinja, TojsonEnsureAsciiUsesSurrogatePairs) {
@@ -161,7 +167,9 @@ TEST(ChatJinja, TojsonEnsureAsciiUsesSurrogatePairs) {
 }
 
 TEST(ChatJinja, InvalidUtf8DoesNotCrash) {
-  const std::string bad = "a\xff\xfe" "b\xc3";
+  const std::string bad =
+      "a\xff\xfe"
+      "b\xc3";
   Template t("{{ s|length }} {{ s|reverse|reverse == s }}");
   Value vars = Value::dict();
   vars.as_dict().set(Value("s"), Value(bad));
@@ -169,7 +177,9 @@ TEST(ChatJinja, InvalidUtf8DoesNotCrash) {
 }
 
 TEST(ChatJinja, RenderChatPassesTransformersVariables) {
-  Template t("{{ tools is none }} {{ documents is none }} {{ add_generation_prompt }} {{ bos_token }}{{ eos_token }} {{ messages|length }} {{ extra_var }}");
+  Template t(
+      "{{ tools is none }} {{ documents is none }} {{ add_generation_prompt }} {{ bos_token }}{{ eos_token }} {{ "
+      "messages|length }} {{ extra_var }}");
   ChatInput in;
   in.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
   in.add_generation_prompt = true;

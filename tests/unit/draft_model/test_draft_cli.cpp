@@ -31,9 +31,9 @@ TEST(DraftCli, RunMatchesPlainGreedy) {
   model::quantize_gguf(test::stories_gguf(), q8, tensor::DType::q8_0);
   const auto plain = run_json("--spec none");
   for (const std::string& args : {"--spec draft -md " + q8 + " --draft-max 6 --draft-p-min 0.5",
-                                 "--spec draft --model-draft " + q8 + " --draft-tree --draft-tree-nodes 12",
-                                 std::string("--spec draft --draft-layers 0-1 --draft-tree --draft-p-split 0.05"),
-                                 std::string("--spec draft --draft-layers 0,1,2,4 --draft 4 --draft-min 2")}) {
+                                  "--spec draft --model-draft " + q8 + " --draft-tree --draft-tree-nodes 12",
+                                  std::string("--spec draft --draft-layers 0-1 --draft-tree --draft-p-split 0.05"),
+                                  std::string("--spec draft --draft-layers 0,1,2,4 --draft 4 --draft-min 2")}) {
     SCOPED_TRACE(args);
     const auto j = run_json(args);
     EXPECT_EQ(j.at("tokens"), plain.at("tokens"));
@@ -64,9 +64,10 @@ TEST(DraftCli, BenchMethodSpecs) {
   TREESPEC_REQUIRE_SHARED();
   const std::string dir = test::temp_dir();
   std::string out;
-  const std::string cmd = test::treespec_binary() + " bench -m " + test::stories_gguf() + " --prompts " +
-                          test::shared_dir() + "/models/golden/stories260K_greedy.jsonl:name=golden --n-prompts 2 -n 16 -r 1 -t 1 " +
-                          "--spec none,draft:layers=0-1,draft:layers=0-1:tree:tree-nodes=10 --json " + dir + "/b.json 2>&1";
+  const std::string cmd =
+      test::treespec_binary() + " bench -m " + test::stories_gguf() + " --prompts " + test::shared_dir() +
+      "/models/golden/stories260K_greedy.jsonl:name=golden --n-prompts 2 -n 16 -r 1 -t 1 " +
+      "--spec none,draft:layers=0-1,draft:layers=0-1:tree:tree-nodes=10 --json " + dir + "/b.json 2>&1";
   ASSERT_EQ(test::run_command(cmd, &out), 0) << out;
   const auto j = nlohmann::json::parse(test::read_file(dir + "/b.json"));
   int n_draft = 0;

@@ -6,8 +6,8 @@
 //   equal a fresh prefill of the context);
 // - proposals respect the budget, --draft-max, --draft-p-min and --draft-min;
 // - incompatible draft models are rejected naming what differs.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
@@ -270,14 +270,16 @@ TEST(DraftCompat, RejectsIncompatibleDraftsNamingTheDifference) {
     std::string expect;
   };
   const Case cases[] = {
-      {variant("vocab", [](test::TinyModelConfig& c) { c.n_vocab = 80; }), "vocabulary size differs (draft 80 tokens, target 64)"},
-      {variant("text", [](test::TinyModelConfig& c) {
-         c.customize = [](gguf::GgufWriter& w) {
-           std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
-           for (int i = 3; i < 64; ++i) toks.push_back(i == 37 ? std::string("zz") : fmt::format("t{}", i));
-           w.set("tokenizer.ggml.tokens", gguf::Value::string_array(toks));
-         };
-       }),
+      {variant("vocab", [](test::TinyModelConfig& c) { c.n_vocab = 80; }),
+       "vocabulary size differs (draft 80 tokens, target 64)"},
+      {variant("text",
+               [](test::TinyModelConfig& c) {
+                 c.customize = [](gguf::GgufWriter& w) {
+                   std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
+                   for (int i = 3; i < 64; ++i) toks.push_back(i == 37 ? std::string("zz") : fmt::format("t{}", i));
+                   w.set("tokenizer.ggml.tokens", gguf::Value::string_array(toks));
+                 };
+               }),
        "token 37 is 'zz' in the draft but 't37' in the target"},
       {variant("eos", [](test::TinyModelConfig& c) { c.eos_id = 5; }), "EOS token id differs (draft 5, target 2"},
   };
@@ -298,8 +300,10 @@ TEST(DraftCompat, FactoryErrors) {
   test::write_tiny_model(dir + "/t.gguf", test::TinyModelConfig{});
   const auto m = model::Model::load(dir + "/t.gguf");
   const drafters::DrafterEnv env{m.get(), {}, 1};
-  EXPECT_NE(error_of([&] { drafters::make_drafter(draft_cfg("", false), env); }).find("-md DRAFT.gguf"), std::string::npos);
-  EXPECT_NE(error_of([&] { drafters::make_drafter(draft_cfg("0-2", false), env); }).find("out of range"), std::string::npos);
+  EXPECT_NE(error_of([&] { drafters::make_drafter(draft_cfg("", false), env); }).find("-md DRAFT.gguf"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { drafters::make_drafter(draft_cfg("0-2", false), env); }).find("out of range"),
+            std::string::npos);
   auto c = draft_cfg("0", false);
   c.draft.n_draft_max = 0;
   EXPECT_NE(error_of([&] { drafters::make_drafter(c, env); }).find("--draft-max"), std::string::npos);

@@ -61,7 +61,8 @@ class WrongQ final : public drafters::Drafter {
 };
 
 // Warped target distribution after ctx, dense [V].
-std::vector<double> target_dist(const model::Model& m, const std::vector<int32_t>& ctx, const sampling::SamplingParams& sp) {
+std::vector<double> target_dist(const model::Model& m, const std::vector<int32_t>& ctx,
+                                const sampling::SamplingParams& sp) {
   model::ForwardContext fc(m, 1);
   kv::KvCache kv(m.kv_shape(1, 32));
   model::Batch b;
@@ -163,7 +164,8 @@ Result simulate(const model::Model& target, const drafters::SpecConfig& cfg, con
     auto ctx = prompt;
     ctx.push_back(x);
     const auto py = target_dist(target, ctx, sp0);
-    for (int32_t y = 0; y < kV; ++y) p2[static_cast<size_t>(x * kV + y)] = p1[static_cast<size_t>(x)] * py[static_cast<size_t>(y)];
+    for (int32_t y = 0; y < kV; ++y)
+      p2[static_cast<size_t>(x * kV + y)] = p1[static_cast<size_t>(x)] * py[static_cast<size_t>(y)];
   }
   Result r;
   r.first = test::chi_square(first, p1);
@@ -238,13 +240,16 @@ TEST(DraftSampling, EmittedTokensKeepTheTargetDistribution) {
       {"second model, tree, temp 1", cfg_of(s.dir + "/draft.gguf", "", true), params(1.0f, 0, 1.0f, 0.0f), 1.03},
       {"layer 0 of the target, chain, temp 1", cfg_of("", "0", false), params(1.0f, 0, 1.0f, 0.0f), 1.3},
       {"layer 0 of the target, tree, temp 1", cfg_of("", "0", true), params(1.0f, 0, 1.0f, 0.0f), 1.3},
-      {"layer 0, chain, temp 0.8 top-k 6 top-p 0.9 min-p 0.05", cfg_of("", "0", false), params(0.8f, 6, 0.9f, 0.05f), 1.3},
+      {"layer 0, chain, temp 0.8 top-k 6 top-p 0.9 min-p 0.05", cfg_of("", "0", false), params(0.8f, 6, 0.9f, 0.05f),
+       1.3},
       {"layer 0, tree, temp 1.3 top-p 0.8", cfg_of("", "0", true), params(1.3f, 0, 0.8f, 0.0f), 1.2},
       {"layer 0, chain, temp 1, batch 3", cfg_of("", "0", false), params(1.0f, 0, 1.0f, 0.0f), 1.3, 3},
-      {"second model, tree, temp 0.9 top-k 8, batch 4", cfg_of(s.dir + "/draft.gguf", "", true), params(0.9f, 8, 1.0f, 0.0f), 1.03, 4},
+      {"second model, tree, temp 0.9 top-k 8, batch 4", cfg_of(s.dir + "/draft.gguf", "", true),
+       params(0.9f, 8, 1.0f, 0.0f), 1.03, 4},
       // Early pruning after layer 1 at k 1 (the logit lens keeps only its argmax): most
       // sampled children are pruned, and each must still be tested at its parent.
-      {"layer 0, chain, temp 1, pruned after layer 1 at k 1", pruned(cfg_of("", "0", false)), params(1.0f, 0, 1.0f, 0.0f), 1.05},
+      {"layer 0, chain, temp 1, pruned after layer 1 at k 1", pruned(cfg_of("", "0", false)),
+       params(1.0f, 0, 1.0f, 0.0f), 1.05},
       {"layer 0, tree, temp 1, pruned, batch 3", pruned(cfg_of("", "0", true)), params(1.0f, 0, 1.0f, 0.0f), 1.05, 3},
   };
   uint64_t seed = 1;  // fixed seeds: the test is deterministic
@@ -259,7 +264,8 @@ TEST(DraftSampling, AWrongDraftDistributionIsDetected) {
   // Power of the test above: the same chains verified with a wrong q (uniform instead of
   // the distribution they were drawn from) are biased and must be rejected.
   const Models s = make_setup();
-  const Result r = simulate(*s.target, cfg_of(s.dir + "/draft.gguf", "", false), params(1.0f, 0, 1.0f, 0.0f), kSamples, 99, true);
+  const Result r =
+      simulate(*s.target, cfg_of(s.dir + "/draft.gguf", "", false), params(1.0f, 0, 1.0f, 0.0f), kSamples, 99, true);
   std::printf("wrong q: first chi2 %.1f df %d p %.3g; pairs chi2 %.1f df %d p %.3g\n", r.first.stat, r.first.df,
               r.first.p_value, r.pairs.stat, r.pairs.df, r.pairs.p_value);
   EXPECT_LT(std::min(r.first.p_value, r.pairs.p_value), kAlpha) << "a biased verifier went undetected";
@@ -275,8 +281,10 @@ TEST(DraftSampling, CoupledSamplesEqualPlainSamplingAndKeepTheTargetDistribution
   constexpr int32_t kN = 20000;
   const Case cases[] = {
       {"layer 0, chain, temp 1", cfg_of("", "0", false), params(1.0f, 0, 1.0f, 0.0f), 1.3},
-      {"second model, tree, temp 0.9 top-k 8, batch 4", cfg_of(s.dir + "/draft.gguf", "", true), params(0.9f, 8, 1.0f, 0.0f), 1.03, 4},
-      {"layer 0, chain, temp 0.8 top-k 6 top-p 0.9 min-p 0.05, batch 3", cfg_of("", "0", false), params(0.8f, 6, 0.9f, 0.05f), 1.3, 3},
+      {"second model, tree, temp 0.9 top-k 8, batch 4", cfg_of(s.dir + "/draft.gguf", "", true),
+       params(0.9f, 8, 1.0f, 0.0f), 1.03, 4},
+      {"layer 0, chain, temp 0.8 top-k 6 top-p 0.9 min-p 0.05, batch 3", cfg_of("", "0", false),
+       params(0.8f, 6, 0.9f, 0.05f), 1.3, 3},
       {"layer 0, tree, temp 1, pruned, batch 3", pruned(cfg_of("", "0", true)), params(1.0f, 0, 1.0f, 0.0f), 1.05, 3},
   };
   uint64_t seed = 31;

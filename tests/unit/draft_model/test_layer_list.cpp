@@ -32,8 +32,8 @@ std::string error_of(const std::string& text, int32_t n_layer) {
 // Logits of all rows of two passes: a causal prefill of `prompt`, then `tree` on top of it
 // (not committed), computed with `layers` (empty: run_layers over all layers).
 struct TwoPass {
-  std::vector<float> logits;      // [rows of both passes, n_vocab]
-  std::vector<float> kv_layer0;   // K and V of KV layer `probe` after both passes
+  std::vector<float> logits;     // [rows of both passes, n_vocab]
+  std::vector<float> kv_layer0;  // K and V of KV layer `probe` after both passes
 };
 
 TwoPass run_two_passes(const model::Model& m, const std::vector<int32_t>& layers, const std::vector<int32_t>& prompt,
@@ -49,7 +49,8 @@ TwoPass run_two_passes(const model::Model& m, const std::vector<int32_t>& layers
     ctx.reserve(n, kv.n_cells());
     float* x = ctx.x();
     m.embed(b, x);
-    const Status st = layers.empty() ? m.run_layers(ctx, b, 0, hp.n_layer, x, kv) : m.run_layer_list(ctx, b, layers, x, kv);
+    const Status st =
+        layers.empty() ? m.run_layers(ctx, b, 0, hp.n_layer, x, kv) : m.run_layer_list(ctx, b, layers, x, kv);
     EXPECT_TRUE(st.ok());
     std::vector<float> xn(static_cast<size_t>(n) * hp.n_embd);
     std::vector<float> lg(static_cast<size_t>(n) * hp.n_vocab);
@@ -147,7 +148,8 @@ TEST(LayerList, SubsetEqualsTheSubsetWrittenAsAModel) {
     const auto file = run_two_passes(*sub, {}, prompt, small_tree(), probe);
     ASSERT_EQ(view.logits.size(), file.logits.size());
     EXPECT_EQ(0, std::memcmp(view.logits.data(), file.logits.data(), view.logits.size() * sizeof(float))) << probe;
-    EXPECT_EQ(view.kv_layer0, file.kv_layer0) << "KV layer " << probe << " of the view is model layer " << layers[probe];
+    EXPECT_EQ(view.kv_layer0, file.kv_layer0)
+        << "KV layer " << probe << " of the view is model layer " << layers[probe];
   }
   // And a subset is a different function from the full model (the test can fail).
   const auto full = run_two_passes(*m, {}, prompt, small_tree(), 0);
@@ -164,7 +166,8 @@ TEST(LayerList, SubsetCommand) {
   test::write_tiny_model(dir + "/t.gguf", cfg);
   std::string out;
   const std::string bin = test::treespec_binary();
-  ASSERT_EQ(test::run_command(bin + " subset -m " + dir + "/t.gguf -o " + dir + "/s.gguf --layers 0,2 2>&1", &out), 0) << out;
+  ASSERT_EQ(test::run_command(bin + " subset -m " + dir + "/t.gguf -o " + dir + "/s.gguf --layers 0,2 2>&1", &out), 0)
+      << out;
   EXPECT_NE(out.find("layers 0,2 of 3"), std::string::npos) << out;
   EXPECT_EQ(model::Model::load(dir + "/s.gguf")->hparams().n_layer, 2);
   EXPECT_NE(test::run_command(bin + " subset -m " + dir + "/t.gguf -o " + dir + "/x.gguf --layers 1-3 2>&1", &out), 0);

@@ -72,8 +72,12 @@ class FakeArms final : public drafters::Drafter {
 // The usual arm set: none, lookup, PTD (trials only) and Medusa at four sizes (shadowed,
 // observing: their grades need a heads pass).
 std::vector<ArmInfo> usual_arms() {
-  return {{"none", 1, false, true},           {"lookup", 33, false, true},       {"ptd", 125, false, false},
-          {"medusa/2", 2, false, true, true}, {"medusa/4", 4, false, true, true}, {"medusa/8", 8, false, true, true},
+  return {{"none", 1, false, true},
+          {"lookup", 33, false, true},
+          {"ptd", 125, false, false},
+          {"medusa/2", 2, false, true, true},
+          {"medusa/4", 4, false, true, true},
+          {"medusa/8", 8, false, true, true},
           {"medusa/16", 16, false, true, true}};
 }
 
@@ -97,7 +101,9 @@ struct World {
 
 // medusa/4 is the best at batch 1 (32 tok/s, none 19.6); PTD accepts well but feeds 45 rows.
 World usual_world() {
-  return {{1.0, 1.05, 1.8, 1.4, 1.9, 2.0, 2.3}, {1, 3, 45, 2, 4, 8, 16}, {0.001, 0.001, 0.002, 0.003, 0.003, 0.003, 0.003}};
+  return {{1.0, 1.05, 1.8, 1.4, 1.9, 2.0, 2.3},
+          {1, 3, 45, 2, 4, 8, 16},
+          {0.001, 0.001, 0.002, 0.003, 0.003, 0.003, 0.003}};
 }
 
 struct Sim {
@@ -372,7 +378,8 @@ TEST(AutoPolicy, FactoryAndErrors) {
     return names;
   };
   std::vector<std::string> names = arm_names(cfg);
-  EXPECT_EQ(names, (std::vector<std::string>{"none", "lookup", "ptd"})) << "training-free arms only without heads or -md";
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "lookup", "ptd"}))
+      << "training-free arms only without heads or -md";
   cfg.draft.layers = "0";
   EXPECT_EQ(arm_names(cfg).back(), "draft");
 

@@ -27,11 +27,14 @@ std::vector<std::vector<float>> normed_rows(const model::Model& m, const std::ve
   const auto E = static_cast<size_t>(m.hparams().n_embd);
   std::vector<int32_t> rows(toks.size());
   for (int32_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = i;
-  std::vector<float> logits(static_cast<size_t>(n) * static_cast<size_t>(m.hparams().n_vocab)), normed(static_cast<size_t>(n) * E);
+  std::vector<float> logits(static_cast<size_t>(n) * static_cast<size_t>(m.hparams().n_vocab)),
+      normed(static_cast<size_t>(n) * E);
   EXPECT_TRUE(kv.reserve(0, n).ok());
   EXPECT_TRUE(m.forward(ctx, b, kv, rows, logits.data(), normed.data()).ok());
   std::vector<std::vector<float>> out;
-  for (int32_t i = 0; i < n; ++i) out.emplace_back(normed.begin() + static_cast<ptrdiff_t>(i * E), normed.begin() + static_cast<ptrdiff_t>((i + 1) * E));
+  for (int32_t i = 0; i < n; ++i)
+    out.emplace_back(normed.begin() + static_cast<ptrdiff_t>(i * E),
+                     normed.begin() + static_cast<ptrdiff_t>((i + 1) * E));
   return out;
 }
 
@@ -55,7 +58,8 @@ TEST(Embedding, PoolsTheModelsNormedHiddenStatesAndIsUnitLength) {
   for (engine::Pooling p : {engine::Pooling::mean, engine::Pooling::cls, engine::Pooling::last}) {
     std::vector<double> want(E, 0.0);
     for (size_t r = 0; r < rows.size(); ++r) {
-      const bool take = p == engine::Pooling::mean || (p == engine::Pooling::cls && r == 0) || (p == engine::Pooling::last && r + 1 == rows.size());
+      const bool take = p == engine::Pooling::mean || (p == engine::Pooling::cls && r == 0) ||
+                        (p == engine::Pooling::last && r + 1 == rows.size());
       if (!take) continue;
       for (size_t i = 0; i < E; ++i) want[i] += rows[r][i];
     }
@@ -78,7 +82,8 @@ TEST(Embedding, PoolsTheModelsNormedHiddenStatesAndIsUnitLength) {
 TEST(Embedding, SameBitsForAnyChunkSizeAndThreadCount) {
   auto m = model::Model::load(kModel);
   auto tok = tokenizer::Tokenizer::from_gguf(m->gguf());
-  const std::vector<int32_t> toks = tok->encode("In the beginning God created the heaven and the earth. And the earth was without form", true, true);
+  const std::vector<int32_t> toks =
+      tok->encode("In the beginning God created the heaven and the earth. And the earth was without form", true, true);
   model::ForwardContext one(*m, 1), two(*m, 2);
   engine::EmbeddingParams a, b;
   b.n_batch = 3;
@@ -100,5 +105,6 @@ TEST(Embedding, BadInputAndPoolingNamesAreErrors) {
   const std::vector<int32_t> longer(9, 5);
   EXPECT_THROW(engine::embed_tokens(*m, ctx, longer, p, 8), InvalidArgument);
   EXPECT_EQ(engine::parse_pooling("last"), engine::Pooling::last);
-  for (const char* name : {"none", "rank", "MEAN", ""}) EXPECT_THROW(engine::parse_pooling(name), InvalidArgument) << name;
+  for (const char* name : {"none", "rank", "MEAN", ""})
+    EXPECT_THROW(engine::parse_pooling(name), InvalidArgument) << name;
 }

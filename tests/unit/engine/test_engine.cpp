@@ -49,7 +49,8 @@ std::unique_ptr<drafters::Drafter> drafter(const std::string& method, int32_t n 
 V random_prompt(int32_t n, int32_t n_vocab, uint64_t seed) {
   core::Rng rng(seed);
   V p;
-  for (int32_t i = 0; i < n; ++i) p.push_back(3 + static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(n_vocab - 3))));
+  for (int32_t i = 0; i < n; ++i)
+    p.push_back(3 + static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(n_vocab - 3))));
   return p;
 }
 
@@ -101,8 +102,8 @@ TEST(Engine, EndOfGenerationStops) {
   ASSERT_EQ(free_run.size(), 40u);
   // First token (after the first three) that did not occur before.
   size_t k = 3;
-  while (k < free_run.size() && std::find(free_run.begin(), free_run.begin() + static_cast<ptrdiff_t>(k), free_run[k]) !=
-                                    free_run.begin() + static_cast<ptrdiff_t>(k)) {
+  while (k < free_run.size() && std::find(free_run.begin(), free_run.begin() + static_cast<ptrdiff_t>(k),
+                                          free_run[k]) != free_run.begin() + static_cast<ptrdiff_t>(k)) {
     ++k;
   }
   ASSERT_LT(k, free_run.size()) << "random model produced no new token to use as EOS";
@@ -112,7 +113,8 @@ TEST(Engine, EndOfGenerationStops) {
     SCOPED_TRACE(method);
     engine::EngineParams ep;
     engine::Engine eng(*t.m, ep);
-    ASSERT_NE(std::find(eng.eog_ids().begin(), eng.eog_ids().end(), eos), eng.eog_ids().end()) << "EOS id read from the GGUF";
+    ASSERT_NE(std::find(eng.eog_ids().begin(), eng.eog_ids().end(), eos), eng.eog_ids().end())
+        << "EOS id read from the GGUF";
     engine::Sequence s(prompt, greedy(40, false), drafter(method));
     ASSERT_TRUE(eng.generate(s).ok());
     EXPECT_EQ(s.generated(), V(free_run.begin(), free_run.begin() + static_cast<ptrdiff_t>(k)));
@@ -149,7 +151,8 @@ TEST(Engine, BatchedSequencesEqualEachAlone) {
     std::string method;
     int32_t n_predict;
   };
-  const std::vector<Job> jobs = {{3, "none", 20}, {9, "lookup", 37}, {17, "lookahead", 41}, {30, "lookahead", 25}, {1, "lookup", 12}};
+  const std::vector<Job> jobs = {
+      {3, "none", 20}, {9, "lookup", 37}, {17, "lookahead", 41}, {30, "lookahead", 25}, {1, "lookup", 12}};
   engine::EngineParams ep;
   ep.n_ctx = 128;
   ep.n_slots = static_cast<int32_t>(jobs.size());
@@ -344,7 +347,8 @@ TEST(Engine, PreemptedSequencesResumeWithTheSameOutput) {
     ep.n_kv_cells = 96;  // 6 blocks for three sequences of up to 72 cells each
     engine::Engine eng(*t.m, ep);
     std::vector<std::unique_ptr<engine::Sequence>> seqs;
-    for (const V& p : prompts) seqs.push_back(std::make_unique<engine::Sequence>(p, greedy(n_predict), drafter(method)));
+    for (const V& p : prompts)
+      seqs.push_back(std::make_unique<engine::Sequence>(p, greedy(n_predict), drafter(method)));
     for (auto& s : seqs) ASSERT_TRUE(eng.add(*s).ok());
     for (int guard = 0;; ++guard) {
       ASSERT_LT(guard, 10000) << "no progress";
@@ -365,7 +369,8 @@ TEST(Engine, PreemptedSequencesResumeWithTheSameOutput) {
     EXPECT_GT(eng.n_preemptions(), 0) << "the pool never ran out: the test does not test preemption";
     for (size_t i = 0; i < seqs.size(); ++i) {
       EXPECT_EQ(seqs[i]->finish_reason(), engine::FinishReason::length);
-      EXPECT_EQ(seqs[i]->generated(), generate_alone(*t.m, prompts[i], greedy(n_predict), drafter(method), 96)) << "sequence " << i;
+      EXPECT_EQ(seqs[i]->generated(), generate_alone(*t.m, prompts[i], greedy(n_predict), drafter(method), 96))
+          << "sequence " << i;
     }
     EXPECT_EQ(eng.kv().n_free_blocks(), eng.kv().n_blocks());
   }

@@ -108,12 +108,12 @@ TEST(GrammarEngine, CutKeepsAllowedCandidatesAndTheirAuxRows) {
   // 0: eos, 1: " a", 2: " b", 3: "!", 4: "{"
   auto mask = std::make_shared<const grammar::TokenMask>(std::vector<std::string>{"", " a", " b", "!", "{"}, V{0});
   grammar::Constraint c{grammar::Grammar::parse(R"(root ::= (" " [ab])+ "!")"), mask};
-  tree::TokenTree t(1);            // root " a" (already accepted)
-  const int32_t n1 = t.add(2, 0);  // " b": kept
-  t.add(4, 0);                     // "{": cut
-  const int32_t n3 = t.add(3, n1); // "!": kept
-  t.add(1, n3);                    // after "!" nothing: cut
-  t.add(0, n3);                    // eos after "!": kept (the grammar may end there)
+  tree::TokenTree t(1);                     // root " a" (already accepted)
+  const int32_t n1 = t.add(2, 0);           // " b": kept
+  t.add(4, 0);                              // "{": cut
+  const int32_t n3 = t.add(3, n1);          // "!": kept
+  t.add(1, n3);                             // after "!" nothing: cut
+  t.add(0, n3);                             // eos after "!": kept (the grammar may end there)
   t.add(4, n1, 1.0f, tree::NodeKind::aux);  // aux rows are the drafter's business: kept
   const grammar::State s0 = mask->advance(grammar::State::initial(c.grammar), 1);
   engine::GrammarStep g;
@@ -210,7 +210,8 @@ TEST(GrammarEngine, SampledTokensFollowTheMaskedDistribution) {
     if (want.prob_of(free.ids[i]) == 0.0f) refused += free.p[i];
   ASSERT_GT(refused, 0.05) << "the grammar should refuse some of the free distribution";
   for (const auto& [method, mode] : {std::pair<std::string, verify::Mode>{"none", verify::Mode::coupled},
-                                     {"lookup", verify::Mode::coupled}, {"lookup", verify::Mode::lossless}}) {
+                                     {"lookup", verify::Mode::coupled},
+                                     {"lookup", verify::Mode::lossless}}) {
     std::map<int32_t, int64_t> seen;
     const int n = 1500;
     engine::EngineParams ep;

@@ -76,7 +76,8 @@ TEST(Penalties, LlamaCppFormulaOverTheWindow) {
   EXPECT_EQ(l, base);
   // Range checks.
   using Edit = void (*)(sampling::SamplingParams&);
-  for (Edit bad : {Edit([](sampling::SamplingParams& q) { q.repeat_penalty = 0.0f; }), Edit([](sampling::SamplingParams& q) { q.repeat_last_n = -2; }),
+  for (Edit bad : {Edit([](sampling::SamplingParams& q) { q.repeat_penalty = 0.0f; }),
+                   Edit([](sampling::SamplingParams& q) { q.repeat_last_n = -2; }),
                    Edit([](sampling::SamplingParams& q) { q.presence_penalty = 2.5f; }),
                    Edit([](sampling::SamplingParams& q) { q.frequency_penalty = -3.0f; })}) {
     sampling::SamplingParams q;
@@ -162,7 +163,8 @@ TEST(Penalties, SampledTokensFollowThePenalisedDistribution) {
   sampling::apply_penalties(pen.data(), n_vocab, prompt, {}, p);
   const sampling::Distribution want = sampling::warp(pen.data(), n_vocab, p);
   const sampling::Distribution unpenalised = sampling::warp(logits.data(), n_vocab, p);
-  ASSERT_GT(std::abs(want.prob_of(unpenalised.top()) - unpenalised.prob_of(unpenalised.top())), 0.05) << "penalties should matter here";
+  ASSERT_GT(std::abs(want.prob_of(unpenalised.top()) - unpenalised.prob_of(unpenalised.top())), 0.05)
+      << "penalties should matter here";
   for (const std::string method : {"none", "lookup"}) {
     std::map<int32_t, int64_t> seen;
     const int n = 2000;

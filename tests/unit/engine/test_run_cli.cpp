@@ -39,8 +39,9 @@ TEST(RunCli, ContextFullIsReportedAndExitsZero) {
     EXPECT_EQ(st.at("finish_reason"), "context");
     const auto n_prompt = j.at("prompt_tokens").size();
     EXPECT_EQ(j.at("tokens").size(), 12 - n_prompt + 1);
-    for (const char* key : {"steps", "num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_accepted_length",
-                            "mean_acceptance_length", "acceptance_by_depth", "accepted_per_pos", "rows_per_step", "time_s"}) {
+    for (const char* key :
+         {"steps", "num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_accepted_length",
+          "mean_acceptance_length", "acceptance_by_depth", "accepted_per_pos", "rows_per_step", "time_s"}) {
       EXPECT_TRUE(st.contains(key)) << key;
     }
   }
@@ -74,7 +75,8 @@ TEST(RunCli, LogitBiasAndTypicalFlagsReachTheSampler) {
   std::string out;
   ASSERT_EQ(test::run_command(run_cmd(base) + " 2>/dev/null", &out), 0) << out;
   const auto plain = nlohmann::json::parse(out).at("tokens").get<std::vector<int32_t>>();
-  const std::string ban = " -l " + std::to_string(plain.at(0)) + "-inf --logit-bias " + std::to_string(plain.at(0)) + "+1";
+  const std::string ban =
+      " -l " + std::to_string(plain.at(0)) + "-inf --logit-bias " + std::to_string(plain.at(0)) + "+1";
   for (const char* spec : {"none", "lookup"}) {
     ASSERT_EQ(test::run_command(run_cmd(base + ban + " --spec " + spec) + " 2>/dev/null", &out), 0) << out;
     const auto banned = nlohmann::json::parse(out).at("tokens").get<std::vector<int32_t>>();
@@ -82,7 +84,8 @@ TEST(RunCli, LogitBiasAndTypicalFlagsReachTheSampler) {
   }
   for (const char* bad : {"-l 5", "-l x+1", "-l 5+abc", "-l 5+inf", "-l 99999999+1", "--typical 1.5"}) {
     EXPECT_NE(test::run_command(run_cmd(std::string("-p 't5' -n 2 ") + bad), &out), 0) << bad;
-    EXPECT_NE(out.find(std::string(bad).substr(0, 2) == "-l" ? "logit" : "typical_p"), std::string::npos) << bad << ": " << out;
+    EXPECT_NE(out.find(std::string(bad).substr(0, 2) == "-l" ? "logit" : "typical_p"), std::string::npos)
+        << bad << ": " << out;
   }
   EXPECT_EQ(test::run_command(run_cmd("-p 't5' -n 4 --temp 1 --typical 0.5"), &out), 0) << out;
 }

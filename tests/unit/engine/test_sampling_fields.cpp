@@ -38,8 +38,8 @@ struct Decoded {
 };
 
 // Decodes prompts[0..n) together (one engine, n slots), sequence i with seed + i.
-std::vector<Decoded> decode(const model::Model& m, const std::vector<V>& prompts, size_t n, const engine::SequenceParams& sp,
-                            const std::string& method) {
+std::vector<Decoded> decode(const model::Model& m, const std::vector<V>& prompts, size_t n,
+                            const engine::SequenceParams& sp, const std::string& method) {
   engine::EngineParams ep;
   ep.n_ctx = 256;
   ep.n_slots = static_cast<int32_t>(n);
@@ -70,7 +70,8 @@ bool same_logprobs(const std::vector<sampling::TokenLogprob>& a, const std::vect
     if (a[i].token != b[i].token || std::memcmp(&a[i].logprob, &b[i].logprob, sizeof(float)) != 0) return false;
     if (a[i].top.size() != b[i].top.size()) return false;
     for (size_t k = 0; k < a[i].top.size(); ++k) {
-      if (a[i].top[k].token != b[i].top[k].token || std::memcmp(&a[i].top[k].logprob, &b[i].top[k].logprob, sizeof(float)) != 0) {
+      if (a[i].top[k].token != b[i].top[k].token ||
+          std::memcmp(&a[i].top[k].logprob, &b[i].top[k].logprob, sizeof(float)) != 0) {
         return false;
       }
     }
@@ -88,7 +89,8 @@ void expect_same(const std::vector<Decoded>& got, const std::vector<Decoded>& wa
 }
 
 std::vector<V> three_prompts(const tokenizer::Tokenizer& tok) {
-  return {tok.encode("And it came to pass, when the king", true, true), tok.encode("In the beginning God created", true, true),
+  return {tok.encode("And it came to pass, when the king", true, true),
+          tok.encode("In the beginning God created", true, true),
           tok.encode("And the LORD spake unto Moses, saying", true, true)};
 }
 
@@ -122,8 +124,10 @@ TEST(SamplingFields, EveryDrafterMatchesPlainGreedyWithBiasAndLogprobs) {
   const V unbiased = decode(*m, prompts, 1, sp, "none")[0].tokens;
   std::map<int32_t, int> count;
   for (int32_t t : unbiased) count[t] += 1;
-  const int32_t banned = std::max_element(count.begin(), count.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
-  sp.sampling.logit_bias = {{banned, -std::numeric_limits<float>::infinity()}, {tok->encode("Lord", false, false).at(0), 1.5f}};
+  const int32_t banned =
+      std::max_element(count.begin(), count.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+  sp.sampling.logit_bias = {{banned, -std::numeric_limits<float>::infinity()},
+                            {tok->encode("Lord", false, false).at(0), 1.5f}};
   sp.sampling.repeat_penalty = 1.2f;
   sp.sampling.repeat_last_n = 32;
   sp.logprobs = true;
@@ -142,7 +146,8 @@ TEST(SamplingFields, EveryDrafterMatchesPlainGreedyWithBiasAndLogprobs) {
   }
   std::vector<float> first = last_logits(*m, prompts[0]);
   sampling::process_logits(first.data(), m->hparams().n_vocab, prompts[0], {}, sp.sampling);
-  const sampling::TokenLogprob want = sampling::token_logprob(first.data(), m->hparams().n_vocab, plain[0].tokens[0], 5);
+  const sampling::TokenLogprob want =
+      sampling::token_logprob(first.data(), m->hparams().n_vocab, plain[0].tokens[0], 5);
   EXPECT_EQ(plain[0].logprobs[0].logprob, want.logprob);
   for (size_t k = 0; k < 5; ++k) EXPECT_EQ(plain[0].logprobs[0].top[k].token, want.top[k].token) << k;
   // Not asked: nothing recorded.

@@ -21,8 +21,8 @@ TEST(SpecStats, CountersFollowVllmDefinitions) {
   EXPECT_EQ(s.accepted_per_pos, (std::vector<int64_t>{2, 2, 1, 1}));
   EXPECT_EQ(s.drafted_per_pos, (std::vector<int64_t>{3, 2, 2, 1}));
   EXPECT_DOUBLE_EQ(s.acceptance_rate(), 6.0 / 18.0);
-  EXPECT_DOUBLE_EQ(s.mean_accepted_length(), (6.0 + 4.0) / 4.0);   // per step, plain steps included
-  EXPECT_DOUBLE_EQ(s.mean_acceptance_length(), 1.0 + 6.0 / 3.0);   // vLLM: per draft
+  EXPECT_DOUBLE_EQ(s.mean_accepted_length(), (6.0 + 4.0) / 4.0);  // per step, plain steps included
+  EXPECT_DOUBLE_EQ(s.mean_acceptance_length(), 1.0 + 6.0 / 3.0);  // vLLM: per draft
   EXPECT_DOUBLE_EQ(s.rows_per_step(), 35.0 / 4.0);
   const auto j = s.to_json();
   EXPECT_EQ(j.at("num_drafts"), 3);
@@ -40,11 +40,13 @@ TEST(SpecStats, CountersFollowVllmDefinitions) {
   EXPECT_DOUBLE_EQ(by_depth[1], 1.0);
   EXPECT_DOUBLE_EQ(by_depth[3], 1.0);
   for (const char* key : {"draft", "forward", "verify", "commit"}) EXPECT_TRUE(j.at("time_s").contains(key)) << key;
-  for (const char* key : {"mean_accepted_length", "mean_acceptance_length", "rows_per_step", "tokens_per_s", "acceptance_rate"}) {
+  for (const char* key :
+       {"mean_accepted_length", "mean_acceptance_length", "rows_per_step", "tokens_per_s", "acceptance_rate"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   const std::string line = s.summary();
-  for (const char* frag : {"tok/step", "rows/step", "3 drafts", "18 drafted", "6 accepted", "draft", "forward", "verify", "commit"}) {
+  for (const char* frag :
+       {"tok/step", "rows/step", "3 drafts", "18 drafted", "6 accepted", "draft", "forward", "verify", "commit"}) {
     EXPECT_NE(line.find(frag), std::string::npos) << frag << " missing from: " << line;
   }
 }

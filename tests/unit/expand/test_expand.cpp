@@ -273,7 +273,9 @@ TEST_P(ExpandFamily, LogitsMatchTheSource) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ExpandFamily, ::testing::ValuesIn(test::newer_families()),
-                         [](const ::testing::TestParamInfo<test::Family>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<test::Family>& info) {
+                           return std::string(info.param.name);
+                         });
 
 // Gemma's local and global layers, and SmolLM3's RoPE-free ones, keep their kind.
 TEST(Expand, LayersKeepTheirKind) {
@@ -329,7 +331,10 @@ TEST(Quantize, KeepsNormsF32AndFallsBackOnRowLength) {
       EXPECT_EQ(q, t);
     } else if (tensor::dtype_traits(t).block_size == 256) {
       // 64 is not a multiple of 256: llama.cpp's fallbacks; 172 fits no block: f16.
-      const DType expect = t == DType::q4_k ? DType::q5_0 : t == DType::q5_k ? DType::q5_1 : t == DType::q6_k ? DType::q8_0 : DType::iq4_nl;
+      const DType expect = t == DType::q4_k   ? DType::q5_0
+                           : t == DType::q5_k ? DType::q5_1
+                           : t == DType::q6_k ? DType::q8_0
+                                              : DType::iq4_nl;
       EXPECT_EQ(q, expect) << tensor::dtype_name(t);
       EXPECT_EQ(down, DType::f16);
     } else {
@@ -384,7 +389,8 @@ TEST(Quantize, LlamaFileTypeRules) {
   EXPECT_EQ(model::quant_type_for("token_embd.weight", {512, 512}, *model::quant_recipe("q4_k_m"), gqa8), DType::q4_k);
   EXPECT_EQ(model::quant_type_for("output.weight", {512, 512}, *model::quant_recipe("q4_k_m"), gqa8), DType::q6_k);
   EXPECT_EQ(model::quant_type_for("output.weight", {288, 512}, *model::quant_recipe("q4_k_m"), gqa8), DType::q8_0);
-  EXPECT_EQ(model::quant_type_for("blk.0.attn_v.weight", {288, 512}, *model::quant_recipe("q4_k_m"), gqa8), DType::q8_0);
+  EXPECT_EQ(model::quant_type_for("blk.0.attn_v.weight", {288, 512}, *model::quant_recipe("q4_k_m"), gqa8),
+            DType::q8_0);
   // Uniform recipes and names.
   EXPECT_EQ(type_of("q4_k", "blk.0.attn_v.weight"), DType::q4_k);
   EXPECT_EQ(type_of("q4_k", "token_embd.weight"), DType::q4_k);
@@ -398,15 +404,34 @@ TEST(Quantize, CliRoundTrip) {
   TREESPEC_REQUIRE_SHARED();
   const std::string dir = test::temp_dir();
   std::string out;
-  ASSERT_EQ(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir + "/q.gguf --type q8_0", &out), 0) << out;
+  ASSERT_EQ(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir +
+                                  "/q.gguf --type q8_0",
+                              &out),
+            0)
+      << out;
   EXPECT_NE(out.find("q8_0"), std::string::npos);
-  ASSERT_EQ(test::run_command(test::treespec_binary() + " expand -m " + dir + "/q.gguf -o " + dir + "/e.gguf --dim 128 --ffn 192 --layers 6", &out), 0) << out;
+  ASSERT_EQ(test::run_command(test::treespec_binary() + " expand -m " + dir + "/q.gguf -o " + dir +
+                                  "/e.gguf --dim 128 --ffn 192 --layers 6",
+                              &out),
+            0)
+      << out;
   EXPECT_NE(out.find("source layers at"), std::string::npos) << out;
-  EXPECT_NE(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir + "/x.gguf --type iq2_xxs 2>&1", &out), 0);
+  EXPECT_NE(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir +
+                                  "/x.gguf --type iq2_xxs 2>&1",
+                              &out),
+            0);
   EXPECT_NE(out.find("q4_k_m"), std::string::npos) << out;  // the error lists the known names
-  ASSERT_EQ(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir + "/m.gguf --type Q4_K_M", &out), 0) << out;
+  ASSERT_EQ(test::run_command(test::treespec_binary() + " quantize " + test::stories_gguf() + " " + dir +
+                                  "/m.gguf --type Q4_K_M",
+                              &out),
+            0)
+      << out;
   EXPECT_NE(out.find("q4_k_m"), std::string::npos) << out;
-  ASSERT_EQ(test::run_command(test::treespec_binary() + " run -m " + dir + "/m.gguf -p 'Once upon a time' -n 8 --temp 0", &out), 0) << out;
+  ASSERT_EQ(test::run_command(test::treespec_binary() + " run -m " + dir +
+                                  "/m.gguf -p 'Once upon a time' -n 8 --temp 0",
+                              &out),
+            0)
+      << out;
   ASSERT_EQ(test::run_command(test::treespec_binary() + " membw --mib 16 --reps 1", &out), 0);
   EXPECT_NE(out.find("GB/s"), std::string::npos);
 }

@@ -53,12 +53,10 @@ std::vector<std::pair<std::string, Value>> all_values() {
       {"t.arr_str", Value::string_array({"a", "", "\xe2\x96\x81the"})},
       {"t.arr_empty", Value::array(ValueType::f32, {})},
       {"t.arr_empty_str", Value::string_array({})},
-      {"t.arr_nested",
-       Value::array(ValueType::array, {Value::string_array({"x", "y"}), Value::array(ValueType::string, {}),
-                                       Value::i32_array({5})})},
+      {"t.arr_nested", Value::array(ValueType::array, {Value::string_array({"x", "y"}),
+                                                       Value::array(ValueType::string, {}), Value::i32_array({5})})},
       {"t.arr_nested2",
-       Value::array(ValueType::array,
-                    {Value::array(ValueType::array, {Value::array(ValueType::u8, {Value::u8(9)})})})},
+       Value::array(ValueType::array, {Value::array(ValueType::array, {Value::array(ValueType::u8, {Value::u8(9)})})})},
       {"", Value::string("empty key is legal")},
   };
   return kv;
@@ -195,9 +193,9 @@ TEST(GgufRoundTrip, TensorDataDefaultAndCustomAlignment) {
     GgufWriter w;
     if (align != 32) w.set_alignment(align);
     w.set("general.architecture", Value::string("llama"));
-    const auto a = pattern(4 * 3 * 5, 1);   // f32 ne {3, 5}
-    const auto b = pattern(34 * 2, 2);      // q8_0 ne {64}: 2 blocks of 34 bytes
-    const auto c = pattern(2 * 7, 3);       // f16 ne {7}
+    const auto a = pattern(4 * 3 * 5, 1);          // f32 ne {3, 5}
+    const auto b = pattern(34 * 2, 2);             // q8_0 ne {64}: 2 blocks of 34 bytes
+    const auto c = pattern(2 * 7, 3);              // f16 ne {7}
     const auto d = pattern(4 * 2 * 1 * 3 * 2, 4);  // f32 4-D
     w.add_tensor("a", tensor::DType::f32, {3, 5}, a.data(), a.size());
     w.add_tensor("b", tensor::DType::q8_0, {64}, b.data(), b.size());
@@ -211,8 +209,10 @@ TEST(GgufRoundTrip, TensorDataDefaultAndCustomAlignment) {
       EXPECT_EQ(f->get_int("general.alignment"), static_cast<int64_t>(align));
     }
     ASSERT_EQ(f->tensors().size(), 4u);
-    const std::vector<std::pair<std::string, const std::vector<uint8_t>*>> expect = {
-        {"a", &a}, {"b", &b}, {"c", &c}, {"d", &d}};
+    const std::vector<std::pair<std::string, const std::vector<uint8_t>*>> expect = {{"a", &a},
+                                                                                     {"b", &b},
+                                                                                     {"c", &c},
+                                                                                     {"d", &d}};
     for (size_t i = 0; i < expect.size(); ++i) {
       const auto* ti = f->find_tensor(expect[i].first);
       ASSERT_NE(ti, nullptr);

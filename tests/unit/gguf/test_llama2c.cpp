@@ -28,8 +28,8 @@ Files stories_files() {
 const uint8_t* u8(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
 
 std::unique_ptr<GgufFile> convert(const Files& f, gguf::Llama2cConvertOptions opts = {}) {
-  const auto w = gguf::convert_llama2c(u8(f.model), f.model.size(), u8(f.tok), f.tok.size(), opts, "model.bin",
-                                       "tok.bin");
+  const auto w =
+      gguf::convert_llama2c(u8(f.model), f.model.size(), u8(f.tok), f.tok.size(), opts, "model.bin", "tok.bin");
   const auto bytes = w.to_bytes();
   return GgufFile::from_bytes(bytes.data(), bytes.size(), "stories.gguf");
 }
@@ -136,11 +136,11 @@ TEST(Llama2c, TensorNamesShapesAndBytes) {
   ASSERT_EQ(g->tensors().size(), static_cast<size_t>(1 + 9 * L + 1));
   EXPECT_EQ(g->find_tensor("output.weight"), nullptr);  // tied classifier
   const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
-      {"token_embd.weight", {dim, V}},       {"output_norm.weight", {dim}},
-      {"blk.0.attn_norm.weight", {dim}},     {"blk.0.attn_q.weight", {dim, dim}},
-      {"blk.0.attn_k.weight", {dim, kv}},    {"blk.0.attn_v.weight", {dim, kv}},
+      {"token_embd.weight", {dim, V}},          {"output_norm.weight", {dim}},
+      {"blk.0.attn_norm.weight", {dim}},        {"blk.0.attn_q.weight", {dim, dim}},
+      {"blk.0.attn_k.weight", {dim, kv}},       {"blk.0.attn_v.weight", {dim, kv}},
       {"blk.0.attn_output.weight", {dim, dim}}, {"blk.0.ffn_norm.weight", {dim}},
-      {"blk.4.ffn_gate.weight", {dim, hid}}, {"blk.4.ffn_down.weight", {hid, dim}},
+      {"blk.4.ffn_gate.weight", {dim, hid}},    {"blk.4.ffn_down.weight", {hid, dim}},
       {"blk.4.ffn_up.weight", {dim, hid}},
   };
   for (const auto& [name, ne] : shapes) {
@@ -202,7 +202,8 @@ TEST(Llama2c, UntiedClassifierIsWritten) {
   // RoPE tables and becomes output.weight.
   const int32_t dim = 8, hid = 16, L = 1, H = 2, KV = 1, V = 4, T = 3;
   std::string m(28, '\0');
-  for (auto [i, v] : std::vector<std::pair<int, int32_t>>{{0, dim}, {1, hid}, {2, L}, {3, H}, {4, KV}, {5, -V}, {6, T}}) {
+  for (auto [i, v] :
+       std::vector<std::pair<int, int32_t>>{{0, dim}, {1, hid}, {2, L}, {3, H}, {4, KV}, {5, -V}, {6, T}}) {
     set_i32(m, 4 * static_cast<size_t>(i), v);
   }
   const int64_t kvd = dim / H * KV;

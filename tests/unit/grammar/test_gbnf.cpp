@@ -79,8 +79,12 @@ TEST(Gbnf, RepetitionOperators) {
 
 TEST(Gbnf, EscapesInLiteralsAndClasses) {
   auto g = G(R"(root ::= "\"\\\n\t\x41\u00e9\U0001F600" [\x30-\x39])");
-  EXPECT_TRUE(matches(g, "\"\\\n\tAé\xF0\x9F\x98\x80" "5"));
-  EXPECT_FALSE(matches(g, "\"\\\n\tAe\xF0\x9F\x98\x80" "5"));
+  EXPECT_TRUE(matches(g,
+                      "\"\\\n\tAé\xF0\x9F\x98\x80"
+                      "5"));
+  EXPECT_FALSE(matches(g,
+                       "\"\\\n\tAe\xF0\x9F\x98\x80"
+                       "5"));
 }
 
 TEST(Gbnf, MultiLineRulesCommentsAndRecursion) {
@@ -118,7 +122,8 @@ TEST(Gbnf, ErrorsNameTheProblemAndWhere) {
   EXPECT_NE(parse_error("root ::= [z-a]").find("reversed"), std::string::npos);
   EXPECT_NE(parse_error("root ::= \"\\q\"").find("unknown escape '\\q'"), std::string::npos);
   EXPECT_NE(parse_error("root \"a\"").find("expected '::='"), std::string::npos);
-  EXPECT_NE(parse_error("root ::= \"a\"\nroot ::= \"b\"").find("line 2, column 1: rule 'root' is defined twice"), std::string::npos);
+  EXPECT_NE(parse_error("root ::= \"a\"\nroot ::= \"b\"").find("line 2, column 1: rule 'root' is defined twice"),
+            std::string::npos);
   EXPECT_NE(parse_error("root ::= x \"a\"\nx ::= y | \"b\"\ny ::= x \"c\"").find("left-recursive"), std::string::npos);
   EXPECT_NE(parse_error("root ::= e root\ne ::= \"x\"?").find("left-recursive"), std::string::npos);
   // Right recursion is fine.
@@ -162,10 +167,10 @@ TEST(Gbnf, IncompleteUtf8AcrossAdvances) {
   a = a.advance("\xA9");
   EXPECT_FALSE(a.dead());
   EXPECT_FALSE(a.advance("\xCE").dead());
-  EXPECT_TRUE(a.advance("\xD0").dead());   // Cyrillic: outside the class
+  EXPECT_TRUE(a.advance("\xD0").dead());  // Cyrillic: outside the class
   EXPECT_TRUE(a.advance("\xCE\xB1").can_end());
-  EXPECT_TRUE(a.advance("\xA9").dead());   // a continuation byte without a lead
-  EXPECT_TRUE(s.advance("\xC3\x28").dead());  // a lead byte followed by ASCII
+  EXPECT_TRUE(a.advance("\xA9").dead());                                    // a continuation byte without a lead
+  EXPECT_TRUE(s.advance("\xC3\x28").dead());                                // a lead byte followed by ASCII
   EXPECT_TRUE(State::initial(G("root ::= .")).advance("\xC0\x80").dead());  // overlong NUL
 }
 

@@ -41,7 +41,8 @@ std::vector<std::string> spellings(const std::string& doc) {
 void expect_matches(const char* schema, std::vector<std::string> good, std::vector<std::string> bad) {
   auto g = from_schema(schema);
   for (const std::string& d : good) {
-    for (const std::string& s : spellings(d)) EXPECT_TRUE(matches(g, s)) << "should match: " << s << "\n" << json_schema_to_gbnf(ojson::parse(schema));
+    for (const std::string& s : spellings(d))
+      EXPECT_TRUE(matches(g, s)) << "should match: " << s << "\n" << json_schema_to_gbnf(ojson::parse(schema));
   }
   for (const std::string& d : bad) EXPECT_FALSE(matches(g, d)) << "should not match: " << d;
 }
@@ -70,21 +71,23 @@ TEST(JsonSchema, NestedObjectWithRequiredOptionalEnumIntegerRangeAndArray) {
     "additionalProperties": false
   })";
   expect_matches(person,
-                 {R"({"name":"Ann","age":30})", R"({"name":"Bo","age":0,"role":"admin"})", R"({"name":"C","age":130,"role":null,"tags":[]})",
+                 {R"({"name":"Ann","age":30})", R"({"name":"Bo","age":0,"role":"admin"})",
+                  R"({"name":"C","age":130,"role":null,"tags":[]})",
                   R"({"name":"D","age":7,"address":{"city":"Rome","zip":"00100"},"tags":["a","b","c"]})",
                   R"({"name":"E \"quoted\" \\ back\nline \u00e9","age":1})"},
-                 {R"({"age":30,"name":"Ann"})",                       // order: required first, as declared
-                  R"({"name":"Ann"})",                                // missing required
-                  R"({"name":"Ann","age":131})",                      // out of range
+                 {R"({"age":30,"name":"Ann"})",   // order: required first, as declared
+                  R"({"name":"Ann"})",            // missing required
+                  R"({"name":"Ann","age":131})",  // out of range
                   R"({"name":"Ann","age":-1})", R"({"name":"Ann","age":030})", R"({"name":"Ann","age":3.5})",
-                  R"({"name":"","age":3})",                           // minLength
-                  R"({"name":"Ann","age":3,"role":"root"})",          // not in the enum
-                  R"({"name":"Ann","age":3,"extra":1})",              // additionalProperties false
+                  R"({"name":"","age":3})",                   // minLength
+                  R"({"name":"Ann","age":3,"role":"root"})",  // not in the enum
+                  R"({"name":"Ann","age":3,"extra":1})",      // additionalProperties false
                   R"({"name":"Ann","age":3,"address":{"zip":"12345"}})",
                   R"({"name":"Ann","age":3,"address":{"city":"R","zip":"1234"}})",
-                  R"({"name":"Ann","age":3,"tags":["a","b","c","d"]})",
-                  R"({"name":"Ann","age":3)", R"({"name":"Ann","age":3}})", R"({"name":"A\qn","age":3})",
-                  R"({"name":"Ann","age":3} )" "\n\n"});
+                  R"({"name":"Ann","age":3,"tags":["a","b","c","d"]})", R"({"name":"Ann","age":3)",
+                  R"({"name":"Ann","age":3}})", R"({"name":"A\qn","age":3})",
+                  R"({"name":"Ann","age":3} )"
+                  "\n\n"});
 }
 
 TEST(JsonSchema, OpenAiStructuredOutputExamples) {
@@ -94,16 +97,19 @@ TEST(JsonSchema, OpenAiStructuredOutputExamples) {
                "required":["explanation","output"],"additionalProperties":false}},
       "final_answer":{"type":"string"}},
     "required":["steps","final_answer"],"additionalProperties":false})";
-  expect_matches(math,
-                 {R"({"steps":[{"explanation":"8x + 7 = -23","output":"8x = -30"},{"explanation":"divide","output":"x = -15/4"}],"final_answer":"x = -3.75"})",
-                  R"({"steps":[],"final_answer":""})"},
-                 {R"({"steps":[{"explanation":"a"}],"final_answer":"x"})", R"({"steps":{},"final_answer":"x"})",
-                  R"({"final_answer":"x","steps":[]})"});
-  const char* event = R"({"type":"object","properties":{"name":{"type":"string"},"date":{"type":"string","format":"date"},
+  expect_matches(
+      math,
+      {R"({"steps":[{"explanation":"8x + 7 = -23","output":"8x = -30"},{"explanation":"divide","output":"x = -15/4"}],"final_answer":"x = -3.75"})",
+       R"({"steps":[],"final_answer":""})"},
+      {R"({"steps":[{"explanation":"a"}],"final_answer":"x"})", R"({"steps":{},"final_answer":"x"})",
+       R"({"final_answer":"x","steps":[]})"});
+  const char* event =
+      R"({"type":"object","properties":{"name":{"type":"string"},"date":{"type":"string","format":"date"},
       "participants":{"type":"array","items":{"type":"string"},"minItems":1}},"required":["name","date","participants"],
       "additionalProperties":false})";
   expect_matches(event, {R"({"name":"science fair","date":"2024-02-29","participants":["Alice","Bob"]})"},
-                 {R"({"name":"x","date":"2023-02-29","participants":["A"]})", R"({"name":"x","date":"2024-13-01","participants":["A"]})",
+                 {R"({"name":"x","date":"2023-02-29","participants":["A"]})",
+                  R"({"name":"x","date":"2024-13-01","participants":["A"]})",
                   R"({"name":"x","date":"2024-01-01","participants":[]})"});
 }
 
@@ -111,12 +117,15 @@ TEST(JsonSchema, RefsDefsRecursionAnyOfAndNumbers) {
   const char* tree = R"({"$defs":{"node":{"type":"object","properties":{"value":{"type":"number"},
       "children":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["value"],"additionalProperties":false}},
     "$ref":"#/$defs/node"})";
-  expect_matches(tree, {R"({"value":1})", R"({"value":-2.5e3,"children":[{"value":0},{"value":1.25,"children":[{"value":3}]}]})"},
-                 {R"({"value":"1"})", R"({"value":1,"children":[{"children":[]}]})", R"({"value":01})", R"({"value":1.})"});
-  const char* any = R"({"anyOf":[{"type":"string","format":"uuid"},{"type":"integer"},{"type":"array","prefixItems":[{"type":"boolean"},{"const":"x"}],"items":false}]})";
+  expect_matches(
+      tree, {R"({"value":1})", R"({"value":-2.5e3,"children":[{"value":0},{"value":1.25,"children":[{"value":3}]}]})"},
+      {R"({"value":"1"})", R"({"value":1,"children":[{"children":[]}]})", R"({"value":01})", R"({"value":1.})"});
+  const char* any =
+      R"({"anyOf":[{"type":"string","format":"uuid"},{"type":"integer"},{"type":"array","prefixItems":[{"type":"boolean"},{"const":"x"}],"items":false}]})";
   expect_matches(any, {R"("123e4567-e89b-12d3-a456-426614174000")", "42", "-7", R"([true,"x"])", "[false]", "[]"},
                  {R"("not-a-uuid")", "4.2", R"([true,"y"])", R"([true,"x",1])", "null"});
-  const char* extra = R"({"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],"additionalProperties":{"type":"boolean"}})";
+  const char* extra =
+      R"({"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],"additionalProperties":{"type":"boolean"}})";
   expect_matches(extra, {R"({"id":1})", R"({"id":1,"ok":true,"i":false})", R"({"id":1,"idx":true})"},
                  {R"({"id":1,"ok":1})", R"({"id":1,"id":true})"});
   expect_matches("{}", {"null", R"({"a":[1,{"b":"c"}]})", R"("s")", "-0.5"}, {"nul", "[1,]"});
@@ -129,12 +138,15 @@ TEST(JsonSchema, ObjectGrammarAndErrorsNameTheKeywordAndPlace) {
   EXPECT_FALSE(matches(obj, "[1]"));
   EXPECT_FALSE(matches(obj, R"("x")"));
   EXPECT_NE(error_of(R"({"type":"bogus"})").find("'type' \"bogus\""), std::string::npos);
-  EXPECT_NE(error_of(R"({"properties":{"a":{"type":"number","minimum":0.5}}})").find("/properties/a"), std::string::npos);
-  EXPECT_NE(error_of(R"({"properties":{"a":{"minProperties":1}}})").find("unsupported keyword 'minProperties'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"properties":{"a":{"type":"number","minimum":0.5}}})").find("/properties/a"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"properties":{"a":{"minProperties":1}}})").find("unsupported keyword 'minProperties'"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"$ref":"#/$defs/missing"})").find("does not resolve"), std::string::npos);
   EXPECT_NE(error_of(R"({"type":"array","uniqueItems":true})").find("uniqueItems"), std::string::npos);
   EXPECT_NE(error_of(R"({"type":"string","format":"email"})").find("'format' \"email\""), std::string::npos);
-  EXPECT_NE(error_of(R"({"type":"array","minItems":3,"maxItems":2})").find("'minItems' 3 is above 'maxItems' 2"), std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"array","minItems":3,"maxItems":2})").find("'minItems' 3 is above 'maxItems' 2"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"type":"integer","minimum":5,"maximum":4})").find("no integer"), std::string::npos);
   EXPECT_NE(error_of("false").find("no value is valid"), std::string::npos);
 }

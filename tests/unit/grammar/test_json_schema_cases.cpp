@@ -70,9 +70,11 @@ void js_check(const JsCase& c) {
   const auto g = js_grammar(c.schema);
   const std::string gbnf = json_schema_to_gbnf(c.schema);
   for (const std::string& d : c.good) {
-    for (const std::string& s : js_spellings(d)) EXPECT_TRUE(matches(g, s)) << "should match:\n" << s << "\ngrammar:\n" << gbnf;
+    for (const std::string& s : js_spellings(d))
+      EXPECT_TRUE(matches(g, s)) << "should match:\n" << s << "\ngrammar:\n" << gbnf;
   }
-  for (const std::string& d : c.bad) EXPECT_FALSE(matches(g, d)) << "should not match:\n" << d << "\ngrammar:\n" << gbnf;
+  for (const std::string& d : c.bad)
+    EXPECT_FALSE(matches(g, d)) << "should not match:\n" << d << "\ngrammar:\n" << gbnf;
 }
 
 std::string js_error(const ojson& schema) {
@@ -108,32 +110,33 @@ TEST(JsonSchema, GithubIssueLikeObject) {
     "$defs": {"user": {"type": "object", "properties": {"login": {"type": "string"}, "id": {"type": "integer"},
         "site_admin": {"type": "boolean"}}, "required": ["login", "id"], "additionalProperties": false}}
   })");
-  js_check({issue,
-            {R"({"number":23,"title":"Grammar support","state":"open","user":{"login":"octocat","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
-             R"({"number":1,"title":"x","state":"closed","user":{"login":"a","id":-5,"site_admin":true},
+  js_check(
+      {issue,
+       {R"({"number":23,"title":"Grammar support","state":"open","user":{"login":"octocat","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
+        R"({"number":1,"title":"x","state":"closed","user":{"login":"a","id":-5,"site_admin":true},
                  "labels":[{"name":"bug","color":"d73a4a"},{"name":"good first issue","color":"7057ff"}],"locked":true,
                  "created_at":"2023-12-31T23:59:59.123+05:30","assignees":[{"login":"b","id":2}],
                  "milestone":{"title":"v1","due_on":null},"comments":0,"body":"Steps:\n1. run \"make\"\n2. see \\ error"})",
-             R"({"number":2,"title":"y","state":"open","user":{"login":"c","id":3},"labels":[],"locked":false,
+        R"({"number":2,"title":"y","state":"open","user":{"login":"c","id":3},"labels":[],"locked":false,
                  "created_at":"2024-02-29T00:00:00Z","milestone":null,"body":null})"},
-            {// missing required key
-             R"({"number":23,"title":"t","state":"open","labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
-             // number below minimum, title empty, state not in the enum
-             R"({"number":0,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
-             R"({"number":1,"title":"","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
-             R"({"number":1,"title":"t","state":"merged","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
-             // a label color that is not six lowercase hex digits; an extra key in a label
-             R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[{"name":"b","color":"D73A4A"}],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
-             R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[{"name":"b","color":"d73a4a","id":1}],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
-             // bad date-time (no offset; February 30), wrong type for locked, extra top-level key
-             R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00"})",
-             R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-02-30T12:30:00Z"})",
-             R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":"no","created_at":"2024-05-01T12:30:00Z"})",
-             R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z","url":"x"})",
-             // milestone without its title; trailing garbage; unterminated
-             R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z","milestone":{}})",
-             R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"}x)",
-             R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z")"}});
+       {// missing required key
+        R"({"number":23,"title":"t","state":"open","labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
+        // number below minimum, title empty, state not in the enum
+        R"({"number":0,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
+        R"({"number":1,"title":"","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
+        R"({"number":1,"title":"t","state":"merged","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
+        // a label color that is not six lowercase hex digits; an extra key in a label
+        R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[{"name":"b","color":"D73A4A"}],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
+        R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[{"name":"b","color":"d73a4a","id":1}],"locked":false,"created_at":"2024-05-01T12:30:00Z"})",
+        // bad date-time (no offset; February 30), wrong type for locked, extra top-level key
+        R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00"})",
+        R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-02-30T12:30:00Z"})",
+        R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":"no","created_at":"2024-05-01T12:30:00Z"})",
+        R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z","url":"x"})",
+        // milestone without its title; trailing garbage; unterminated
+        R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z","milestone":{}})",
+        R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z"}x)",
+        R"({"number":1,"title":"t","state":"open","user":{"login":"o","id":1},"labels":[],"locked":false,"created_at":"2024-05-01T12:30:00Z")"}});
 }
 
 // What Pydantic v2's model_json_schema() gives for a model with an enum, an optional
@@ -159,29 +162,31 @@ TEST(JsonSchema, PydanticModelSchema) {
     "required": ["id", "color", "items", "placed"],
     "title": "Order", "type": "object"
   })");
-  js_check({order,
-            {R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[{"sku":"ABC-1234","qty":3,"price":9.99}],"placed":"2024-06-01T08:00:00Z"})",
-             R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"blue","items":[{"sku":"XYZ-0000","qty":1000,"price":0},{"sku":"QQQ-9999","qty":1,"price":1234.5}],
+  js_check(
+      {order,
+       {R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[{"sku":"ABC-1234","qty":3,"price":9.99}],"placed":"2024-06-01T08:00:00Z"})",
+        R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"blue","items":[{"sku":"XYZ-0000","qty":1000,"price":0},{"sku":"QQQ-9999","qty":1,"price":1234.5}],
                  "placed":"2024-06-01T08:00:00.5-03:00","note":null,"tags":["gift","fragile"]})",
-             R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"green","items":[{"sku":"ABC-1234","qty":3,"price":0.5}],"placed":"2024-06-01T08:00:00Z","note":"leave at door"})"},
-            {R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"pink","items":[{"sku":"ABC-1234","qty":3,"price":9.99}],"placed":"2024-06-01T08:00:00Z"})",
-             R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[],"placed":"2024-06-01T08:00:00Z"})",
-             R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[{"sku":"ABC-1234","qty":0,"price":9.99}],"placed":"2024-06-01T08:00:00Z"})",
-             R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[{"sku":"ABC-1234","qty":1,"price":-0.01}],"placed":"2024-06-01T08:00:00Z"})",
-             R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[{"sku":"abc-1234","qty":1,"price":1}],"placed":"2024-06-01T08:00:00Z"})",
-             R"({"id":"5f0c2a8e","color":"red","items":[{"sku":"ABC-1234","qty":1,"price":1}],"placed":"2024-06-01T08:00:00Z"})",
-             R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[{"sku":"ABC-1234","qty":1,"price":1}],"placed":"2024-06-01T08:00:00Z","note":5})"}});
+        R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"green","items":[{"sku":"ABC-1234","qty":3,"price":0.5}],"placed":"2024-06-01T08:00:00Z","note":"leave at door"})"},
+       {R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"pink","items":[{"sku":"ABC-1234","qty":3,"price":9.99}],"placed":"2024-06-01T08:00:00Z"})",
+        R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[],"placed":"2024-06-01T08:00:00Z"})",
+        R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[{"sku":"ABC-1234","qty":0,"price":9.99}],"placed":"2024-06-01T08:00:00Z"})",
+        R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[{"sku":"ABC-1234","qty":1,"price":-0.01}],"placed":"2024-06-01T08:00:00Z"})",
+        R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[{"sku":"abc-1234","qty":1,"price":1}],"placed":"2024-06-01T08:00:00Z"})",
+        R"({"id":"5f0c2a8e","color":"red","items":[{"sku":"ABC-1234","qty":1,"price":1}],"placed":"2024-06-01T08:00:00Z"})",
+        R"({"id":"5f0c2a8e-3b1d-4c6a-9e7f-0a1b2c3d4e5f","color":"red","items":[{"sku":"ABC-1234","qty":1,"price":1}],"placed":"2024-06-01T08:00:00Z","note":5})"}});
 }
 
 TEST(JsonSchema, StringEscapesAndBadStrings) {
   js_check({ojson::parse(R"({"type":"object","properties":{"s":{"type":"string"}},"required":["s"]})"),
-            {R"({"s":"a\"b\\n\u00e9"})", R"({"s":"é ü 日本 🎉"})", R"({"s":"\ud83c\udf89 \/ \b\f\n\r\t \u0000"})", R"({"s":""})"},
-            {R"({"s":"abc)",                      // unterminated
-             R"({"s":"a\qb"})",                    // bad escape
+            {R"({"s":"a\"b\\n\u00e9"})", R"({"s":"é ü 日本 🎉"})", R"({"s":"\ud83c\udf89 \/ \b\f\n\r\t \u0000"})",
+             R"({"s":""})"},
+            {R"({"s":"abc)",     // unterminated
+             R"({"s":"a\qb"})",  // bad escape
              R"({"s":"a\u00g0"})", R"({"s":"a\u12"})",
-             "{\"s\":\"line\nbreak\"}",            // raw control character
+             "{\"s\":\"line\nbreak\"}",  // raw control character
              "{\"s\":\"tab\there\"}",
-             R"({"s":"\ud83c"})",                  // a lone surrogate escape (refused: not a character)
+             R"({"s":"\ud83c"})",  // a lone surrogate escape (refused: not a character)
              R"({"s":'single'})", R"({"s":"x"}})", R"({"s":"x"} "y")"}});
   // Length counts characters, not bytes or escape sequences.
   js_check({ojson::parse(R"({"type":"string","minLength":2,"maxLength":3})"),
@@ -190,7 +195,8 @@ TEST(JsonSchema, StringEscapesAndBadStrings) {
 }
 
 TEST(JsonSchema, WhitespaceIsBoundedAndNeverLeading) {
-  const auto g = js_grammar(ojson::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})"));
+  const auto g =
+      js_grammar(ojson::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})"));
   EXPECT_TRUE(matches(g, R"({"a":1})"));
   EXPECT_TRUE(matches(g, "{\n" + std::string(20, ' ') + "\"a\": 1\n}"));
   EXPECT_TRUE(matches(g, "{\n\t\t\"a\" : 1 }"));
@@ -206,102 +212,149 @@ TEST(JsonSchema, OptionalPropertiesInDeclaredOrderEachMayBeAbsent) {
   js_check({s,
             {R"({"b":true})", R"({"b":true,"a":1})", R"({"b":true,"c":"x"})", R"({"b":false,"d":null})",
              R"({"b":true,"a":1,"c":"x","d":null})", R"({"b":true,"a":1,"d":null})", R"({"b":true,"c":"","d":null})"},
-            {"{}", R"({"a":1})", R"({"b":true,"a":1,"a":2})", R"({"b":true,"c":"x","a":1})", R"({"b":true,})", R"({"b":true,,"a":1})",
-             R"({,"b":true})", R"({"b":true "a":1})", R"({"b":true,"e":1})"}});
+            {"{}", R"({"a":1})", R"({"b":true,"a":1,"a":2})", R"({"b":true,"c":"x","a":1})", R"({"b":true,})",
+             R"({"b":true,,"a":1})", R"({,"b":true})", R"({"b":true "a":1})", R"({"b":true,"e":1})"}});
   // Nothing required: any subset, in order, including none.
-  const ojson none = ojson::parse(R"({"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"integer"}},"additionalProperties":false})");
-  js_check({none, {"{}", R"({"x":1})", R"({"y":2})", R"({"x":1,"y":2})"}, {R"({"y":2,"x":1})", R"({,"y":2})", R"({"x":1,})"}});
+  const ojson none = ojson::parse(
+      R"({"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"integer"}},"additionalProperties":false})");
+  js_check({none,
+            {"{}", R"({"x":1})", R"({"y":2})", R"({"x":1,"y":2})"},
+            {R"({"y":2,"x":1})", R"({,"y":2})", R"({"x":1,})"}});
 }
 
 TEST(JsonSchema, AdditionalPropertiesKinds) {
   // Absent with properties: no extra members (llama.cpp); true: extras of any value.
-  js_check({ojson::parse(R"({"type":"object","properties":{"a":{"type":"integer"}}})"), {"{}", R"({"a":1})"}, {R"({"a":1,"b":2})", R"({"b":2})"}});
+  js_check({ojson::parse(R"({"type":"object","properties":{"a":{"type":"integer"}}})"),
+            {"{}", R"({"a":1})"},
+            {R"({"a":1,"b":2})", R"({"b":2})"}});
   js_check({ojson::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":true})"),
             {"{}", R"({"a":1})", R"({"a":1,"b":[2,{"c":null}]})", R"({"b":"x","aa":1,"":0})"},
             {R"({"a":"x"})", R"({"a":1,"a":2})", R"({"b":1,"a":2})", R"({"a":1,"\u0061":2})"}});
   // A schema: extras must match it; declared keys keep their own schema, in any spelling of their name.
-  js_check({ojson::parse(R"({"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string"}},
+  js_check(
+      {ojson::parse(R"({"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string"}},
                                "required":["id"],"additionalProperties":{"type":"string","enum":["x","y"]}})"),
-            {R"({"id":1})", R"({"id":1,"name":"n","k":"x"})", R"({"id":1,"nam":"y","names":"x","i":"x","\"":"y","\\":"x"})"},
-            {R"({"id":1,"k":"z"})", R"({"id":1,"name":"n","name":"x"})", R"({"id":1,"\u006eame":"x"})", R"({"id":1,"id":"x"})",
-             R"({"id":1,"k":1})"}});
+       {R"({"id":1})", R"({"id":1,"name":"n","k":"x"})", R"({"id":1,"nam":"y","names":"x","i":"x","\"":"y","\\":"x"})"},
+       {R"({"id":1,"k":"z"})", R"({"id":1,"name":"n","name":"x"})", R"({"id":1,"\u006eame":"x"})",
+        R"({"id":1,"id":"x"})", R"({"id":1,"k":1})"}});
   // Only additionalProperties: a map.
   js_check({ojson::parse(R"({"type":"object","additionalProperties":{"type":"number"}})"),
-            {"{}", R"({"a":1,"b":2.5,"\u00e9":-1})"}, {R"({"a":"1"})", R"({"a":1,})"}});
+            {"{}", R"({"a":1,"b":2.5,"\u00e9":-1})"},
+            {R"({"a":"1"})", R"({"a":1,})"}});
   js_check({ojson::parse(R"({"type":"object","additionalProperties":false})"), {"{}"}, {R"({"a":1})"}});
   // Any object.
-  js_check({ojson::parse(R"({"type":"object"})"), {"{}", R"({"a":{"b":[1,"2",null,true]}})"}, {"[]", "null", R"({"a"})"}});
+  js_check(
+      {ojson::parse(R"({"type":"object"})"), {"{}", R"({"a":{"b":[1,"2",null,true]}})"}, {"[]", "null", R"({"a"})"}});
 }
 
 TEST(JsonSchema, RequiredKeysOutsidePropertiesFollowAdditionalProperties) {
   // A required key that `properties` does not declare takes additionalProperties' schema.
-  js_check({ojson::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a","b"],"additionalProperties":{"type":"boolean"}})"),
-            {R"({"a":1,"b":true})", R"({"a":1,"b":false,"c":true})"}, {R"({"a":1,"b":2})", R"({"a":1})", R"({"a":1,"b":true,"c":1})"}});
-  js_check({ojson::parse(R"({"type":"object","required":["k"]})"), {R"({"k":1})", R"({"k":[],"z":2})"}, {"{}", R"({"z":2})"}});
-  EXPECT_NE(js_error(ojson::parse(R"({"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":false})"))
+  js_check(
+      {ojson::parse(
+           R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a","b"],"additionalProperties":{"type":"boolean"}})"),
+       {R"({"a":1,"b":true})", R"({"a":1,"b":false,"c":true})"},
+       {R"({"a":1,"b":2})", R"({"a":1})", R"({"a":1,"b":true,"c":1})"}});
+  js_check({ojson::parse(R"({"type":"object","required":["k"]})"),
+            {R"({"k":1})", R"({"k":[],"z":2})"},
+            {"{}", R"({"z":2})"}});
+  EXPECT_NE(js_error(ojson::parse(
+                         R"({"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":false})"))
                 .find("'b'"),
             std::string::npos);
   // A property whose schema is false must be absent.
-  js_check({ojson::parse(R"({"type":"object","properties":{"a":{"type":"integer"},"secret":false},"additionalProperties":true})"),
-            {R"({"a":1})", R"({"a":1,"other":2})"}, {R"({"a":1,"secret":2})", R"({"secret":null})"}});
-  EXPECT_NE(js_error(ojson::parse(R"({"type":"object","properties":{"secret":false},"required":["secret"]})")).find("/properties/secret"),
+  js_check(
+      {ojson::parse(
+           R"({"type":"object","properties":{"a":{"type":"integer"},"secret":false},"additionalProperties":true})"),
+       {R"({"a":1})", R"({"a":1,"other":2})"},
+       {R"({"a":1,"secret":2})", R"({"secret":null})"}});
+  EXPECT_NE(js_error(ojson::parse(R"({"type":"object","properties":{"secret":false},"required":["secret"]})"))
+                .find("/properties/secret"),
             std::string::npos);
 }
 
 TEST(JsonSchema, ArraysOfObjectsPrefixItemsAndCounts) {
-  js_check({ojson::parse(R"({"type":"array","items":{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"integer"}},
+  js_check(
+      {ojson::parse(
+           R"({"type":"array","items":{"type":"object","properties":{"x":{"type":"integer"},"y":{"type":"integer"}},
                                "required":["x","y"],"additionalProperties":false},"minItems":1,"maxItems":3})"),
-            {R"([{"x":1,"y":2}])", R"([{"x":1,"y":2},{"x":-3,"y":0},{"x":9,"y":9}])"},
-            {"[]", R"([{"x":1,"y":2},{"x":1,"y":2},{"x":1,"y":2},{"x":1,"y":2}])", R"([{"x":1}])", R"([{"x":1,"y":2},])", R"([,{"x":1,"y":2}])",
-             R"([{"x":1,"y":2}{"x":1,"y":2}])"}});
+       {R"([{"x":1,"y":2}])", R"([{"x":1,"y":2},{"x":-3,"y":0},{"x":9,"y":9}])"},
+       {"[]", R"([{"x":1,"y":2},{"x":1,"y":2},{"x":1,"y":2},{"x":1,"y":2}])", R"([{"x":1}])", R"([{"x":1,"y":2},])",
+        R"([,{"x":1,"y":2}])", R"([{"x":1,"y":2}{"x":1,"y":2}])"}});
   // prefixItems with items absent: any further items; minItems reaches past the prefix.
   js_check({ojson::parse(R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"minItems":3})"),
-            {R"(["a",1,null])", R"(["a",1,{"z":[]},2])"}, {R"(["a",1])", R"(["a"])", R"([1,"a",null])", "[]"}});
-  js_check({ojson::parse(R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":{"type":"boolean"},"maxItems":3})"),
-            {"[]", R"(["a"])", R"(["a",1])", R"(["a",1,true])"}, {R"(["a",1,true,false])", R"(["a",1,2])", "[1]"}});
+            {R"(["a",1,null])", R"(["a",1,{"z":[]},2])"},
+            {R"(["a",1])", R"(["a"])", R"([1,"a",null])", "[]"}});
+  js_check(
+      {ojson::parse(
+           R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":{"type":"boolean"},"maxItems":3})"),
+       {"[]", R"(["a"])", R"(["a",1])", R"(["a",1,true])"},
+       {R"(["a",1,true,false])", R"(["a",1,2])", "[1]"}});
   // Draft-4 tuple form.
   js_check({ojson::parse(R"({"type":"array","items":[{"const":1},{"const":2}],"additionalItems":false})"),
-            {"[]", "[1]", "[1,2]"}, {"[2]", "[1,2,3]", "[1,1]"}});
+            {"[]", "[1]", "[1,2]"},
+            {"[2]", "[1,2,3]", "[1,1]"}});
   js_check({ojson::parse(R"({"type":"array","items":false})"), {"[]"}, {"[1]", "[null]"}});
-  js_check({ojson::parse(R"({"type":"array","minItems":2,"maxItems":2})"), {R"([1,"a"])", R"([[],{}])"}, {"[1]", "[1,2,3]"}});
-  js_check({ojson::parse(R"({"type":"array","items":{"type":"integer"},"minItems":3})"), {"[1,2,3]", "[1,2,3,4,5,6,7]"}, {"[1,2]", "[]"}});
+  js_check({ojson::parse(R"({"type":"array","minItems":2,"maxItems":2})"),
+            {R"([1,"a"])", R"([[],{}])"},
+            {"[1]", "[1,2,3]"}});
+  js_check({ojson::parse(R"({"type":"array","items":{"type":"integer"},"minItems":3})"),
+            {"[1,2,3]", "[1,2,3,4,5,6,7]"},
+            {"[1,2]", "[]"}});
 }
 
 TEST(JsonSchema, EnumsAndConsts) {
   js_check({ojson::parse(R"({"enum":["red","green",42,null,true,{"a":[1,"b"]},[1,2],"with \"quote\"","é",1.5]})"),
-            {R"("red")", R"("green")", "42", "null", "true", R"({"a":[1,"b"]})", "[1,2]", R"("with \"quote\"")", R"("é")", "1.5"},
-            {R"("blue")", R"("Red")", "43", "false", R"({"a":[1]})", "[2,1]", R"("re")", R"("redd")", R"("red")" " x"}});
+            {R"("red")", R"("green")", "42", "null", "true", R"({"a":[1,"b"]})", "[1,2]", R"("with \"quote\"")",
+             R"("é")", "1.5"},
+            {R"("blue")", R"("Red")", "43", "false", R"({"a":[1]})", "[2,1]", R"("re")", R"("redd")",
+             R"("red")"
+             " x"}});
   // `type` filters the enum.
   js_check({ojson::parse(R"({"type":"string","enum":["a",1,"b"]})"), {R"("a")", R"("b")"}, {"1"}});
   js_check({ojson::parse(R"({"type":"integer","enum":[1,2.0,2.5,"3"]})"), {"1", "2.0"}, {"2.5", R"("3")", "3"}});
   js_check({ojson::parse(R"({"const":"fixed"})"), {R"("fixed")"}, {R"("fixe")", R"("other")"}});
-  js_check({ojson::parse(R"({"type":"object","properties":{"kind":{"const":"circle"},"r":{"type":"number"}},"required":["kind","r"]})"),
-            {R"({"kind":"circle","r":2})"}, {R"({"kind":"square","r":2})"}});
+  js_check(
+      {ojson::parse(
+           R"({"type":"object","properties":{"kind":{"const":"circle"},"r":{"type":"number"}},"required":["kind","r"]})"),
+       {R"({"kind":"circle","r":2})"},
+       {R"({"kind":"square","r":2})"}});
   EXPECT_NE(js_error(ojson::parse(R"({"enum":[]})")).find("'enum' must be a non-empty array"), std::string::npos);
   EXPECT_NE(js_error(ojson::parse(R"({"type":"string","enum":[1,2]})")).find("no value of 'enum'"), std::string::npos);
-  EXPECT_NE(js_error(ojson::parse(R"({"enum":["a","bb"],"maxLength":1})")).find("'maxLength' together with 'enum'"), std::string::npos);
+  EXPECT_NE(js_error(ojson::parse(R"({"enum":["a","bb"],"maxLength":1})")).find("'maxLength' together with 'enum'"),
+            std::string::npos);
 }
 
 TEST(JsonSchema, NumbersAndIntegers) {
   js_check({ojson::parse(R"({"type":"number"})"),
             {"0", "-0", "1", "-1", "3.14", "-0.5", "1e10", "1E-7", "2.5e+3", "123456789012345", "0.0001"},
-            {"01", "1.", ".5", "+1", "1e", "1e+", "--1", "NaN", "Infinity", "0x10", "1.2.3", R"("1")", "12345678901234567"}});
-  js_check({ojson::parse(R"({"type":"integer"})"), {"0", "-7", "9999999999999999"}, {"1.0", "1e2", "-0.5", "007", "-", "99999999999999999"}});
+            {"01", "1.", ".5", "+1", "1e", "1e+", "--1", "NaN", "Infinity", "0x10", "1.2.3", R"("1")",
+             "12345678901234567"}});
+  js_check({ojson::parse(R"({"type":"integer"})"),
+            {"0", "-7", "9999999999999999"},
+            {"1.0", "1e2", "-0.5", "007", "-", "99999999999999999"}});
   js_check({ojson::parse(R"({"type":["integer","null"]})"), {"5", "null"}, {"5.5", "true"}});
   js_check({ojson::parse(R"({"type":["number","integer"]})"), {"5", "5.5"}, {"x"}});
-  js_check({ojson::parse(R"({"type":"integer","exclusiveMinimum":0,"exclusiveMaximum":10})"), {"1", "9"}, {"0", "10", "-1"}});
+  js_check({ojson::parse(R"({"type":"integer","exclusiveMinimum":0,"exclusiveMaximum":10})"),
+            {"1", "9"},
+            {"0", "10", "-1"}});
   js_check({ojson::parse(R"({"type":"integer","minimum":1.5,"maximum":3.9})"), {"2", "3"}, {"1", "4"}});
-  js_check({ojson::parse(R"({"type":"integer","minimum":-5,"maximum":5,"exclusiveMaximum":true})"), {"-5", "4"}, {"5", "-6"}});  // draft 4
-  js_check({ojson::parse(R"({"type":"integer","maximum":-10})"), {"-10", "-11", "-9999999999999999"}, {"-9", "0", "10"}});
-  EXPECT_NE(js_error(ojson::parse(R"({"type":"integer","minimum":1000000000000000000})")).find("the minimum is above"), std::string::npos);
-  EXPECT_NE(js_error(ojson::parse(R"({"type":"integer","minimum":1e19})")).find("the minimum is above"), std::string::npos);
+  js_check({ojson::parse(R"({"type":"integer","minimum":-5,"maximum":5,"exclusiveMaximum":true})"),
+            {"-5", "4"},
+            {"5", "-6"}});  // draft 4
+  js_check(
+      {ojson::parse(R"({"type":"integer","maximum":-10})"), {"-10", "-11", "-9999999999999999"}, {"-9", "0", "10"}});
+  EXPECT_NE(js_error(ojson::parse(R"({"type":"integer","minimum":1000000000000000000})")).find("the minimum is above"),
+            std::string::npos);
+  EXPECT_NE(js_error(ojson::parse(R"({"type":"integer","minimum":1e19})")).find("the minimum is above"),
+            std::string::npos);
 }
 
 // Every integer in a window against the range, for ranges with awkward digit patterns.
 TEST(JsonSchema, IntegerRangesAreExact) {
-  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 0},     {0, 9},       {1, 10},     {-1, 1},     {-10, -1},
-                                                           {7, 1234},  {-999, 1000}, {19, 91},    {100, 199},  {-2048, -1024},
-                                                           {99, 100},  {5, 5},       {-305, 4096}, {0, 100000}, {123, 321}};
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 0},       {0, 9},         {1, 10},      {-1, 1},
+                                                           {-10, -1},    {7, 1234},      {-999, 1000}, {19, 91},
+                                                           {100, 199},   {-2048, -1024}, {99, 100},    {5, 5},
+                                                           {-305, 4096}, {0, 100000},    {123, 321}};
   for (const auto& [lo, hi] : ranges) {
     const auto g = js_grammar(ojson{{"type", "integer"}, {"minimum", lo}, {"maximum", hi}});
     for (int64_t v = std::min<int64_t>(lo, -1) - 1100; v <= std::max<int64_t>(hi, 1) + 1100; ++v) {
@@ -312,7 +365,8 @@ TEST(JsonSchema, IntegerRangesAreExact) {
     EXPECT_FALSE(matches(g, "0" + std::to_string(lo < 0 ? 1 : lo)));
   }
   // Huge bounds.
-  const auto big = js_grammar(ojson{{"type", "integer"}, {"minimum", int64_t{-999999999999999999}}, {"maximum", int64_t{999999999999999999}}});
+  const auto big = js_grammar(
+      ojson{{"type", "integer"}, {"minimum", int64_t{-999999999999999999}}, {"maximum", int64_t{999999999999999999}}});
   EXPECT_TRUE(matches(big, "999999999999999999"));
   EXPECT_TRUE(matches(big, "-999999999999999999"));
   EXPECT_FALSE(matches(big, "1000000000000000000"));
@@ -347,8 +401,9 @@ TEST(JsonSchema, NumberRangesWithIntegerBoundsAreExact) {
       {R"({"type":"number","minimum":-1,"exclusiveMinimum":-1,"maximum":1,"exclusiveMaximum":2})", -1, 1, true, false},
       {R"({"type":"number","minimum":0,"exclusiveMinimum":true,"maximum":1})", 0, 1, true, false},  // draft 4
   };
-  const std::vector<std::pair<std::string, double>> fracs = {{"", 0}, {".0", 0}, {".00", 0}, {".5", .5}, {".25", .25}, {".05", .05},
-                                                             {".50", .5}, {".9", .9}, {".999", .999}, {".001", .001}};
+  const std::vector<std::pair<std::string, double>> fracs = {{"", 0},        {".0", 0},     {".00", 0},  {".5", .5},
+                                                             {".25", .25},   {".05", .05},  {".50", .5}, {".9", .9},
+                                                             {".999", .999}, {".001", .001}};
   for (const Bounds& b : cases) {
     const auto g = js_grammar(ojson::parse(b.schema));
     for (int i = -13; i <= 13; ++i) {
@@ -356,8 +411,10 @@ TEST(JsonSchema, NumberRangesWithIntegerBoundsAreExact) {
         for (bool neg : {false, true}) {
           if (i < 0 && neg) continue;
           const double x = neg ? -(i + f) : (i < 0 ? i - f : i + f);
-          const std::string text = (neg ? "-" : "") + std::to_string(i) + (i < 0 && f == 0 && ftext.empty() ? "" : ftext);
-          const bool valid = (!b.lo || (b.lo_ex ? x > *b.lo : x >= *b.lo)) && (!b.hi || (b.hi_ex ? x < *b.hi : x <= *b.hi));
+          const std::string text =
+              (neg ? "-" : "") + std::to_string(i) + (i < 0 && f == 0 && ftext.empty() ? "" : ftext);
+          const bool valid =
+              (!b.lo || (b.lo_ex ? x > *b.lo : x >= *b.lo)) && (!b.hi || (b.hi_ex ? x < *b.hi : x <= *b.hi));
           const bool canonical = !(neg && x == 0) && (f == 0 || ftext.back() != '0');
           const bool got = matches(g, text);
           if (got) EXPECT_TRUE(valid) << b.schema << " accepts " << text;
@@ -371,17 +428,94 @@ TEST(JsonSchema, NumberRangesWithIntegerBoundsAreExact) {
 
 // Patterns against std::regex_search (ECMAScript) on strings with characters JSON escapes.
 TEST(JsonSchema, PatternsAgreeWithEcmaScriptRegex) {
-  const std::vector<std::string> patterns = {
-      "^[a-z]+$",          "^\\d{3}-\\d{4}$",      "abc",              "^ab|cd$",           "^(foo|bar)+baz?$", "^[^\"\\\\]*$",
-      "^\\w+@\\w+\\.com$", "^.{2,3}$",             "^a.c$",            "^(?:x|yz){2}$",     "^[A-F0-9]{0,2}$",  "^\\s*$",
-      "^[\\-+]?\\d+$",     "^\"quoted\"$",         "\\\\",             "^a\\nb$",           "^[\\t ]+$",        "^$",
-      "x*",                "^(a|)b$",              "^[.]$",            "^a{2,}$",           "^[^a-c]$",         "^\\S\\D\\W$",
-      "^(?<year>\\d{4})-(?<m>\\d{2})$", "^\\u00e9\\x41$", "^[\\u0041-\\u0043]+$", "b+?c", "^(ab)*$"};
-  const std::vector<std::string> strings = {
-      "", "a", "abc", "xabcx", "ABC", "123-4567", "12-4567", "foo", "foobarbaz", "barba", "ab", "cd", "xcd", "abx",
-      "\"", "\"quoted\"", "q\\", "\\", "a\nb", "a\rc", "axc", "a.c", "\t \t", " ", "  x", "xx", "xyzx", "yzx", "b", "ab",
-      "-12", "+7", "12", "1-2", "bob@site.com", "bob@site.co", "FF", "F", "G", "aa", "aaaa", "d", "x1!", "x1a", "1!x",
-      "2024-05", "2024-5", "\xc3\xa9" "A", "\xc3\xa9" "B", "ABCBA", "ABD", "bbc", "bc", "abab", "aba", "\x01", "a\tb"};
+  const std::vector<std::string> patterns = {"^[a-z]+$",
+                                             "^\\d{3}-\\d{4}$",
+                                             "abc",
+                                             "^ab|cd$",
+                                             "^(foo|bar)+baz?$",
+                                             "^[^\"\\\\]*$",
+                                             "^\\w+@\\w+\\.com$",
+                                             "^.{2,3}$",
+                                             "^a.c$",
+                                             "^(?:x|yz){2}$",
+                                             "^[A-F0-9]{0,2}$",
+                                             "^\\s*$",
+                                             "^[\\-+]?\\d+$",
+                                             "^\"quoted\"$",
+                                             "\\\\",
+                                             "^a\\nb$",
+                                             "^[\\t ]+$",
+                                             "^$",
+                                             "x*",
+                                             "^(a|)b$",
+                                             "^[.]$",
+                                             "^a{2,}$",
+                                             "^[^a-c]$",
+                                             "^\\S\\D\\W$",
+                                             "^(?<year>\\d{4})-(?<m>\\d{2})$",
+                                             "^\\u00e9\\x41$",
+                                             "^[\\u0041-\\u0043]+$",
+                                             "b+?c",
+                                             "^(ab)*$"};
+  const std::vector<std::string> strings = {"",
+                                            "a",
+                                            "abc",
+                                            "xabcx",
+                                            "ABC",
+                                            "123-4567",
+                                            "12-4567",
+                                            "foo",
+                                            "foobarbaz",
+                                            "barba",
+                                            "ab",
+                                            "cd",
+                                            "xcd",
+                                            "abx",
+                                            "\"",
+                                            "\"quoted\"",
+                                            "q\\",
+                                            "\\",
+                                            "a\nb",
+                                            "a\rc",
+                                            "axc",
+                                            "a.c",
+                                            "\t \t",
+                                            " ",
+                                            "  x",
+                                            "xx",
+                                            "xyzx",
+                                            "yzx",
+                                            "b",
+                                            "ab",
+                                            "-12",
+                                            "+7",
+                                            "12",
+                                            "1-2",
+                                            "bob@site.com",
+                                            "bob@site.co",
+                                            "FF",
+                                            "F",
+                                            "G",
+                                            "aa",
+                                            "aaaa",
+                                            "d",
+                                            "x1!",
+                                            "x1a",
+                                            "1!x",
+                                            "2024-05",
+                                            "2024-5",
+                                            "\xc3\xa9"
+                                            "A",
+                                            "\xc3\xa9"
+                                            "B",
+                                            "ABCBA",
+                                            "ABD",
+                                            "bbc",
+                                            "bc",
+                                            "abab",
+                                            "aba",
+                                            "\x01",
+                                            "a\tb"};
   for (const std::string& p : patterns) {
     const auto g = js_grammar(ojson{{"type", "string"}, {"pattern", p}});
     std::regex re;
@@ -396,14 +530,16 @@ TEST(JsonSchema, PatternsAgreeWithEcmaScriptRegex) {
       const bool ascii = std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
       if (!ascii && p.find("\\u00e9") == std::string::npos) continue;
       const bool expected = std::regex_search(s, re);
-      EXPECT_EQ(matches(g, ojson(s).dump()), expected) << "pattern " << p << " on " << ojson(s).dump() << "\n" << json_schema_to_gbnf(ojson{{"type", "string"}, {"pattern", p}});
+      EXPECT_EQ(matches(g, ojson(s).dump()), expected)
+          << "pattern " << p << " on " << ojson(s).dump() << "\n"
+          << json_schema_to_gbnf(ojson{{"type", "string"}, {"pattern", p}});
     }
   }
 }
 
 TEST(JsonSchema, PatternsOutsideTheSubsetAreRefused) {
-  for (const char* p : {"(?=a)b", "(?!a)b", "(?<=a)b", "\\bword\\b", "(a)\\1", "\\p{L}+", "a{2", "a**", "^a^", "a$b", "(^a)", "[z-a]",
-                        "(a", "a)", "[abc", "(a*)*", "\\q", "(?i)abc"}) {
+  for (const char* p : {"(?=a)b", "(?!a)b", "(?<=a)b", "\\bword\\b", "(a)\\1", "\\p{L}+", "a{2", "a**", "^a^", "a$b",
+                        "(^a)", "[z-a]", "(a", "a)", "[abc", "(a*)*", "\\q", "(?i)abc"}) {
     const std::string e = js_error(ojson{{"type", "string"}, {"pattern", p}});
     EXPECT_EQ(e.rfind("json_schema: (root): 'pattern'", 0), 0u) << p << ": " << e;
   }
@@ -425,8 +561,10 @@ TEST(JsonSchema, DatesFollowTheCalendar) {
     }
   }
   const auto t = js_grammar(ojson::parse(R"({"type":"string","format":"time"})"));
-  for (const char* ok : {R"("00:00:00Z")", R"("23:59:59.999999+14:00")", R"("12:30:05-08:00")"}) EXPECT_TRUE(matches(t, ok)) << ok;
-  for (const char* bad : {R"("24:00:00Z")", R"("12:60:00Z")", R"("12:00:00")", R"("1:00:00Z")", R"("12:00:00.Z")"}) EXPECT_FALSE(matches(t, bad)) << bad;
+  for (const char* ok : {R"("00:00:00Z")", R"("23:59:59.999999+14:00")", R"("12:30:05-08:00")"})
+    EXPECT_TRUE(matches(t, ok)) << ok;
+  for (const char* bad : {R"("24:00:00Z")", R"("12:60:00Z")", R"("12:00:00")", R"("1:00:00Z")", R"("12:00:00.Z")"})
+    EXPECT_FALSE(matches(t, bad)) << bad;
   const auto u = js_grammar(ojson::parse(R"({"type":"string","format":"uuid"})"));
   EXPECT_TRUE(matches(u, R"("123e4567-E89B-12d3-a456-426614174000")"));
   EXPECT_FALSE(matches(u, R"("123e4567e89b12d3a456426614174000")"));
@@ -435,64 +573,103 @@ TEST(JsonSchema, DatesFollowTheCalendar) {
 
 TEST(JsonSchema, RecursionThroughDefinitionsAndRoot) {
   // A linked list via draft-7 definitions, and a tree that refers to the root itself.
-  js_check({ojson::parse(R"({"definitions":{"list":{"anyOf":[{"type":"null"},{"type":"object","properties":{"head":{"type":"integer"},
+  js_check(
+      {ojson::parse(
+           R"({"definitions":{"list":{"anyOf":[{"type":"null"},{"type":"object","properties":{"head":{"type":"integer"},
               "tail":{"$ref":"#/definitions/list"}},"required":["head","tail"],"additionalProperties":false}]}},"$ref":"#/definitions/list"})"),
-            {"null", R"({"head":1,"tail":null})", R"({"head":1,"tail":{"head":2,"tail":{"head":3,"tail":null}}})"},
-            {R"({"head":1})", R"({"head":1,"tail":{"head":"2","tail":null}})", R"({"head":1,"tail":{}})"}});
-  js_check({ojson::parse(R"({"type":"object","properties":{"name":{"type":"string"},"kids":{"type":"array","items":{"$ref":"#"}}},
+       {"null", R"({"head":1,"tail":null})", R"({"head":1,"tail":{"head":2,"tail":{"head":3,"tail":null}}})"},
+       {R"({"head":1})", R"({"head":1,"tail":{"head":"2","tail":null}})", R"({"head":1,"tail":{}})"}});
+  js_check(
+      {ojson::parse(
+           R"({"type":"object","properties":{"name":{"type":"string"},"kids":{"type":"array","items":{"$ref":"#"}}},
               "required":["name"],"additionalProperties":false})"),
-            {R"({"name":"a"})", R"({"name":"a","kids":[{"name":"b","kids":[{"name":"c"}]},{"name":"d","kids":[]}]})"},
-            {R"({"name":"a","kids":[{}]})", R"({"name":"a","kids":[{"name":"b","x":1}]})"}});
+       {R"({"name":"a"})", R"({"name":"a","kids":[{"name":"b","kids":[{"name":"c"}]},{"name":"d","kids":[]}]})"},
+       {R"({"name":"a","kids":[{}]})", R"({"name":"a","kids":[{"name":"b","x":1}]})"}});
   // Mutual recursion through anyOf inside arrays (an expression tree).
   js_check({ojson::parse(R"({"$defs":{"expr":{"anyOf":[{"type":"number"},{"$ref":"#/$defs/op"}]},
               "op":{"type":"object","properties":{"op":{"enum":["+","*"]},"args":{"type":"array","items":{"$ref":"#/$defs/expr"},"minItems":2}},
               "required":["op","args"],"additionalProperties":false}},"$ref":"#/$defs/expr"})"),
-            {"1", R"({"op":"+","args":[1,{"op":"*","args":[2,3]}]})"}, {R"({"op":"-","args":[1,2]})", R"({"op":"+","args":[1]})"}});
+            {"1", R"({"op":"+","args":[1,{"op":"*","args":[2,3]}]})"},
+            {R"({"op":"-","args":[1,2]})", R"({"op":"+","args":[1]})"}});
   // Left recursion: a $ref that reaches itself before any JSON text is refused.
-  EXPECT_NE(js_error(ojson::parse(R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"null"}]}},"$ref":"#/$defs/a"})")).find("left recursion"),
+  EXPECT_NE(js_error(
+                ojson::parse(R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"null"}]}},"$ref":"#/$defs/a"})"))
+                .find("left recursion"),
             std::string::npos);
-  EXPECT_NE(js_error(ojson::parse(R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})")).find("left recursion"),
+  EXPECT_NE(js_error(
+                ojson::parse(R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})"))
+                .find("left recursion"),
             std::string::npos);
-  EXPECT_NE(js_error(ojson::parse(R"({"anyOf":[{"$ref":"#"},{"type":"null"}]})")).find("left recursion"), std::string::npos);
-  EXPECT_NE(js_error(ojson::parse(R"({"$ref":"https://example.com/s.json"})")).find("not a local reference"), std::string::npos);
-  EXPECT_NE(js_error(ojson::parse(R"({"$defs":{"a":{"allOf":[{"$ref":"#/$defs/a"}]}},"$ref":"#/$defs/a"})")).find("$defs/a"), std::string::npos);
+  EXPECT_NE(js_error(ojson::parse(R"({"anyOf":[{"$ref":"#"},{"type":"null"}]})")).find("left recursion"),
+            std::string::npos);
+  EXPECT_NE(js_error(ojson::parse(R"({"$ref":"https://example.com/s.json"})")).find("not a local reference"),
+            std::string::npos);
+  EXPECT_NE(
+      js_error(ojson::parse(R"({"$defs":{"a":{"allOf":[{"$ref":"#/$defs/a"}]}},"$ref":"#/$defs/a"})")).find("$defs/a"),
+      std::string::npos);
 }
 
 TEST(JsonSchema, AnyOfOneOfAllOfAndSiblings) {
-  js_check({ojson::parse(R"({"oneOf":[{"type":"string","maxLength":2},{"type":"boolean"}]})"), {R"("ab")", "true"}, {R"("abc")", "1"}});
+  js_check({ojson::parse(R"({"oneOf":[{"type":"string","maxLength":2},{"type":"boolean"}]})"),
+            {R"("ab")", "true"},
+            {R"("abc")", "1"}});
   // Siblings of anyOf apply to every alternative.
   js_check({ojson::parse(R"({"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],
               "anyOf":[{"properties":{"id":{"minimum":10}}},{"properties":{"id":{"maximum":-10}}}]})"),
-            {R"({"id":10})", R"({"id":-10})"}, {R"({"id":0})", R"({"id":"x"})"}});
+            {R"({"id":10})", R"({"id":-10})"},
+            {R"({"id":0})", R"({"id":"x"})"}});
   // allOf: objects merged, a property also bound by the other part's additionalProperties.
-  js_check({ojson::parse(R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"],
+  js_check(
+      {ojson::parse(
+           R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"],
               "additionalProperties":false},{"properties":{"a":{"minimum":0}},"required":["b"]}]})"),
-            {R"({"a":0,"b":"x"})"}, {R"({"a":-1,"b":"x"})", R"({"a":1})", R"({"a":1,"b":"x","c":1})"}});
-  js_check({ojson::parse(R"({"allOf":[{"properties":{"a":{"type":"integer"}},"additionalProperties":false},{"properties":{"z":{"type":"integer"}}}]})"),
-            {"{}", R"({"a":1})"}, {R"({"z":1})", R"({"a":1,"z":1})"}});
+       {R"({"a":0,"b":"x"})"},
+       {R"({"a":-1,"b":"x"})", R"({"a":1})", R"({"a":1,"b":"x","c":1})"}});
+  js_check(
+      {ojson::parse(
+           R"({"allOf":[{"properties":{"a":{"type":"integer"}},"additionalProperties":false},{"properties":{"z":{"type":"integer"}}}]})"),
+       {"{}", R"({"a":1})"},
+       {R"({"z":1})", R"({"a":1,"z":1})"}});
   // The classic pitfall: additionalProperties false next to allOf forbids the parts' properties.
-  EXPECT_NE(js_error(ojson::parse(R"({"allOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]}],"additionalProperties":false})"))
-                .find("property 'a' is required but another 'allOf' part has additionalProperties false"),
-            std::string::npos);
-  js_check({ojson::parse(R"({"$defs":{"base":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}},
+  EXPECT_NE(
+      js_error(
+          ojson::parse(
+              R"({"allOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]}],"additionalProperties":false})"))
+          .find("property 'a' is required but another 'allOf' part has additionalProperties false"),
+      std::string::npos);
+  js_check(
+      {ojson::parse(R"({"$defs":{"base":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}},
               "allOf":[{"$ref":"#/$defs/base"},{"properties":{"tag":{"enum":["x","y"]}}}]})"),
-            {R"({"id":1})", R"({"id":1,"tag":"y"})"}, {R"({"tag":"x"})", R"({"id":1,"tag":"z"})"}});
-  js_check({ojson::parse(R"({"allOf":[{"type":["string","integer"]},{"type":["integer","null"]},{"minimum":3}]})"), {"3", "100"}, {"2", R"("s")", "null"}});
+       {R"({"id":1})", R"({"id":1,"tag":"y"})"},
+       {R"({"tag":"x"})", R"({"id":1,"tag":"z"})"}});
+  js_check({ojson::parse(R"({"allOf":[{"type":["string","integer"]},{"type":["integer","null"]},{"minimum":3}]})"),
+            {"3", "100"},
+            {"2", R"("s")", "null"}});
   js_check({ojson::parse(R"({"allOf":[{"enum":[1,2,3]},{"enum":[2,3,4]}]})"), {"2", "3"}, {"1", "4"}});
-  js_check({ojson::parse(R"({"allOf":[{"type":"string","minLength":2},{"maxLength":3}]})"), {R"("ab")", R"("abc")"}, {R"("a")", R"("abcd")"}});
+  js_check({ojson::parse(R"({"allOf":[{"type":"string","minLength":2},{"maxLength":3}]})"),
+            {R"("ab")", R"("abc")"},
+            {R"("a")", R"("abcd")"}});
   // $ref with sibling keywords: both apply.
-  js_check({ojson::parse(R"({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxLength":1})"), {R"("a")", R"("")"}, {R"("ab")", "1"}});
-  EXPECT_NE(js_error(ojson::parse(R"({"allOf":[{"type":"string"},{"type":"integer"}]})")).find("no type in common"), std::string::npos);
-  EXPECT_NE(js_error(ojson::parse(R"({"allOf":[{"pattern":"^a"},{"pattern":"b$"}]})")).find("two different 'pattern's"), std::string::npos);
-  EXPECT_NE(js_error(ojson::parse(R"({"allOf":[{"enum":[1]},{"enum":[2]}]})")).find("no value is in every"), std::string::npos);
+  js_check({ojson::parse(R"({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxLength":1})"),
+            {R"("a")", R"("")"},
+            {R"("ab")", "1"}});
+  EXPECT_NE(js_error(ojson::parse(R"({"allOf":[{"type":"string"},{"type":"integer"}]})")).find("no type in common"),
+            std::string::npos);
+  EXPECT_NE(js_error(ojson::parse(R"({"allOf":[{"pattern":"^a"},{"pattern":"b$"}]})")).find("two different 'pattern's"),
+            std::string::npos);
+  EXPECT_NE(js_error(ojson::parse(R"({"allOf":[{"enum":[1]},{"enum":[2]}]})")).find("no value is in every"),
+            std::string::npos);
 }
 
 TEST(JsonSchema, AnyValueSchemasAndTypeInference) {
   for (const char* any : {"{}", "true", R"({"description":"anything","title":"x"})"}) {
-    js_check({ojson::parse(any), {"null", "0", R"("s")", R"([1,[2,[3]]])", R"({"k":{"k":{}}})"}, {"", "nul", "[1,]", "{'a':1}"}});
+    js_check({ojson::parse(any),
+              {"null", "0", R"("s")", R"([1,[2,[3]]])", R"({"k":{"k":{}}})"},
+              {"", "nul", "[1,]", "{'a':1}"}});
   }
   // No `type`: the keywords say which type is written.
-  js_check({ojson::parse(R"({"properties":{"a":{"type":"integer"}},"required":["a"]})"), {R"({"a":1})"}, {"1", R"("a")"}});
+  js_check(
+      {ojson::parse(R"({"properties":{"a":{"type":"integer"}},"required":["a"]})"), {R"({"a":1})"}, {"1", R"("a")"}});
   js_check({ojson::parse(R"({"minLength":1})"), {R"("a")"}, {R"("")", "1"}});
   js_check({ojson::parse(R"({"items":{"type":"integer"}})"), {"[1,2]"}, {R"(["a"])"}});
   // Keywords of another type than `type` constrain nothing (as JSON Schema says).
@@ -502,11 +679,15 @@ TEST(JsonSchema, AnyValueSchemasAndTypeInference) {
 
 TEST(JsonSchema, ErrorsNameTheKeywordAndItsPath) {
   const std::vector<std::pair<const char*, const char*>> cases = {
-      {R"({"properties":{"age":{"type":"integer","minimum":"zero"}}})", "json_schema: /properties/age: 'minimum' must be a number"},
-      {R"({"properties":{"p":{"type":"number","maximum":1.5}}})", "json_schema: /properties/p: 'maximum' 1.5 on type number is not supported"},
+      {R"({"properties":{"age":{"type":"integer","minimum":"zero"}}})",
+       "json_schema: /properties/age: 'minimum' must be a number"},
+      {R"({"properties":{"p":{"type":"number","maximum":1.5}}})",
+       "json_schema: /properties/p: 'maximum' 1.5 on type number is not supported"},
       {R"({"type":"number","minimum":3,"exclusiveMaximum":3})", "no number is within"},
-      {R"({"properties":{"a":{"type":"object","properties":{"b":{"minProperties":1}}}}})", "json_schema: /properties/a/properties/b: unsupported keyword 'minProperties'"},
-      {R"({"type":"object","patternProperties":{"^x":{}}})", "json_schema: (root): unsupported keyword 'patternProperties'"},
+      {R"({"properties":{"a":{"type":"object","properties":{"b":{"minProperties":1}}}}})",
+       "json_schema: /properties/a/properties/b: unsupported keyword 'minProperties'"},
+      {R"({"type":"object","patternProperties":{"^x":{}}})",
+       "json_schema: (root): unsupported keyword 'patternProperties'"},
       {R"({"type":"integer","multipleOf":2})", "unsupported keyword 'multipleOf'"},
       {R"({"if":{"type":"string"},"then":{"maxLength":2}})", "unsupported keyword 'if'"},
       {R"({"not":{"type":"null"}})", "unsupported keyword 'not'"},
@@ -525,9 +706,12 @@ TEST(JsonSchema, ErrorsNameTheKeywordAndItsPath) {
       {R"({"anyOf":[]})", "'anyOf' must be a non-empty array of schemas"},
       {R"({"properties":{"x":false},"required":["x"]})", "/properties/x"},
       {R"({"type":"array","uniqueItems":true})", "'uniqueItems' true is not supported"},
-      {R"({"properties":{"n":{"type":"integer","exclusiveMinimum":3,"exclusiveMaximum":4}}})", "json_schema: /properties/n: no integer"},
-      {R"j({"properties":{"q":{"type":"string","pattern":"(?=x)"}}})j", "json_schema: /properties/q: 'pattern' \"(?=x)\": lookaround"},
-      {R"({"$defs":{"d":{"type":"string","format":"hostname"}},"properties":{"h":{"$ref":"#/$defs/d"}}})", "json_schema: /$defs/d: 'format' \"hostname\""},
+      {R"({"properties":{"n":{"type":"integer","exclusiveMinimum":3,"exclusiveMaximum":4}}})",
+       "json_schema: /properties/n: no integer"},
+      {R"j({"properties":{"q":{"type":"string","pattern":"(?=x)"}}})j",
+       "json_schema: /properties/q: 'pattern' \"(?=x)\": lookaround"},
+      {R"({"$defs":{"d":{"type":"string","format":"hostname"}},"properties":{"h":{"$ref":"#/$defs/d"}}})",
+       "json_schema: /$defs/d: 'format' \"hostname\""},
       {"42", "a schema must be an object or a boolean"},
   };
   for (const auto& [schema, want] : cases) {
@@ -538,14 +722,17 @@ TEST(JsonSchema, ErrorsNameTheKeywordAndItsPath) {
 
 TEST(JsonSchema, UnorderedJsonSortsPropertiesAndRuleNamesStayValid) {
   // nlohmann::json (sorted keys) gives alphabetical member order.
-  const nlohmann::json sorted = nlohmann::json::parse(R"({"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"integer"}},"required":["b","a"]})");
+  const nlohmann::json sorted = nlohmann::json::parse(
+      R"({"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"integer"}},"required":["b","a"]})");
   EXPECT_NO_THROW(Grammar::parse(json_schema_to_gbnf(sorted)));
   // Property names that are not rule names: digits, punctuation, non-ASCII, names of built-in rules.
-  const ojson odd = ojson::parse(R"({"type":"object","properties":{"1":{"type":"integer"},"a b/c~d":{"type":"integer"},"é":{"type":"integer"},
+  const ojson odd = ojson::parse(
+      R"({"type":"object","properties":{"1":{"type":"integer"},"a b/c~d":{"type":"integer"},"é":{"type":"integer"},
       "space":{"type":"string"},"root":{"type":"boolean"},"value":{"type":"null"},"":{"type":"integer"},"x-1":{"type":"integer","minimum":0,"maximum":9},
       "x":{"type":"integer","minimum":-3,"maximum":300}},
       "required":["1","a b/c~d","é","space","root","value","","x","x-1"]})");
-  js_check({odd, {R"({"1":1,"a b/c~d":2,"é":3,"space":"s","root":true,"value":null,"":4,"x":-3,"x-1":5})"}, {R"({"1":1})"}});
+  js_check(
+      {odd, {R"({"1":1,"a b/c~d":2,"é":3,"space":"s","root":true,"value":null,"":4,"x":-3,"x-1":5})"}, {R"({"1":1})"}});
 }
 
 }  // namespace

@@ -29,9 +29,9 @@ using tensor::DType;
 
 namespace {
 
-const DType kTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,   DType::q4_0, DType::q4_k,
-                        DType::q6_k, DType::q4_1, DType::q5_0, DType::q5_1,   DType::iq4_nl, DType::q2_k,
-                        DType::q3_k, DType::q5_k, DType::iq4_xs};
+const DType kTypes[] = {DType::f32,    DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
+                        DType::q4_k,   DType::q6_k, DType::q4_1, DType::q5_0, DType::q5_1,
+                        DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q5_k, DType::iq4_xs};
 const kernels::Isa kIsas[] = {kernels::Isa::scalar, kernels::Isa::avx2, kernels::Isa::avx512,
                               kernels::Isa::avx512_vnni};
 const int64_t kMs[] = {1, 2, 3, 4, 7, 8, 16, 31, 64};
@@ -73,12 +73,14 @@ std::vector<float> random_x(int64_t n, uint64_t seed) {
 
 int64_t n_in_for(DType t) {
   const int64_t bs = tensor::dtype_traits(t).block_size;
-  if (bs == 1) return 77;      // exercises vector tails
+  if (bs == 1) return 77;  // exercises vector tails
   if (bs == 32) return 160;
   return 512;
 }
 
-std::string label(kernels::Isa isa, DType t) { return std::string(kernels::isa_name(isa)) + "/" + tensor::dtype_name(t); }
+std::string label(kernels::Isa isa, DType t) {
+  return std::string(kernels::isa_name(isa)) + "/" + tensor::dtype_name(t);
+}
 
 bool uses_q8_activations(kernels::Isa isa, DType t) {
   return kernels::impl::table_for(isa).act[static_cast<int>(t)] == kernels::impl::ActFormat::q8;
@@ -159,7 +161,8 @@ TEST_P(MatmulTest, BatchInvariant) {
   check_batch_invariance(isa, t);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypesAllIsas, MatmulTest, ::testing::Combine(::testing::ValuesIn(kIsas), ::testing::ValuesIn(kTypes)),
+INSTANTIATE_TEST_SUITE_P(AllTypesAllIsas, MatmulTest,
+                         ::testing::Combine(::testing::ValuesIn(kIsas), ::testing::ValuesIn(kTypes)),
                          [](const auto& info) {
                            return std::string(kernels::isa_name(std::get<0>(info.param))) + "_" +
                                   tensor::dtype_name(std::get<1>(info.param));
@@ -181,18 +184,21 @@ TEST(Isa, IsaTablesAreLinked) {
   for (auto isa : {kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::avx512_vnni}) {
     if (!kernels::isa_supported(isa)) continue;  // its table is never built (SIGILL)
     const auto& t = table_for(isa);
-    EXPECT_NE(t.matmul_rows[static_cast<int>(DType::f32)], ref.matmul_rows[static_cast<int>(DType::f32)]) << kernels::isa_name(isa);
+    EXPECT_NE(t.matmul_rows[static_cast<int>(DType::f32)], ref.matmul_rows[static_cast<int>(DType::f32)])
+        << kernels::isa_name(isa);
     EXPECT_NE(t.rmsnorm, ref.rmsnorm) << kernels::isa_name(isa);
     EXPECT_NE(t.attention_rows, ref.attention_rows) << kernels::isa_name(isa);
   }
-  if (!kernels::isa_supported(kernels::Isa::avx512_vnni)) GTEST_SKIP() << "CPU lacks avx512_vnni: its table is not built";
+  if (!kernels::isa_supported(kernels::Isa::avx512_vnni))
+    GTEST_SKIP() << "CPU lacks avx512_vnni: its table is not built";
   const auto& v = table_for(kernels::Isa::avx512_vnni);
   EXPECT_EQ(v.act[static_cast<int>(DType::q8_0)], kernels::impl::ActFormat::q8);
   EXPECT_EQ(v.act[static_cast<int>(DType::q4_0)], kernels::impl::ActFormat::q8);
   EXPECT_EQ(v.act[static_cast<int>(DType::q4_k)], kernels::impl::ActFormat::q8);
   EXPECT_EQ(v.act[static_cast<int>(DType::q6_k)], kernels::impl::ActFormat::q8);
   EXPECT_NE(v.quantize_act, ref.quantize_act);
-  EXPECT_NE(v.matmul_rows[static_cast<int>(DType::q8_0)], table_for(kernels::Isa::avx512).matmul_rows[static_cast<int>(DType::q8_0)]);
+  EXPECT_NE(v.matmul_rows[static_cast<int>(DType::q8_0)],
+            table_for(kernels::Isa::avx512).matmul_rows[static_cast<int>(DType::q8_0)]);
 }
 
 TEST(Isa, UnsupportedLevelGetsTheBestLevelBelow) {
@@ -230,7 +236,8 @@ TEST(MatmulMulti, EqualsSeparateCallsOnEveryIsa) {
     kernels::set_active_isa(isa);
     for (int64_t M : {1, 5, 64, 256}) {  // 256 x 160: activations quantised by the pool too
       const auto x = random_x(M * 160, 9);
-      std::vector<float> ya(static_cast<size_t>(M * 70)), yb(static_cast<size_t>(M * 33)), yc(static_cast<size_t>(M * 16));
+      std::vector<float> ya(static_cast<size_t>(M * 70)), yb(static_cast<size_t>(M * 33)),
+          yc(static_cast<size_t>(M * 16));
       std::vector<float> ra(ya.size()), rb(yb.size()), rc(yc.size());
       const kernels::WeightView* ws[3] = {&a.view, &b.view, &c.view};
       float* ys[3] = {ya.data(), yb.data(), yc.data()};

@@ -152,8 +152,8 @@ struct AttnCase {
 };
 
 TEST_P(OpsTest, AttentionRowsMatchReferenceAndAreBatchInvariant) {
-  for (const AttnCase c : {AttnCase{1, 1, 8, 0}, AttnCase{1, 2, 8, 37}, AttnCase{16, 2, 8, 100}, AttnCase{64, 2, 128, 130},
-                           AttnCase{7, 4, 12, 65}}) {
+  for (const AttnCase c : {AttnCase{1, 1, 8, 0}, AttnCase{1, 2, 8, 37}, AttnCase{16, 2, 8, 100},
+                           AttnCase{64, 2, 128, 130}, AttnCase{7, 4, 12, 65}}) {
     const int64_t n_cells = c.n_committed + c.n_rows;
     const auto q = rnd(c.n_rows * c.n_head * c.head_dim, 10);
     const auto k = rnd(n_cells * c.head_dim, 11), v = rnd(n_cells * c.head_dim, 12);
@@ -215,84 +215,85 @@ struct WindowCase {
 TEST_P(OpsTest, AttentionTreeRowEqualsOneRowStepOverTheSameContext) {
   core::Rng rng(77);
   for (const WindowCase wc : {WindowCase{0, 0.0f}, WindowCase{5, 0.0f}, WindowCase{150, 2.0f}, WindowCase{0, 3.0f}}) {
-  for (const int64_t hd : {int64_t{8}, int64_t{128}, int64_t{12}}) {
-    for (const int64_t nc : {int64_t{0}, int64_t{1}, int64_t{37}, int64_t{120}, int64_t{127}, int64_t{128},
-                             int64_t{129}, int64_t{300}}) {
-      const int64_t n_rows = 64, n_head = 2;
-      const int64_t n_cells = nc + n_rows;
-      const auto q = rnd(n_rows * n_head * hd, 20 + static_cast<uint64_t>(nc));
-      const auto k = rnd(n_cells * hd, 21), v = rnd(n_cells * hd, 22);
-      // Random tree with some long chains (parent = i - 1 half of the time).
-      TreeExtras tx = tree_extras(rng, n_rows, nc, 0.5);
-      const auto& extra = tx.extra;
-      auto& ptr = tx.ptr;
-      auto& len = tx.len;
-      const int64_t ld = n_head * hd;
-      std::vector<float> out(q.size());
-      std::vector<float> scratch(static_cast<size_t>(kernels::attention_scratch_floats(n_rows, n_head, n_cells)));
-      kernels::AttentionRows a;
-      a.q = q.data();
-      a.ldq = ld;
-      a.out = out.data();
-      a.ldo = ld;
-      a.n_rows = n_rows;
-      a.n_head = n_head;
-      a.head_dim = hd;
-      a.k = kernels::KvRows::contiguous(k.data(), hd);
-      a.v = kernels::KvRows::contiguous(v.data(), hd);
-      a.n_committed = nc;
-      a.extra = ptr.data();
-      a.n_extra = len.data();
-      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      a.scratch = scratch.data();
-      a.softcap = wc.softcap;
-      std::vector<int64_t> begin(static_cast<size_t>(n_rows));  // position nc + depth
-      for (int64_t i = 0; i < n_rows; ++i) begin[static_cast<size_t>(i)] = std::max<int64_t>(0, nc + len[static_cast<size_t>(i)] - wc.window);
-      if (wc.window > 0) a.window_begin = begin.data();
-      t_->attention_rows(a);
-      if (wc.window > 0 || wc.softcap > 0.0f) {
-        std::vector<float> ref(q.size());
-        kernels::AttentionRows r = a;
-        r.out = ref.data();
-        kernels::impl::ref_attention_rows(r);
-        expect_close(out, ref, 2e-5f, "windowed / soft-capped attention", 0.05f);
-      }
-      for (int64_t i = 0; i < n_rows; ++i) {
-        const auto& ex = extra[static_cast<size_t>(i)];
-        const int64_t nc2 = nc + static_cast<int64_t>(ex.size()) - 1;  // prefix + ancestors, committed
-        std::vector<float> k2(static_cast<size_t>((nc2 + 1) * hd)), v2(k2.size());
-        for (int64_t c = 0; c <= nc2; ++c) {
-          const int64_t src = c < nc ? c : ex[static_cast<size_t>(c - nc)];
-          std::copy_n(k.begin() + src * hd, hd, k2.begin() + c * hd);
-          std::copy_n(v.begin() + src * hd, hd, v2.begin() + c * hd);
+    for (const int64_t hd : {int64_t{8}, int64_t{128}, int64_t{12}}) {
+      for (const int64_t nc : {int64_t{0}, int64_t{1}, int64_t{37}, int64_t{120}, int64_t{127}, int64_t{128},
+                               int64_t{129}, int64_t{300}}) {
+        const int64_t n_rows = 64, n_head = 2;
+        const int64_t n_cells = nc + n_rows;
+        const auto q = rnd(n_rows * n_head * hd, 20 + static_cast<uint64_t>(nc));
+        const auto k = rnd(n_cells * hd, 21), v = rnd(n_cells * hd, 22);
+        // Random tree with some long chains (parent = i - 1 half of the time).
+        TreeExtras tx = tree_extras(rng, n_rows, nc, 0.5);
+        const auto& extra = tx.extra;
+        auto& ptr = tx.ptr;
+        auto& len = tx.len;
+        const int64_t ld = n_head * hd;
+        std::vector<float> out(q.size());
+        std::vector<float> scratch(static_cast<size_t>(kernels::attention_scratch_floats(n_rows, n_head, n_cells)));
+        kernels::AttentionRows a;
+        a.q = q.data();
+        a.ldq = ld;
+        a.out = out.data();
+        a.ldo = ld;
+        a.n_rows = n_rows;
+        a.n_head = n_head;
+        a.head_dim = hd;
+        a.k = kernels::KvRows::contiguous(k.data(), hd);
+        a.v = kernels::KvRows::contiguous(v.data(), hd);
+        a.n_committed = nc;
+        a.extra = ptr.data();
+        a.n_extra = len.data();
+        a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        a.scratch = scratch.data();
+        a.softcap = wc.softcap;
+        std::vector<int64_t> begin(static_cast<size_t>(n_rows));  // position nc + depth
+        for (int64_t i = 0; i < n_rows; ++i)
+          begin[static_cast<size_t>(i)] = std::max<int64_t>(0, nc + len[static_cast<size_t>(i)] - wc.window);
+        if (wc.window > 0) a.window_begin = begin.data();
+        t_->attention_rows(a);
+        if (wc.window > 0 || wc.softcap > 0.0f) {
+          std::vector<float> ref(q.size());
+          kernels::AttentionRows r = a;
+          r.out = ref.data();
+          kernels::impl::ref_attention_rows(r);
+          expect_close(out, ref, 2e-5f, "windowed / soft-capped attention", 0.05f);
         }
-        const int32_t self = static_cast<int32_t>(nc2);
-        const int32_t* self_ptr = &self;
-        const int32_t one_len = 1;
-        std::vector<float> one(static_cast<size_t>(ld));
-        std::vector<float> sc2(static_cast<size_t>(kernels::attention_scratch_floats(1, n_head, nc2 + 1)));
-        kernels::AttentionRows b = a;
-        b.q = q.data() + i * ld;
-        b.out = one.data();
-        b.n_rows = 1;
-        b.k = kernels::KvRows::contiguous(k2.data(), hd);
-        b.v = kernels::KvRows::contiguous(v2.data(), hd);
-        b.n_committed = nc2;
-        b.extra = &self_ptr;
-        b.n_extra = &one_len;
-        b.scratch = sc2.data();
-        const int64_t begin2 = std::max<int64_t>(0, nc2 + 1 - wc.window);
-        if (wc.window > 0) b.window_begin = &begin2;
-        t_->attention_rows(b);
-        for (int64_t j = 0; j < ld; ++j) {
-          ASSERT_EQ(out[static_cast<size_t>(i * ld + j)], one[static_cast<size_t>(j)])
-              << "head_dim " << hd << ", " << nc << " committed: tree row " << i << " (depth " << ex.size() - 1
-              << ") differs from the one-row step over the same context at " << j << " (window " << wc.window
-              << ", softcap " << wc.softcap << ")";
+        for (int64_t i = 0; i < n_rows; ++i) {
+          const auto& ex = extra[static_cast<size_t>(i)];
+          const int64_t nc2 = nc + static_cast<int64_t>(ex.size()) - 1;  // prefix + ancestors, committed
+          std::vector<float> k2(static_cast<size_t>((nc2 + 1) * hd)), v2(k2.size());
+          for (int64_t c = 0; c <= nc2; ++c) {
+            const int64_t src = c < nc ? c : ex[static_cast<size_t>(c - nc)];
+            std::copy_n(k.begin() + src * hd, hd, k2.begin() + c * hd);
+            std::copy_n(v.begin() + src * hd, hd, v2.begin() + c * hd);
+          }
+          const int32_t self = static_cast<int32_t>(nc2);
+          const int32_t* self_ptr = &self;
+          const int32_t one_len = 1;
+          std::vector<float> one(static_cast<size_t>(ld));
+          std::vector<float> sc2(static_cast<size_t>(kernels::attention_scratch_floats(1, n_head, nc2 + 1)));
+          kernels::AttentionRows b = a;
+          b.q = q.data() + i * ld;
+          b.out = one.data();
+          b.n_rows = 1;
+          b.k = kernels::KvRows::contiguous(k2.data(), hd);
+          b.v = kernels::KvRows::contiguous(v2.data(), hd);
+          b.n_committed = nc2;
+          b.extra = &self_ptr;
+          b.n_extra = &one_len;
+          b.scratch = sc2.data();
+          const int64_t begin2 = std::max<int64_t>(0, nc2 + 1 - wc.window);
+          if (wc.window > 0) b.window_begin = &begin2;
+          t_->attention_rows(b);
+          for (int64_t j = 0; j < ld; ++j) {
+            ASSERT_EQ(out[static_cast<size_t>(i * ld + j)], one[static_cast<size_t>(j)])
+                << "head_dim " << hd << ", " << nc << " committed: tree row " << i << " (depth " << ex.size() - 1
+                << ") differs from the one-row step over the same context at " << j << " (window " << wc.window
+                << ", softcap " << wc.softcap << ")";
+          }
         }
       }
     }
-  }
   }
 }
 
@@ -313,7 +314,8 @@ TEST(Ops, AttentionRowWrapperMatchesReference) {
     for (int64_t t = 0; t < n_c + 3; ++t) {
       const int64_t cell = t < n_c ? t : extra[static_cast<size_t>(t - n_c)];
       float d = 0;
-      for (int64_t i = 0; i < hd; ++i) d += q[static_cast<size_t>(h * hd + i)] * k[static_cast<size_t>((g * n_cells + cell) * hd + i)];
+      for (int64_t i = 0; i < hd; ++i)
+        d += q[static_cast<size_t>(h * hd + i)] * k[static_cast<size_t>((g * n_cells + cell) * hd + i)];
       s.push_back(d * 0.35f);
     }
     kernels::impl::ref_softmax(s.data(), static_cast<int64_t>(s.size()));

@@ -43,7 +43,8 @@ TEST(QuantLayout, Q4KHandBuiltBlock) {
   for (int c = 0; c < 4; ++c) {
     for (int l = 0; l < 32; ++l) {
       const float lo = 0.5f * static_cast<float>(sc[2 * c] * (l % 16)) - 0.25f * static_cast<float>(mn[2 * c]);
-      const float hi = 0.5f * static_cast<float>(sc[2 * c + 1] * (15 - l % 16)) - 0.25f * static_cast<float>(mn[2 * c + 1]);
+      const float hi =
+          0.5f * static_cast<float>(sc[2 * c + 1] * (15 - l % 16)) - 0.25f * static_cast<float>(mn[2 * c + 1]);
       ASSERT_EQ(y[static_cast<size_t>(64 * c + l)], lo) << "element " << 64 * c + l;
       ASSERT_EQ(y[static_cast<size_t>(64 * c + 32 + l)], hi) << "element " << 64 * c + 32 + l;
     }
@@ -73,7 +74,8 @@ TEST(QuantLayout, Q6KHandBuiltBlock) {
       const int e0 = 128 * h + l, e1 = e0 + 32, e2 = e0 + 64, e3 = e0 + 96;
       b.ql[64 * h + l] = static_cast<uint8_t>((L(e0) & 15) | ((L(e2) & 15) << 4));
       b.ql[64 * h + 32 + l] = static_cast<uint8_t>((L(e1) & 15) | ((L(e3) & 15) << 4));
-      b.qh[32 * h + l] = static_cast<uint8_t>((L(e0) >> 4) | ((L(e1) >> 4) << 2) | ((L(e2) >> 4) << 4) | ((L(e3) >> 4) << 6));
+      b.qh[32 * h + l] =
+          static_cast<uint8_t>((L(e0) >> 4) | ((L(e1) >> 4) << 2) | ((L(e2) >> 4) << 4) | ((L(e3) >> 4) << 6));
     }
   }
   std::vector<float> y(256);
@@ -125,15 +127,18 @@ TEST(QuantLayout, Q4_1Q5_0Q5_1IQ4_NLHandBuiltBlocks) {
   std::memcpy(b.qh, qh, 4);
   std::memcpy(b.qs, qs, 16);
   tensor::dequantize_row(DType::q5_0, &b, y.data(), 32);
-  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], 2.0f * static_cast<float>(v(j) - 16)) << "q5_0 " << j;
+  for (int j = 0; j < 32; ++j)
+    EXPECT_EQ(y[static_cast<size_t>(j)], 2.0f * static_cast<float>(v(j) - 16)) << "q5_0 " << j;
   tensor::BlockQ5_1 c{};
   c.d = 0x3400;  // 0.25
   c.m = 0x3C00;  // 1.0
   std::memcpy(c.qh, qh, 4);
   std::memcpy(c.qs, qs, 16);
   tensor::dequantize_row(DType::q5_1, &c, y.data(), 32);
-  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[static_cast<size_t>(j)], 0.25f * static_cast<float>(v(j)) + 1.0f) << "q5_1 " << j;
-  const int grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};  // llama.cpp's kvalues_iq4nl
+  for (int j = 0; j < 32; ++j)
+    EXPECT_EQ(y[static_cast<size_t>(j)], 0.25f * static_cast<float>(v(j)) + 1.0f) << "q5_1 " << j;
+  const int grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                        1,    13,   25,  38,  53,  69,  89,  113};  // llama.cpp's kvalues_iq4nl
   tensor::BlockIQ4_NL e{};
   e.d = 0x2C00;  // 1/16
   for (int j = 0; j < 16; ++j) e.qs[j] = static_cast<uint8_t>(j | (((j * 7) % 16) << 4));
@@ -160,7 +165,8 @@ TEST(QuantLayout, Q2KQ3KHandBuiltBlocks) {
   tensor::dequantize_row(DType::q2_k, &a, y.data(), 256);
   for (int e = 0; e < 256; ++e) {
     const int s = e / 16;
-    const float expect = 0.5f * static_cast<float>((s * 3) % 16) * static_cast<float>(q2(e)) - 0.25f * static_cast<float>(15 - s);
+    const float expect =
+        0.5f * static_cast<float>((s * 3) % 16) * static_cast<float>(q2(e)) - 0.25f * static_cast<float>(15 - s);
     ASSERT_EQ(y[static_cast<size_t>(e)], expect) << "q2_k element " << e;
   }
   // Q3_K: 6-bit scales stored + 32: sub-block s's low 4 bits in the low (s < 8) or high
@@ -193,8 +199,8 @@ TEST(QuantLayout, Q2KQ3KHandBuiltBlocks) {
 TEST(QuantLayout, Q5KIQ4XSHandBuiltBlocks) {
   auto q5 = [](int e) { return (e * 13 + 7) % 32; };
   tensor::BlockQ5_K a{};
-  a.d = 0x3800;     // 0.5
-  a.dmin = 0x3400;  // 0.25
+  a.d = 0x3800;                                                                  // 0.5
+  a.dmin = 0x3400;                                                               // 0.25
   const uint8_t packed[12] = {1, 2, 3, 196, 0, 65, 66, 195, 165, 70, 231, 255};  // as in Q4KHandBuiltBlock
   const int sc[8] = {1, 2, 3, 4, 5, 6, 7, 63};
   const int mn[8] = {0, 1, 2, 3, 10, 20, 30, 63};
@@ -209,7 +215,8 @@ TEST(QuantLayout, Q5KIQ4XSHandBuiltBlocks) {
   tensor::dequantize_row(DType::q5_k, &a, y.data(), 256);
   for (int e = 0; e < 256; ++e) {
     const int j = e / 32;
-    const float expect = 0.5f * static_cast<float>(sc[j]) * static_cast<float>(q5(e)) - 0.25f * static_cast<float>(mn[j]);
+    const float expect =
+        0.5f * static_cast<float>(sc[j]) * static_cast<float>(q5(e)) - 0.25f * static_cast<float>(mn[j]);
     ASSERT_EQ(y[static_cast<size_t>(e)], expect) << "q5_k element " << e;
   }
   const int grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -250,8 +257,8 @@ TEST(QuantRoundTrip, ErrorWithinBounds) {
   std::vector<float> x(static_cast<size_t>(n));
   for (auto& v : x) v = static_cast<float>(rng.normal());
   for (int i = 0; i < 8; ++i) x[static_cast<size_t>(rng.uniform_int(static_cast<uint64_t>(n)))] *= 12.0f;
-  for (DType t : {DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k, DType::q4_1,
-                  DType::q5_0, DType::q5_1, DType::iq4_nl, DType::iq4_xs, DType::q5_k, DType::q3_k, DType::q2_k}) {
+  for (DType t : {DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k, DType::q4_1, DType::q5_0,
+                  DType::q5_1, DType::iq4_nl, DType::iq4_xs, DType::q5_k, DType::q3_k, DType::q2_k}) {
     std::vector<uint8_t> q(static_cast<size_t>(tensor::row_bytes(t, n)));
     std::vector<float> y(x.size());
     tensor::quantize_row(t, x.data(), q.data(), n);

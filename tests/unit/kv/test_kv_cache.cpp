@@ -146,7 +146,8 @@ TEST(KvCache, CommitMovesTheAcceptedCellsAcrossBlocks) {
     for (int32_t node = 0; node < 40; ++node) {
       k[static_cast<size_t>(node)] = random_row(rng, row);
       v[static_cast<size_t>(node)] = random_row(rng, row);
-      for (int32_t l = 0; l < 2; ++l) kv.write_row(l, 0, 13 + node, k[static_cast<size_t>(node)].data(), v[static_cast<size_t>(node)].data());
+      for (int32_t l = 0; l < 2; ++l)
+        kv.write_row(l, 0, 13 + node, k[static_cast<size_t>(node)].data(), v[static_cast<size_t>(node)].data());
     }
     const std::vector<int32_t> path = {0, 3, 17, 18, 33};
     ASSERT_TRUE(kv.commit(0, path).ok());

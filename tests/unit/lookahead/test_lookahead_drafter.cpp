@@ -63,8 +63,11 @@ V fill(LookaheadDrafter& d, V ctx, int32_t budget) {
 }  // namespace
 
 TEST(LookaheadParams, RejectsOutOfRangeValuesByName) {
-  for (auto [p, what] : {std::pair{params(1, 7, 7), "n-gram size N"}, {params(17, 7, 7), "n-gram size N"},
-                         {params(5, 0, 7), "window W"}, {params(5, 65, 7), "window W"}, {params(5, 7, 0), "guess set G"}}) {
+  for (auto [p, what] : {std::pair{params(1, 7, 7), "n-gram size N"},
+                         {params(17, 7, 7), "n-gram size N"},
+                         {params(5, 0, 7), "window W"},
+                         {params(5, 65, 7), "window W"},
+                         {params(5, 7, 0), "guess set G"}}) {
     try {
       LookaheadDrafter d(p, 1);
       ADD_FAILURE() << "accepted " << what;
@@ -109,7 +112,8 @@ TEST(LookaheadWindow, FillsLevelByLevel) {
     for (size_t l = 0; l < before.size(); ++l) EXPECT_EQ(d.levels()[l], V(before[l].begin() + 1, before[l].end()));
     // The new level: predictions at the old last level, columns 1..C-1.
     V want;
-    for (int32_t c = 1; c < s + 1; ++c) want.push_back(1000 + d.window_node(static_cast<int32_t>(before.size()) - 1, c));
+    for (int32_t c = 1; c < s + 1; ++c)
+      want.push_back(1000 + d.window_node(static_cast<int32_t>(before.size()) - 1, c));
     EXPECT_EQ(d.levels().back(), want);
     ctx.push_back(42);
   }

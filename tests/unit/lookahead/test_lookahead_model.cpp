@@ -110,7 +110,8 @@ TEST(LookaheadModel, WindowRowsSeeExactlyTheirJacobiContext) {
       for (int32_t k = 1; k <= l; ++k) seen.push_back(lv[static_cast<size_t>(k)][static_cast<size_t>(c)]);
       ASSERT_EQ(static_cast<int32_t>(seen.size()), 1 + l + c);
       const auto alone = decode_alone(seen);
-      EXPECT_LT(max_abs_diff(tl.data() + static_cast<size_t>(node) * nv, alone.data(), nv), kTol) << "(" << l << ", " << c << ")";
+      EXPECT_LT(max_abs_diff(tl.data() + static_cast<size_t>(node) * nv, alone.data(), nv), kTol)
+          << "(" << l << ", " << c << ")";
       ++checked;
     }
   }

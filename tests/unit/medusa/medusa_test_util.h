@@ -20,8 +20,8 @@
 namespace treespec::test {
 
 // Heads with random weights (deliberately bad drafters): the fit metadata is the model's.
-inline std::shared_ptr<drafters::MedusaHeads> random_heads(const model::Model& m, int32_t n_heads, int32_t n_blocks, uint64_t seed,
-                                                           float scale = 1.0f) {
+inline std::shared_ptr<drafters::MedusaHeads> random_heads(const model::Model& m, int32_t n_heads, int32_t n_blocks,
+                                                           uint64_t seed, float scale = 1.0f) {
   auto base = drafters::MedusaHeads::init_from_model(m, n_heads, n_blocks);
   const int32_t E = m.hparams().n_embd, V = m.hparams().n_vocab;
   core::Rng rng(seed);
@@ -49,7 +49,8 @@ inline void set_flat_calibration(drafters::MedusaHeads& h) {
   info.calib_top_k = 10;
   info.calibration.clear();
   for (int32_t k = 0; k < info.n_heads; ++k) {
-    for (int32_t j = 1; j <= 10; ++j) info.calibration.push_back(0.05f * static_cast<float>(j) / static_cast<float>(k + 1));
+    for (int32_t j = 1; j <= 10; ++j)
+      info.calibration.push_back(0.05f * static_cast<float>(j) / static_cast<float>(k + 1));
   }
 }
 

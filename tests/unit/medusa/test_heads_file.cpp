@@ -88,7 +88,9 @@ TEST(MedusaHeadsFile, RoundTrip) {
     const auto& b = g->head(k);
     ASSERT_EQ(b.blocks.size(), 2u);
     for (size_t r = 0; r < 2; ++r) {
-      EXPECT_EQ(std::memcmp(a.blocks[r].w.data, b.blocks[r].w.data, static_cast<size_t>(a.blocks[r].w.row_bytes() * a.blocks[r].w.n_out)), 0);
+      EXPECT_EQ(std::memcmp(a.blocks[r].w.data, b.blocks[r].w.data,
+                            static_cast<size_t>(a.blocks[r].w.row_bytes() * a.blocks[r].w.n_out)),
+                0);
       EXPECT_EQ(a.blocks[r].b, b.blocks[r].b);
     }
     EXPECT_EQ(std::memcmp(a.out.data, b.out.data, static_cast<size_t>(a.out.row_bytes() * a.out.n_out)), 0);

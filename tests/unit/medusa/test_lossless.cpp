@@ -193,7 +193,9 @@ TEST(MedusaLossless, TypicalAcceptanceRunsAndAccepts) {
     sp.sampling.seed = static_cast<uint64_t>(i);
     sp.mode = verify::Mode::typical;
     sp.n_predict = 40;
-    engine::Sequence seq({1, 5}, sp, std::make_unique<drafters::MedusaDrafter>(heads, shape, mp, nullptr, drafters::calibration_table(*heads, 10)));
+    engine::Sequence seq({1, 5}, sp,
+                         std::make_unique<drafters::MedusaDrafter>(heads, shape, mp, nullptr,
+                                                                   drafters::calibration_table(*heads, 10)));
     ASSERT_TRUE(eng.generate(seq).ok());
     EXPECT_EQ(seq.generated().size(), 40u);
     accepted += seq.stats().n_accepted;

@@ -71,11 +71,13 @@ TEST(MedusaAuto, RandomArmSwitchingMatchesPlainGreedy) {
     const auto d = make(*ts.m.model);  // its arms live in it
     std::vector<std::string> names;
     for (const auto& a : d->arms()) names.push_back(a.name);
-    EXPECT_EQ(names, (std::vector<std::string>{"none", "lookup", "ptd", "medusa/2", "medusa/4", "medusa/8", "medusa/16", "draft"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"none", "lookup", "ptd", "medusa/2", "medusa/4", "medusa/8", "medusa/16",
+                                               "draft"}));
   }
   for (int32_t n_seq : {1, 3}) {
     auto policy = std::make_shared<RandomArms>(11 + n_seq);
-    const auto st = test::expect_goldens(ts.m, make, n_seq, 1, [policy](engine::Engine& e) { e.set_budget_policy(policy.get()); });
+    const auto st =
+        test::expect_goldens(ts.m, make, n_seq, 1, [policy](engine::Engine& e) { e.set_budget_policy(policy.get()); });
     EXPECT_GT(st.mean_accepted_length(), 1.1) << "the arms do accept drafts";
     std::vector<int64_t> per_arm(8, 0);
     for (int32_t a : policy->used()) per_arm[static_cast<size_t>(a)] += 1;
@@ -120,7 +122,8 @@ TEST(MedusaAuto, CoupledSamplingMatchesPlainSampling) {
       if (!spec) c.method = "none";
       RandomArms policy(g);
       if (spec) eng.set_budget_policy(&policy);
-      engine::Sequence s(goldens[g].prompt_tokens, sp, drafters::make_drafter(c, drafters::DrafterEnv{ts.m.model.get(), {}, 1}));
+      engine::Sequence s(goldens[g].prompt_tokens, sp,
+                         drafters::make_drafter(c, drafters::DrafterEnv{ts.m.model.get(), {}, 1}));
       EXPECT_TRUE(eng.generate(s).ok());
       return s.generated();
     };
@@ -176,7 +179,8 @@ TEST(MedusaAuto, ShadowGradesEqualTheArmsOwnSteps) {
       engine::SequenceParams sp;
       sp.sampling.temp = 0.0f;
       sp.n_predict = 64;
-      engine::Sequence s(goldens[g].prompt_tokens, sp, drafters::make_drafter(cfg, drafters::DrafterEnv{ts.m.model.get(), {}, 1}));
+      engine::Sequence s(goldens[g].prompt_tokens, sp,
+                         drafters::make_drafter(cfg, drafters::DrafterEnv{ts.m.model.get(), {}, 1}));
       EXPECT_TRUE(eng.generate(s).ok());
       return policy.samples;
     };

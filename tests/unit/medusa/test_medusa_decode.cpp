@@ -77,16 +77,21 @@ TEST(MedusaDecode, FactoryAndCommandLine) {
   cfg.method = "medusa";
   cfg.medusa.heads_path = heads;
   cfg.medusa.tree = "auto:12";
-  const auto st = test::expect_goldens(ts.m, [&](const model::Model& m) { return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, 1}); }, 4);
+  const auto st = test::expect_goldens(
+      ts.m,
+      [&](const model::Model& m) {
+        return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, 1});
+      },
+      4);
   EXPECT_GT(st.mean_accepted_length(), 1.4);
 
   const std::string model = test::stories_gguf();
   for (const auto& g : test::load_goldens()) {
     std::string prompt = g.prompt;
     for (size_t pos = 0; (pos = prompt.find('\'', pos)) != std::string::npos; pos += 4) prompt.replace(pos, 1, "'\\''");
-    const std::string cmd = test::treespec_binary() + " run -m " + model + " -p '" + prompt + "' -n " + std::to_string(g.n_predict()) +
-                            " --temp 0 -t 1 --json --spec medusa --heads " + heads + " --tree medusa_mc_sim_7b_63 --tree-file " +
-                            choices_path() + " --tree-nodes 32";
+    const std::string cmd = test::treespec_binary() + " run -m " + model + " -p '" + prompt + "' -n " +
+                            std::to_string(g.n_predict()) + " --temp 0 -t 1 --json --spec medusa --heads " + heads +
+                            " --tree medusa_mc_sim_7b_63 --tree-file " + choices_path() + " --tree-nodes 32";
     std::string out;
     ASSERT_EQ(test::run_command(cmd, &out), 0) << cmd;
     const auto j = nlohmann::json::parse(out);
@@ -98,7 +103,10 @@ TEST(MedusaDecode, FactoryAndCommandLine) {
   const std::string base = test::treespec_binary() + " run -m " + model + " -p hi -n 4 --spec medusa ";
   EXPECT_NE(test::run_command(base + "2>&1", &out), 0);
   EXPECT_NE(out.find("holds no Medusa heads"), std::string::npos) << out;
-  EXPECT_NE(test::run_command(base + "--heads " + heads + " --tree no_such_tree --tree-file " + choices_path() + " 2>&1", &out), 0);
+  EXPECT_NE(test::run_command(base + "--heads " + heads + " --tree no_such_tree --tree-file " + choices_path() +
+                                  " 2>&1",
+                              &out),
+            0);
   EXPECT_NE(out.find("no_such_tree"), std::string::npos) << out;
   EXPECT_NE(test::run_command(base + "--heads " + heads + " --tree auto:x 2>&1", &out), 0);
   EXPECT_NE(out.find("auto:N"), std::string::npos) << out;
@@ -167,7 +175,7 @@ TEST(MedusaDrafterParts, AccuracyTrackerGradesEveryHeadOnce) {
   tr.grade(context, table, 1.0f);
   EXPECT_EQ(table.p(1, 1), 1.0f);
   EXPECT_EQ(table.p(2, 0) + table.p(2, 1) + table.p(2, 2), 0.0f);  // head 1 not graded yet
-  context.push_back(-5);  // a token no head proposed
+  context.push_back(-5);                                           // a token no head proposed
   context.push_back(cand.top(2)[0]);
   tr.grade(context, table, 1.0f);
   EXPECT_EQ(table.p(2, 0) + table.p(2, 1) + table.p(2, 2), 0.0f);  // miss at depth 2

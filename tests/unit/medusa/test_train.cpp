@@ -3,9 +3,9 @@
 // stories260K lowers the held-out loss of every head and puts head 0 far above chance.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <cmath>
 #include <cstdio>
-#include <fmt/format.h>
 
 #include "common/test_util.h"
 #include "common/tiny_model.h"
@@ -18,8 +18,8 @@ using drafters::HeadTensors;
 
 namespace {
 
-double loss_at(const HeadTensors& p, int32_t E, int32_t V, const std::vector<float>& h, int64_t M, const std::vector<int32_t>& tgt,
-               const drafters::SoftTargets& soft, core::ThreadPool& pool) {
+double loss_at(const HeadTensors& p, int32_t E, int32_t V, const std::vector<float>& h, int64_t M,
+               const std::vector<int32_t>& tgt, const drafters::SoftTargets& soft, core::ThreadPool& pool) {
   HeadTensors g = p.like(0.0f);
   drafters::HeadScratch sc;
   return drafters::head_forward_backward(p, E, V, h.data(), M, tgt.data(), soft, g, sc, pool);
@@ -143,8 +143,8 @@ TEST(MedusaTrain, StoriesTrainingLowersHeldOutLossAndBeatsChance) {
   for (int32_t k = 0; k < K; ++k) {
     const auto ks = static_cast<size_t>(k);
     const float top1 = r.after.topk_acc[ks * 10];
-    std::printf("head %d: held-out loss %.3f -> %.3f, top-1 %.3f, top-10 %.3f (chance top-1 %.4f)\n", k, r.before.loss[ks],
-                r.after.loss[ks], top1, r.after.topk_acc[ks * 10 + 9], chance);
+    std::printf("head %d: held-out loss %.3f -> %.3f, top-1 %.3f, top-10 %.3f (chance top-1 %.4f)\n", k,
+                r.before.loss[ks], r.after.loss[ks], top1, r.after.topk_acc[ks * 10 + 9], chance);
     EXPECT_LT(r.after.loss[ks], r.before.loss[ks] - 0.3) << "head " << k;
     for (int32_t j = 1; j < 10; ++j) EXPECT_GE(r.after.topk_acc[ks * 10 + j], r.after.topk_acc[ks * 10 + j - 1]);
   }
@@ -170,8 +170,9 @@ TEST(MedusaTrain, CommandLine) {
   const std::string heads = dir + "/heads.gguf";
   const std::string merged = dir + "/merged.gguf";
   std::string out;
-  const std::string cmd = test::treespec_binary() + " train-heads -m " + model + " -o " + heads + " --merged " + merged +
-                          " --heads 2 --steps 5 --samples 8 --holdout 0.5 --seq-len 16 --batch 16 --prompts " + prompts + " -s 3 -t 1 -q";
+  const std::string cmd = test::treespec_binary() + " train-heads -m " + model + " -o " + heads + " --merged " +
+                          merged + " --heads 2 --steps 5 --samples 8 --holdout 0.5 --seq-len 16 --batch 16 --prompts " +
+                          prompts + " -s 3 -t 1 -q";
   ASSERT_EQ(test::run_command(cmd, &out), 0) << cmd << "\n" << out;
   EXPECT_NE(out.find("top-1"), std::string::npos) << out;
   EXPECT_NE(out.find("wrote"), std::string::npos) << out;
@@ -181,8 +182,13 @@ TEST(MedusaTrain, CommandLine) {
   auto mm = model::Model::load(merged);
   EXPECT_TRUE(drafters::MedusaHeads::present_in(mm->gguf()));
   // Bad flags fail with a message naming the flag.
-  EXPECT_NE(test::run_command(test::treespec_binary() + " train-heads -m " + model + " -o " + heads + " --heads 0 2>&1", &out), 0);
+  EXPECT_NE(test::run_command(test::treespec_binary() + " train-heads -m " + model + " -o " + heads + " --heads 0 2>&1",
+                              &out),
+            0);
   EXPECT_NE(out.find("--heads"), std::string::npos) << out;
-  EXPECT_NE(test::run_command(test::treespec_binary() + " train-heads -m " + model + " -o " + heads + " --prompts /nonexistent 2>&1", &out), 0);
+  EXPECT_NE(test::run_command(test::treespec_binary() + " train-heads -m " + model + " -o " + heads +
+                                  " --prompts /nonexistent 2>&1",
+                              &out),
+            0);
   EXPECT_NE(out.find("/nonexistent"), std::string::npos) << out;
 }

@@ -72,7 +72,8 @@ tree::TokenTree random_tree(core::Rng& rng, int32_t n_nodes, int32_t max_depth, 
     } else {  // wide: prefer shallow nodes
       parent = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(std::min(t.size(), 4))));
     }
-    while (t.depth(parent) >= max_depth) parent = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(t.size())));
+    while (t.depth(parent) >= max_depth)
+      parent = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(t.size())));
     t.add(static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V))), parent);
   }
   return t;
@@ -234,7 +235,8 @@ TEST(Forward, LayerRangesWithRowSubsetMatchFullForward) {
   f.m->final_norm(xs.data(), static_cast<int32_t>(kept.size()), {}, xn.data());
   f.m->lm_head(*f.ctx, xn.data(), static_cast<int32_t>(kept.size()), ls.data());
   for (size_t k = 0; k < kept.size(); ++k) {
-    ASSERT_LT(max_abs_diff(ls.data() + k * f.V, lf.data() + static_cast<size_t>(kept[k]) * f.V, f.V), kTol) << "node " << kept[k];
+    ASSERT_LT(max_abs_diff(ls.data() + k * f.V, lf.data() + static_cast<size_t>(kept[k]) * f.V, f.V), kTol)
+        << "node " << kept[k];
   }
 }
 

@@ -124,7 +124,8 @@ std::vector<int32_t> random_tokens(core::Rng& rng, int32_t n, int32_t V) {
 tree::TokenTree random_tree(core::Rng& rng, int32_t n_nodes, int32_t V) {
   tree::TokenTree t(static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V))));
   while (t.size() < n_nodes) {
-    const int32_t parent = rng.uniform() < 0.5 ? t.size() - 1 : static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(t.size())));
+    const int32_t parent =
+        rng.uniform() < 0.5 ? t.size() - 1 : static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(t.size())));
     t.add(static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V))), parent);
   }
   return t;
@@ -186,16 +187,17 @@ void check_type(DType wtype) {
         ASSERT_TRUE(w.m->forward(w.ctx(tree_threads), b, *w.kv, out_rows, got.data()).ok());
         for (int32_t i = 0; i < b.n_rows(); ++i) {
           const int32_t r = out_rows.empty() ? i : out_rows[static_cast<size_t>(i)];
-          std::copy_n(got.begin() + static_cast<ptrdiff_t>(i) * w.V, w.V, all.begin() + static_cast<ptrdiff_t>(r) * w.V);
+          std::copy_n(got.begin() + static_cast<ptrdiff_t>(i) * w.V, w.V,
+                      all.begin() + static_cast<ptrdiff_t>(r) * w.V);
         }
       }
       const int32_t first = with_other && k % 2 == 0 ? other.size() : 0;
       const std::vector<float> tl(all.begin() + static_cast<ptrdiff_t>(first) * w.V,
                                   all.begin() + static_cast<ptrdiff_t>(first + t.size()) * w.V);
-      const std::string what = std::string(tensor::dtype_name(wtype)) + " (KV " + tensor::dtype_name(cache_type_for(wtype)) +
-                               "), " + std::to_string(len) +
-                               " committed, tree of " + std::to_string(n_nodes) + " on " +
-                               std::to_string(tree_threads) + " thread(s)" + (with_other ? " beside another sequence" : "");
+      const std::string what =
+          std::string(tensor::dtype_name(wtype)) + " (KV " + tensor::dtype_name(cache_type_for(wtype)) + "), " +
+          std::to_string(len) + " committed, tree of " + std::to_string(n_nodes) + " on " +
+          std::to_string(tree_threads) + " thread(s)" + (with_other ? " beside another sequence" : "");
       check_subtree(w, 0, t, 0, tl, 3 - tree_threads, what, &n_checked);
       if (::testing::Test::HasFatalFailure()) return;
       ASSERT_EQ(w.kv->n_past(0), len);

@@ -42,7 +42,8 @@ ControllerParams quiet_params(int32_t n_max = 64) {
 
 // Prior samples of t = a + c * rows^power at batch b, context s.
 void fill(BudgetController& c, double a, double per_row, double power, int32_t b = 1, double s = 64.0) {
-  for (int32_t r = b; r <= 64 * b; r = r * 3 / 2 + 1) c.latency().add(b, r, s, a + per_row * std::pow(static_cast<double>(r), power), true);
+  for (int32_t r = b; r <= 64 * b; r = r * 3 / 2 + 1)
+    c.latency().add(b, r, s, a + per_row * std::pow(static_cast<double>(r), power), true);
 }
 
 }  // namespace
@@ -64,7 +65,8 @@ TEST(LatencyModel, GlobalFitRecoversKnownCoefficientsFromNoisyTimings) {
   }
   const auto c = lm.fit_global();
   for (int k = 0; k < LatencyModel::kFeatures; ++k) {
-    EXPECT_NEAR(c[static_cast<size_t>(k)], truth[static_cast<size_t>(k)], 0.1 * truth[static_cast<size_t>(k)] + 1e-5) << "coefficient " << k;
+    EXPECT_NEAR(c[static_cast<size_t>(k)], truth[static_cast<size_t>(k)], 0.1 * truth[static_cast<size_t>(k)] + 1e-5)
+        << "coefficient " << k;
   }
   // Predictions (local fits) follow the truth within the noise.
   for (double r : {1.0, 8.0, 64.0, 300.0}) {
@@ -95,7 +97,8 @@ TEST(LatencyModel, RecentAndNearbySamplesWeighMore) {
   EXPECT_NEAR(knee.predict(1, 4, 64), 1e-3, 0.25e-3);
   EXPECT_NEAR(knee.predict(1, 128, 64), 8e-3, 1.5e-3);
   const auto g = knee.fit_global();
-  EXPECT_LT(std::abs(knee.predict(1, 4, 64) - 1e-3), 0.5 * std::abs(LatencyModel::eval(g, 1, 4, 64) - 1e-3));  // the global line misses the flat part
+  EXPECT_LT(std::abs(knee.predict(1, 4, 64) - 1e-3),
+            0.5 * std::abs(LatencyModel::eval(g, 1, 4, 64) - 1e-3));  // the global line misses the flat part
 }
 
 TEST(BudgetController, SmallerTreesWhenCostGrowsFasterLargerWhenFlat) {
@@ -106,7 +109,8 @@ TEST(BudgetController, SmallerTreesWhenCostGrowsFasterLargerWhenFlat) {
     fill(c, 1e-3, per_row, 1.0);
     const auto ch = c.choose(64, {gain}, {1.0});
     chosen.push_back(ch.budgets[0]);
-    std::printf("per-row cost %.0e s: n* = %d (predicted %.3g s, %.2f tokens)\n", per_row, ch.budgets[0], ch.predicted_s, ch.expected_tokens);
+    std::printf("per-row cost %.0e s: n* = %d (predicted %.3g s, %.2f tokens)\n", per_row, ch.budgets[0],
+                ch.predicted_s, ch.expected_tokens);
   }
   EXPECT_EQ(chosen.front(), 64);  // flat: the largest tree
   EXPECT_EQ(chosen.back(), 1);    // a row costs as much as the step: plain decoding
@@ -155,7 +159,9 @@ TEST(BudgetController, SharedStepBudgetGoesWhereItBuysMost) {
   EXPECT_GE(ch.budgets[0], 1);
   // The marginal gain of the last node granted to either sequence is at least that of the
   // best node denied to the other (greedy by marginal gain).
-  const auto marginal = [](const std::vector<double>& e, int32_t n) { return n < static_cast<int32_t>(e.size()) ? e[static_cast<size_t>(n)] - e[static_cast<size_t>(n - 1)] : 0.0; };
+  const auto marginal = [](const std::vector<double>& e, int32_t n) {
+    return n < static_cast<int32_t>(e.size()) ? e[static_cast<size_t>(n)] - e[static_cast<size_t>(n - 1)] : 0.0;
+  };
   if (ch.budgets[0] > 1) {
     EXPECT_GE(marginal(poor, ch.budgets[0] - 1) + 1e-12, marginal(good, ch.budgets[1]));
   }

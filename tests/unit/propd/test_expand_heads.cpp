@@ -31,13 +31,15 @@ TEST(ExpandHeads, WidenedHeadsGiveIdenticalLogitsOnThePaddedState) {
   const int32_t M = 7;
   std::vector<float> h(static_cast<size_t>(M) * n), hp(static_cast<size_t>(M) * N, 0.0f);
   for (int32_t r = 0; r < M; ++r) {
-    for (int32_t i = 0; i < n; ++i) h[static_cast<size_t>(r * n + i)] = hp[static_cast<size_t>(r * N + i)] = static_cast<float>(rng.normal());
+    for (int32_t i = 0; i < n; ++i)
+      h[static_cast<size_t>(r * n + i)] = hp[static_cast<size_t>(r * N + i)] = static_cast<float>(rng.normal());
   }
   std::vector<float> work(2 * static_cast<size_t>(M) * N), a(static_cast<size_t>(M) * V), b(a.size());
   for (int32_t k = 0; k < ps.heads->n_heads(); ++k) {
     ps.heads->forward(k, h.data(), M, work.data(), a.data(), nullptr);
     e.medusa->forward(k, hp.data(), M, work.data(), b.data(), nullptr);
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f * (1.0f + std::abs(a[i]))) << "head " << k << " logit " << i;
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-5f * (1.0f + std::abs(a[i]))) << "head " << k << " logit " << i;
   }
   // Prune heads: after l source layers -> after map[l-1] + 1 expanded layers.
   ASSERT_NE(e.prune, nullptr);
@@ -48,19 +50,21 @@ TEST(ExpandHeads, WidenedHeadsGiveIdenticalLogitsOnThePaddedState) {
     EXPECT_EQ(he.layer(), nl);
     hs.logits_normed(*ps.m.model, h.data(), M, work.data(), a.data(), nullptr);
     he.logits_normed(*ps.m.model, hp.data(), M, work.data(), b.data(), nullptr);
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f * (1.0f + std::abs(a[i]))) << "prune head " << src_l;
-    for (int32_t k = 1; k <= ps.prune->calib.top_k; ++k) EXPECT_EQ(e.prune->calib.head(nl, k), ps.prune->calib.head(src_l, k));
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-5f * (1.0f + std::abs(a[i]))) << "prune head " << src_l;
+    for (int32_t k = 1; k <= ps.prune->calib.top_k; ++k)
+      EXPECT_EQ(e.prune->calib.head(nl, k), ps.prune->calib.head(src_l, k));
   }
   // Lens table: expanded layer l' holds the source row of the real layers below it.
   const auto& c0 = ps.prune->calib;
   const auto& c = e.prune->calib;
   EXPECT_EQ(c.lens_layers(), L);
   EXPECT_EQ(c.lens(0, 5), c0.lens(0, 5));
-  EXPECT_EQ(c.lens(2, 5), c0.lens(0, 5));   // layers 0, 1 are pass-throughs
-  EXPECT_EQ(c.lens(3, 5), c0.lens(1, 5));   // after real layer 0 (at 2)
+  EXPECT_EQ(c.lens(2, 5), c0.lens(0, 5));  // layers 0, 1 are pass-throughs
+  EXPECT_EQ(c.lens(3, 5), c0.lens(1, 5));  // after real layer 0 (at 2)
   EXPECT_EQ(c.lens(7, 5), c0.lens(2, 5));
   EXPECT_EQ(c.lens(19, 5), c0.lens(4, 5));
-  EXPECT_EQ(c.lens(20, 5), 1.0f);           // after the last real layer: the final state
+  EXPECT_EQ(c.lens(20, 5), 1.0f);  // after the last real layer: the final state
   EXPECT_EQ(c.default_layer, c0.default_layer > 0 ? map[static_cast<size_t>(c0.default_layer - 1)] + 1 : 0);
   // Bad maps are refused.
   EXPECT_THROW(drafters::expand_heads(*ps.heads, nullptr, N, L, {2, 6, 11}, "x"), InvalidArgument);
@@ -108,19 +112,22 @@ TEST(ExpandHeads, CliWidenedHeadsOnAnExpandedModelMatchTheSourceAndKeepGreedyOut
   // --heads-only on the existing expansion writes the same file; a wrong shape is refused.
   ASSERT_EQ(test::run_command(bin + " -o " + big + " --heads-only --heads-out " + dir + "/he2.gguf", &out), 0) << out;
   EXPECT_EQ(test::read_file(dir + "/he.gguf"), test::read_file(dir + "/he2.gguf"));
-  EXPECT_NE(test::run_command(test::treespec_binary() + " expand -m " + src + " --dim 256 --ffn 512 --layers 10 --heads-in " + heads +
-                                  " -o " + big + " --heads-only --heads-out " + dir + "/x.gguf 2>/dev/null"),
+  EXPECT_NE(test::run_command(test::treespec_binary() + " expand -m " + src +
+                              " --dim 256 --ffn 512 --layers 10 --heads-in " + heads + " -o " + big +
+                              " --heads-only --heads-out " + dir + "/x.gguf 2>/dev/null"),
             0);
 
   const auto m = model::Model::load(big);
   const auto eh = drafters::MedusaHeads::load(dir + "/he.gguf");
   eh->check_fits(*m, big);
-  const auto ep = drafters::PruneHeadSet::from_gguf(std::shared_ptr<const gguf::GgufFile>(gguf::GgufFile::open(dir + "/he.gguf")));
+  const auto ep =
+      drafters::PruneHeadSet::from_gguf(std::shared_ptr<const gguf::GgufFile>(gguf::GgufFile::open(dir + "/he.gguf")));
   const std::vector<int32_t> map = {0, 2, 4, 6, 8};
   // The widened heads on the expanded model's own states = the source heads on the source's.
   const std::vector<int32_t> toks = {1, 403, 407, 261, 378, 267, 271, 280, 300, 290, 301, 500, 12, 99, 45};
   const int32_t T = static_cast<int32_t>(toks.size()), n = ps.heads->n_embd(), N = 256, V = ps.heads->n_vocab();
-  std::vector<float> xs_n(static_cast<size_t>(T) * n), xb_n(static_cast<size_t>(T) * N), work(2 * static_cast<size_t>(T) * N);
+  std::vector<float> xs_n(static_cast<size_t>(T) * n), xb_n(static_cast<size_t>(T) * N),
+      work(2 * static_cast<size_t>(T) * N);
   std::vector<float> a(static_cast<size_t>(T) * V), b(a.size());
   ps.m.model->final_norm(residual_after(*ps.m.model, toks, 5).data(), T, {}, xs_n.data());
   m->final_norm(residual_after(*m, toks, 9).data(), T, {}, xb_n.data());
@@ -132,7 +139,8 @@ TEST(ExpandHeads, CliWidenedHeadsOnAnExpandedModelMatchTheSourceAndKeepGreedyOut
   for (int32_t l : {2, 3, 4}) {
     const int32_t nl = map[static_cast<size_t>(l - 1)] + 1;
     ASSERT_TRUE(ep->heads.count(nl)) << "prune head of source layer " << l << " expected at " << nl;
-    ps.prune->heads.at(l)->logits(*ps.m.model, residual_after(*ps.m.model, toks, l).data(), T, work.data(), a.data(), nullptr);
+    ps.prune->heads.at(l)->logits(*ps.m.model, residual_after(*ps.m.model, toks, l).data(), T, work.data(), a.data(),
+                                  nullptr);
     ep->heads.at(nl)->logits(*m, residual_after(*m, toks, nl).data(), T, work.data(), b.data(), nullptr);
     expect_close(a, b, "prune head " + std::to_string(l));
   }
@@ -157,9 +165,10 @@ TEST(ExpandHeads, CliWidenedHeadsOnAnExpandedModelMatchTheSourceAndKeepGreedyOut
   pc.prune.layer = map[2] + 1;
   pc.prune.top_k = 6;
   auto ctl = test::flat_controller(9, 32);
-  const auto sp_st = test::expect_goldens(sm, make(pc), 2, 1, [&](engine::Engine& e) { e.set_budget_policy(ctl.get()); });
-  std::printf("expanded model: medusa mean accepted length %.3f; propd %.3f, late rows removed %.1f%%\n", sm_st.mean_accepted_length(),
-              sp_st.mean_accepted_length(), 100.0 * sp_st.pruned_fraction());
+  const auto sp_st =
+      test::expect_goldens(sm, make(pc), 2, 1, [&](engine::Engine& e) { e.set_budget_policy(ctl.get()); });
+  std::printf("expanded model: medusa mean accepted length %.3f; propd %.3f, late rows removed %.1f%%\n",
+              sm_st.mean_accepted_length(), sp_st.mean_accepted_length(), 100.0 * sp_st.pruned_fraction());
   EXPECT_GT(sp_st.mean_accepted_length(), 1.5);
   EXPECT_GT(sp_st.n_pruned, 0);
 }

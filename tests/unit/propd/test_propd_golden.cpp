@@ -31,7 +31,8 @@ test::DrafterMaker propd_maker(const test::PropdStories& ps, drafters::PruneSpec
     drafters::PropdParams p;
     p.n_max = n_max;
     p.interval = 4;
-    auto d = std::make_unique<drafters::PropdDrafter>(ps.heads, p, 10, nullptr, drafters::calibration_table(*ps.heads, 10));
+    auto d =
+        std::make_unique<drafters::PropdDrafter>(ps.heads, p, 10, nullptr, drafters::calibration_table(*ps.heads, 10));
     d->set_prune(spec);
     return d;
   };
@@ -47,11 +48,11 @@ TEST(PropdGolden, PrunedDynamicTreesMatchPlainGreedyAloneAndBatched) {
     auto ctl = test::flat_controller(L);
     const auto st = test::expect_goldens(ps.m, propd_maker(ps, trained_spec(ps, 3, 5)), n_seq, 1,
                                          [&](engine::Engine& e) { e.set_budget_policy(ctl.get()); });
-    std::printf("n_seq %d: mean accepted length %.3f, rows/step %.1f, late rows removed %.1f%%\n", n_seq, st.mean_accepted_length(),
-                st.rows_per_step(), 100.0 * st.pruned_fraction());
+    std::printf("n_seq %d: mean accepted length %.3f, rows/step %.1f, late rows removed %.1f%%\n", n_seq,
+                st.mean_accepted_length(), st.rows_per_step(), 100.0 * st.pruned_fraction());
     EXPECT_GT(st.mean_accepted_length(), 1.5);  // the heads draft
-    EXPECT_GT(st.rows_per_step(), 20.0);       // big trees were verified...
-    EXPECT_GT(st.n_pruned, 1000);              // ...and pruned
+    EXPECT_GT(st.rows_per_step(), 20.0);        // big trees were verified...
+    EXPECT_GT(st.n_pruned, 1000);               // ...and pruned
     EXPECT_GT(st.n_prune_steps, st.n_steps / 2);
     // Dynamic: the controller changed the tree size (its explorations halve the total).
     const auto j = ctl->stats_json();
@@ -78,7 +79,11 @@ TEST(PropdGolden, FactoryWithCalibratedControllerAndAblations) {
     cfg.prune.top_k = 6;
     std::unique_ptr<engine::BudgetPolicy> policy;
     const auto st = test::expect_goldens(
-        ps.m, [&](const model::Model& m) { return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, 1}); }, 4, 1,
+        ps.m,
+        [&](const model::Model& m) {
+          return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, 1});
+        },
+        4, 1,
         [&](engine::Engine& e) {
           policy = engine::make_budget_policy(cfg, e);
           e.set_budget_policy(policy.get());
@@ -105,9 +110,13 @@ TEST(PropdGolden, LogitLensPruningOfOtherDraftersKeepsGreedyOutput) {
     cfg.prune.layer = 2;  // an early, weak lens: it prunes a lot, including good guesses
     cfg.prune.top_k = 4;
     const auto st = test::expect_goldens(
-        ps.m, [&](const model::Model& m) { return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, 1}); }, 4);
-    std::printf("%s --prune: mean accepted length %.3f, late rows removed %.1f%%\n", method.c_str(), st.mean_accepted_length(),
-                100.0 * st.pruned_fraction());
+        ps.m,
+        [&](const model::Model& m) {
+          return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, 1});
+        },
+        4);
+    std::printf("%s --prune: mean accepted length %.3f, late rows removed %.1f%%\n", method.c_str(),
+                st.mean_accepted_length(), 100.0 * st.pruned_fraction());
     EXPECT_GT(st.n_prune_steps, 0) << method;
     EXPECT_GT(st.n_pruned, 0) << method;
   }
@@ -125,8 +134,11 @@ TEST(PropdGolden, PtdUnderTheControllerWithLensPruningKeepsGreedyOutput) {
   cfg.prune.top_k = 4;
   auto ctl = test::flat_controller(ps.m.model->hparams().n_layer, 32);
   const auto st = test::expect_goldens(
-      ps.m, [&](const model::Model& m) { return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, 1}); }, 4, 1,
-      [&](engine::Engine& e) { e.set_budget_policy(ctl.get()); });
+      ps.m,
+      [&](const model::Model& m) {
+        return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, 1});
+      },
+      4, 1, [&](engine::Engine& e) { e.set_budget_policy(ctl.get()); });
   std::printf("ptd --budget dynamic --prune: mean accepted length %.3f, rows/step %.1f, late rows removed %.1f%%\n",
               st.mean_accepted_length(), st.rows_per_step(), 100.0 * st.pruned_fraction());
   EXPECT_GT(st.n_prune_steps, 0);
@@ -144,9 +156,11 @@ TEST(PropdGolden, CommandLine) {
     const auto& g = goldens[i];
     std::string prompt = g.prompt;
     for (size_t pos = 0; (pos = prompt.find('\'', pos)) != std::string::npos; pos += 4) prompt.replace(pos, 1, "'\\''");
-    for (const std::string extra : {"", " --no-prune", " --static-tree --propd-nmax 16 --propd-layer 3 --propd-k 6", " --budget 8"}) {
-      const std::string cmd = test::treespec_binary() + " run -m " + model + " -p '" + prompt + "' -n " + std::to_string(g.n_predict()) +
-                              " --temp 0 -t 1 --json --spec propd --heads " + heads + extra;
+    for (const std::string extra :
+         {"", " --no-prune", " --static-tree --propd-nmax 16 --propd-layer 3 --propd-k 6", " --budget 8"}) {
+      const std::string cmd = test::treespec_binary() + " run -m " + model + " -p '" + prompt + "' -n " +
+                              std::to_string(g.n_predict()) + " --temp 0 -t 1 --json --spec propd --heads " + heads +
+                              extra;
       std::string out;
       ASSERT_EQ(test::run_command(cmd, &out), 0) << cmd;
       const auto j = nlohmann::json::parse(out);
@@ -172,7 +186,8 @@ TEST(PropdGolden, CommandLine) {
   // --budget dynamic for another method, and --prune on it.
   const auto& g = goldens[0];
   std::string out;
-  const std::string cmd = test::treespec_binary() + " run -m " + model + " -p '" + g.prompt + "' -n " + std::to_string(g.n_predict()) +
+  const std::string cmd = test::treespec_binary() + " run -m " + model + " -p '" + g.prompt + "' -n " +
+                          std::to_string(g.n_predict()) +
                           " --temp 0 -t 1 --json --spec lookup --budget dynamic --prune --prune-layer 3";
   ASSERT_EQ(test::run_command(cmd, &out), 0) << cmd;
   const auto j = nlohmann::json::parse(out);

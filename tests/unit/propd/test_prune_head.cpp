@@ -60,8 +60,8 @@ TEST(PruneHead, TrainingRaisesRecallAndTheFileRoundTrips) {
   // Deeper layers know more (lens and heads).
   EXPECT_GT(c.lens(4, 5), c.lens(2, 5));
   EXPECT_GT(c.head(4, 5), c.head(2, 5));
-  std::printf("recall@5: lens %.3f %.3f %.3f, heads %.3f %.3f %.3f (layers 2, 3, 4)\n", c.lens(2, 5), c.lens(3, 5), c.lens(4, 5),
-              c.head(2, 5), c.head(3, 5), c.head(4, 5));
+  std::printf("recall@5: lens %.3f %.3f %.3f, heads %.3f %.3f %.3f (layers 2, 3, 4)\n", c.lens(2, 5), c.lens(3, 5),
+              c.lens(4, 5), c.head(2, 5), c.head(3, 5), c.head(4, 5));
 
   const std::string path = test::temp_dir() + "/heads_with_prune.gguf";
   drafters::write_heads_file(path, *ps.heads, ps.prune.get());
@@ -73,7 +73,8 @@ TEST(PruneHead, TrainingRaisesRecallAndTheFileRoundTrips) {
   EXPECT_EQ(set->calib.default_layer, c.default_layer);
   ASSERT_EQ(set->heads.size(), 3u);
   const int32_t E = ps.m.model->hparams().n_embd, V = ps.m.model->hparams().n_vocab;
-  std::vector<float> x(3 * static_cast<size_t>(E)), work(6 * static_cast<size_t>(E)), a(3 * static_cast<size_t>(V)), b(a.size());
+  std::vector<float> x(3 * static_cast<size_t>(E)), work(6 * static_cast<size_t>(E)), a(3 * static_cast<size_t>(V)),
+      b(a.size());
   core::Rng rng(2);
   for (auto& v : x) v = static_cast<float>(rng.normal());
   for (int32_t l : {2, 3, 4}) {

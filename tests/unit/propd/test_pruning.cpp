@@ -44,7 +44,8 @@ class Recorder final : public engine::BudgetPolicy {
       if (d != nullptr && !s.survived.empty()) {
         EXPECT_EQ(s.survived.size(), static_cast<size_t>(d->last.size()));
         for (int32_t u = 1; u < d->last.size() && static_cast<size_t>(u) < s.survived.size(); ++u) {
-          if (s.survived[static_cast<size_t>(u)]) closed_ok = closed_ok && s.survived[static_cast<size_t>(d->last.parent(u))];
+          if (s.survived[static_cast<size_t>(u)])
+            closed_ok = closed_ok && s.survived[static_cast<size_t>(d->last.parent(u))];
         }
       }
       survived.emplace_back(s.survived.begin(), s.survived.end());
@@ -62,7 +63,8 @@ class Recorder final : public engine::BudgetPolicy {
 
 // A random tree around the greedy continuation `truth` of the root: the true path for a
 // random number of steps, a wrong token somewhere, random siblings and random subtrees.
-tree::TokenTree random_tree(core::Rng& rng, int32_t root, const std::vector<int32_t>& truth, int32_t V, int32_t n_nodes) {
+tree::TokenTree random_tree(core::Rng& rng, int32_t root, const std::vector<int32_t>& truth, int32_t V,
+                            int32_t n_nodes) {
   tree::TokenTree t(root);
   int32_t node = 0;
   const auto depth = static_cast<int32_t>(rng.uniform_int(truth.size() + 1));
@@ -96,7 +98,8 @@ TEST(Pruning, AcceptedTokensArePrefixOfTheUnprunedStep) {
       const size_t cut = g.prompt_tokens.size() + rng.uniform_int(std::max<size_t>(1, g.generated_tokens.size() - 6));
       if (cut + 6 > all.size()) continue;
       const std::vector<int32_t> ctx(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(cut));
-      const std::vector<int32_t> truth(all.begin() + static_cast<std::ptrdiff_t>(cut), all.begin() + static_cast<std::ptrdiff_t>(cut + 6));
+      const std::vector<int32_t> truth(all.begin() + static_cast<std::ptrdiff_t>(cut),
+                                       all.begin() + static_cast<std::ptrdiff_t>(cut + 6));
       const auto t = random_tree(rng, ctx.back(), truth, V, 8 + static_cast<int32_t>(rng.uniform_int(40)));
       auto make = [t](std::span<const int32_t>) { return t; };
       engine::SequenceParams sp;
@@ -135,8 +138,8 @@ TEST(Pruning, AcceptedTokensArePrefixOfTheUnprunedStep) {
               static_cast<long long>(trials), static_cast<long long>(shorter), static_cast<long long>(equal_nonzero),
               static_cast<long long>(pruned_rows));
   EXPECT_GT(trials, 150);
-  EXPECT_GT(shorter, 0);        // pruning did cut accepted paths (the test can fail)...
-  EXPECT_GT(equal_nonzero, 10); // ...and kept others whole
+  EXPECT_GT(shorter, 0);         // pruning did cut accepted paths (the test can fail)...
+  EXPECT_GT(equal_nonzero, 10);  // ...and kept others whole
   EXPECT_GT(pruned_rows, 1000);
 }
 
@@ -172,7 +175,8 @@ TEST(Pruning, SurvivorsAreAncestorClosedAndAuxRowsStay) {
   std::vector<std::unique_ptr<engine::Sequence>> seqs;
   std::vector<engine::Sequence*> ptrs;
   for (int32_t i = 0; i < 2; ++i) {
-    seqs.push_back(std::make_unique<engine::Sequence>(std::vector<int32_t>{1, 5 + i, 7}, sp, std::make_unique<ScriptedDrafter>(make)));
+    seqs.push_back(std::make_unique<engine::Sequence>(std::vector<int32_t>{1, 5 + i, 7}, sp,
+                                                      std::make_unique<ScriptedDrafter>(make)));
     drafters::PruneSpec spec;
     spec.layer = 1 + i;  // two sequences pruned at different layers in one batch
     spec.top_k = 2;
@@ -189,7 +193,7 @@ TEST(Pruning, SurvivorsAreAncestorClosedAndAuxRowsStay) {
     const auto& s = rec.survived[k];
     if (s.empty()) continue;
     saw_layer[rec.layers[k]] = true;
-    EXPECT_EQ(s[0], 1);                                  // the root
+    EXPECT_EQ(s[0], 1);                                                        // the root
     for (int32_t i = 1; i <= 4; ++i) EXPECT_EQ(s[static_cast<size_t>(i)], 1);  // aux rows
     int32_t late = 0;
     for (uint8_t v : s) late += v;

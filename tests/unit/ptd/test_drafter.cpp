@@ -257,7 +257,8 @@ TEST(PtdDrafter, ReinsertionPutsVerifiedSubtreesUnderTheirOwnTokens) {
     Trie& trie = d.pool().get(10);
     trie.child(trie.child(0, 11), 12);
     trie.child(0, 14);
-    Script s{{1, 10}, [&](const tree::TokenTree& t, int32_t i) { return next.count(t.token(i)) ? next[t.token(i)] : 3; }};
+    Script s{{1, 10},
+             [&](const tree::TokenTree& t, int32_t i) { return next.count(t.token(i)) ? next[t.token(i)] : 3; }};
     s.step(d);
     if (reinsert) {
       ASSERT_NE(d.pool().find(11), nullptr);

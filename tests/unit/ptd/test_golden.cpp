@@ -147,7 +147,8 @@ TEST(PtdGolden, RunJsonWithSpecPtd) {
   const auto g = test::load_goldens()[1];
   std::string out;
   const std::string cmd = test::treespec_binary() + " run -m " + model + " -p '" + g.prompt + "' -n " +
-                          std::to_string(g.n_predict()) + " --temp 0 -t 1 --json --spec ptd --ptd-draft-rows 40 --ptd-trie-rows 20";
+                          std::to_string(g.n_predict()) +
+                          " --temp 0 -t 1 --json --spec ptd --ptd-draft-rows 40 --ptd-trie-rows 20";
   ASSERT_EQ(test::run_command(cmd, &out), 0) << cmd;
   const auto j = nlohmann::json::parse(out);
   EXPECT_EQ(j.at("tokens").get<std::vector<int32_t>>(), g.generated_tokens);
@@ -159,10 +160,15 @@ TEST(PtdGolden, RunJsonWithSpecPtd) {
   EXPECT_EQ(j.at("stats").at("spec"), "ptd");
   // Bad parameters are clear errors naming the flag's parameter.
   std::string err;
-  const int rc = test::run_command(test::treespec_binary() + " run -m " + model + " -p hi -n 2 --spec ptd --ptd-width 0 2>&1", &err);
+  const int rc =
+      test::run_command(test::treespec_binary() + " run -m " + model + " -p hi -n 2 --spec ptd --ptd-width 0 2>&1",
+                        &err);
   EXPECT_NE(rc, 0);
   EXPECT_NE(err.find("ptd width"), std::string::npos) << err;
   // Sampled run with the reference verifier is accepted and labelled lossy.
-  ASSERT_EQ(test::run_command(test::treespec_binary() + " run -m " + model + " -p hi -n 16 --temp 0.8 -s 3 --json --spec ptd --verify ptd-reference", &out), 0);
+  ASSERT_EQ(test::run_command(test::treespec_binary() + " run -m " + model +
+                                  " -p hi -n 16 --temp 0.8 -s 3 --json --spec ptd --verify ptd-reference",
+                              &out),
+            0);
   EXPECT_EQ(nlohmann::json::parse(out).at("stats").at("verify"), "ptd-reference (lossy)");
 }

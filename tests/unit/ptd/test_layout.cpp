@@ -44,7 +44,8 @@ TEST(PtdLayout, WorkedExampleOfSection33) {
   batch.add_tree(0, p, t);
   EXPECT_EQ(batch.pos, (std::vector<int32_t>{p, p + 1, p + 2, p + 2, p + 3, p + 1, p + 2, p + 1}));
   // Visibility within the step (every row also sees the committed prefix).
-  const std::vector<std::vector<int32_t>> sees = {{0}, {0, 1}, {0, 1, 2}, {0, 1, 3}, {0, 1, 3, 4}, {0, 5}, {0, 5, 6}, {0, 7}};
+  const std::vector<std::vector<int32_t>> sees = {{0},          {0, 1}, {0, 1, 2}, {0, 1, 3},
+                                                  {0, 1, 3, 4}, {0, 5}, {0, 5, 6}, {0, 7}};
   for (int32_t i = 0; i < t.size(); ++i) {
     std::vector<int32_t> got;
     for (int32_t j = 0; j < t.size(); ++j) {
@@ -78,7 +79,8 @@ TEST(PtdLayout, ReproducesReferencePositionsAndMasksOnRandomTrees) {
     Trie trie(9);
     std::vector<int32_t> tids{0};
     for (int k = 0; k < 20; ++k) {
-      tids.push_back(trie.child(tids[static_cast<size_t>(rng.uniform_int(tids.size()))], static_cast<int32_t>(rng.uniform_int(50))));
+      tids.push_back(trie.child(tids[static_cast<size_t>(rng.uniform_int(tids.size()))],
+                                static_cast<int32_t>(rng.uniform_int(50))));
     }
     const int32_t keep = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(trie.size() + 1)));
     const auto lay = build_step(9, dt, &trie, trie.breadth_first(keep));

@@ -107,7 +107,9 @@ TEST(PtdMeasure, DISABLED_MethodsOnGoldens) {
   }
   const int rounds = 3;
   std::printf("\nstories260K, 10 golden prompts, greedy, 1 thread, %d interleaved rounds (tok/s: median)\n\n", rounds);
-  std::printf("| method | batch | mean accepted length | rows/step | draft rows/step | trie rows/step | tok/s | tok/s vs none |\n");
+  std::printf(
+      "| method | batch | mean accepted length | rows/step | draft rows/step | trie rows/step | tok/s | tok/s vs none "
+      "|\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (int32_t n_seq : {1, 4}) {
     std::map<std::string, std::vector<double>> tps;
@@ -168,7 +170,9 @@ TEST(PtdMeasure, DISABLED_FixEffects) {
   }
   const std::vector<uint64_t> seeds{1, 2, 3};
   std::printf("\nPTD fix effects, stories260K goldens, greedy, batch 1, drafter seeds 1-3 (mean [min, max])\n\n");
-  std::printf("| variant | mean accepted length | rows/step | draft rows/step | trie rows/step | pool nodes at end | snapshot replacements | eos cuts |\n");
+  std::printf(
+      "| variant | mean accepted length | rows/step | draft rows/step | trie rows/step | pool nodes at end | snapshot "
+      "replacements | eos cuts |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const auto& v : vs) {
     std::vector<double> acc;
@@ -193,8 +197,8 @@ TEST(PtdMeasure, DISABLED_FixEffects) {
     double mean = 0;
     for (double a : acc) mean += a / n;
     std::printf("| %s | %.3f [%.3f, %.3f] | %.1f | %.1f | %.1f | %.0f | %.1f | %.1f |\n", v.name.c_str(), mean,
-                *std::min_element(acc.begin(), acc.end()), *std::max_element(acc.begin(), acc.end()), rows / n, drows / n,
-                trows / n, pool / n, repl / n, eos / n);
+                *std::min_element(acc.begin(), acc.end()), *std::max_element(acc.begin(), acc.end()), rows / n,
+                drows / n, trows / n, pool / n, repl / n, eos / n);
   }
 
   // Sampling: the lossless verifier vs the reference's argmax-fallback walk, several seeds.

@@ -119,7 +119,7 @@ TEST(PtdPool, CapEvictsOneOldestBranchPerInsert) {
   EXPECT_EQ(dump(*pool.find(0)), "1(2)");
   pool.merge(path(0, {3}));
   EXPECT_EQ(dump(*pool.find(0)), "1(2) 3");  // 3 nodes: at the cap, no eviction
-  pool.merge(path(0, {4, 5}));              // 5 > 3: the oldest branch (1-2) goes, once
+  pool.merge(path(0, {4, 5}));               // 5 > 3: the oldest branch (1-2) goes, once
   EXPECT_EQ(dump(*pool.find(0)), "3 4(5)");
   EXPECT_EQ(pool.counters.evictions, 1);
   EXPECT_EQ(pool.counters.nodes_evicted, 2);

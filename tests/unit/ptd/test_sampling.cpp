@@ -147,8 +147,8 @@ Freq run(verify::Mode mode, const sampling::SamplingParams& sp, int64_t n, uint6
     const int32_t t1 = out[0];
     // The second token: from this step, or (when t1 was the bonus) from the next step,
     // which samples from the target after t1 like plain decoding.
-    const int32_t t2 = out.size() > 1 ? out[1]
-                                      : sampling::warp(toy.after[static_cast<size_t>(t1)].data(), kVocab, sp).sample(rng);
+    const int32_t t2 =
+        out.size() > 1 ? out[1] : sampling::warp(toy.after[static_cast<size_t>(t1)].data(), kVocab, sp).sample(rng);
     f.first[static_cast<size_t>(t1)] += 1;
     f.pair[static_cast<size_t>(t1 * kVocab + t2)] += 1;
   }
@@ -172,7 +172,8 @@ Target target(const sampling::SamplingParams& sp) {
   t.pair.assign(kVocab * kVocab, 0.0);
   for (int32_t a = 0; a < kVocab; ++a) {
     const auto pa = dense(sampling::warp(toy.after[static_cast<size_t>(a)].data(), kVocab, sp));
-    for (int32_t b = 0; b < kVocab; ++b) t.pair[static_cast<size_t>(a * kVocab + b)] = t.first[static_cast<size_t>(a)] * pa[static_cast<size_t>(b)];
+    for (int32_t b = 0; b < kVocab; ++b)
+      t.pair[static_cast<size_t>(a * kVocab + b)] = t.first[static_cast<size_t>(a)] * pa[static_cast<size_t>(b)];
   }
   return t;
 }

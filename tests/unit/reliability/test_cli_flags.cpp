@@ -58,9 +58,9 @@ std::string spec_of(const Result& r) {
 
 // Item 3: GPU-only llama.cpp flags are accepted (with their value) and warned about once.
 TEST(CliFlags, GpuOnlyLlamaFlagsWarnOnceAndRun) {
-  for (const std::string flag : {"-ngl 99", "--n-gpu-layers 99", "--gpu-layers=99", "-fa", "-fa on", "--flash-attn",
-                                 "--mlock", "--no-mmap", "-sm row", "--split-mode layer", "-mg 0", "--main-gpu 0",
-                                 "-ts 1,1", "-nkvo", "-ngld 99"}) {
+  for (const std::string flag :
+       {"-ngl 99", "--n-gpu-layers 99", "--gpu-layers=99", "-fa", "-fa on", "--flash-attn", "--mlock", "--no-mmap",
+        "-sm row", "--split-mode layer", "-mg 0", "--main-gpu 0", "-ts 1,1", "-nkvo", "-ngld 99"}) {
     const Result r = treespec_cmd(run_args() + "--json " + flag);
     EXPECT_EQ(spec_of(r), "none") << flag;
     EXPECT_EQ(count_of(r.err, "treespec: warning: " + flag + " ignored"), 1u) << flag << "\n" << r.err;
@@ -86,7 +86,8 @@ TEST(CliFlags, GpuOnlyLlamaFlagsWarnInServeAndBench) {
 // message, answered exactly as `chat -p` answers it); never "--ctx-size = nv". Other
 // subcommands name `treespec chat`.
 TEST(CliFlags, ChatModeFlagsStartTheChat) {
-  const Result chat = treespec_cmd("chat -m '" + tiny_model() + "' -p 't3 t4' -n 3 -t 1 --temp 0 --ignore-eos </dev/null");
+  const Result chat =
+      treespec_cmd("chat -m '" + tiny_model() + "' -p 't3 t4' -n 3 -t 1 --temp 0 --ignore-eos </dev/null");
   ASSERT_EQ(chat.status, 0) << chat.err;
   ASSERT_FALSE(chat.out.empty());
   for (const std::string flag : {"-cnv", "--conversation", "-i", "--interactive", "-if"}) {
@@ -108,7 +109,8 @@ TEST(CliFlags, MultiLetterShortFlagsAreNeverSplit) {
   const Result ngl = treespec_cmd(run_args() + "--json -ngl 99");
   EXPECT_EQ(ngl.err.find("n-predict"), std::string::npos) << ngl.err;
   // A short flag with its value attached, and negative numbers, are still values.
-  const Result attached = treespec_cmd("run -m '" + tiny_model() + "' -p 't3' -n2 -t 1 --temp 0 --ignore-eos --json -s -1");
+  const Result attached =
+      treespec_cmd("run -m '" + tiny_model() + "' -p 't3' -n2 -t 1 --temp 0 --ignore-eos --json -s -1");
   EXPECT_EQ(attached.status, 0) << attached.err;
   EXPECT_EQ(nlohmann::json::parse(attached.out)["tokens"].size(), 2u);
   // After "--" nothing is rewritten.
@@ -139,7 +141,8 @@ TEST(CliFlags, MethodFlagsSelectTheirMethod) {
 TEST(CliFlags, MethodFlagsOfAnotherMethodAreAnError) {
   const Result r = treespec_cmd(run_args() + "--spec lookup -md '" + tiny_model() + "'");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("-md/--model-draft is an option of --spec draft or --spec auto; it does nothing with --spec lookup"),
+  EXPECT_NE(r.err.find(
+                "-md/--model-draft is an option of --spec draft or --spec auto; it does nothing with --spec lookup"),
             std::string::npos)
       << r.err;
   const Result none = treespec_cmd(run_args() + "--spec none --draft-max 3");
@@ -151,7 +154,9 @@ TEST(CliFlags, MethodFlagsOfAnotherMethodAreAnError) {
   // --spec auto takes the options of the methods it chooses from; its own need it named.
   const Result a = treespec_cmd(run_args() + "--auto-explore 0.1");
   EXPECT_EQ(a.status, 1);
-  EXPECT_NE(a.err.find("--auto-explore is an option of --spec auto; name the method with --spec auto"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("--auto-explore is an option of --spec auto; name the method with --spec auto"),
+            std::string::npos)
+      << a.err;
   const Result ab = treespec_cmd(run_args() + "--spec auto --budget 8");
   EXPECT_EQ(ab.status, 1);
   EXPECT_NE(ab.err.find("--budget 8 does not apply to --spec auto"), std::string::npos) << ab.err;
@@ -234,7 +239,8 @@ TEST(CliFlags, CacheTypeFlagsAreLlamaCppsAndCheckedAtStart) {
   EXPECT_NE(bad.err.find("-ctv/--cache-type-v"), std::string::npos) << bad.err;
   const Result q8 = treespec_cmd("run " + m + "-p 't3' -n 3 -t 1 -ctk q8_0");
   EXPECT_EQ(q8.status, 1);
-  EXPECT_NE(q8.err.find("q8_0 needs a head size that is a multiple of 32; this model's is 8"), std::string::npos) << q8.err;
+  EXPECT_NE(q8.err.find("q8_0 needs a head size that is a multiple of 32; this model's is 8"), std::string::npos)
+      << q8.err;
   const Result bench = treespec_cmd("bench " + m + "--pp 4 --tg 2 -r 1 -t 1 --no-progress -ctk bf16 -o json");
   EXPECT_EQ(bench.status, 0) << bench.err;
   EXPECT_NE(bench.out.find("\"type_k\": \"bf16\""), std::string::npos) << bench.out;

@@ -27,7 +27,10 @@ std::unique_ptr<tokenizer::Tokenizer> spm_with_bytes() {
   add("<s>", tokenizer::TokenType::control);
   add("</s>", tokenizer::TokenType::control);
   for (int b = 0; b < 256; ++b) add(fmt::format("<0x{:02X}>", b), tokenizer::TokenType::byte);
-  for (const char* p : {"\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a"}) add(p, tokenizer::TokenType::normal);
+  for (const char* p : {"\xe2\x96\x81", "a", "b",
+                        "\xe2\x96\x81"
+                        "a"})
+    add(p, tokenizer::TokenType::normal);
   v.bos_id = 1, v.eos_id = 2, v.unk_id = 0;
   return tokenizer::Tokenizer::create(std::move(v));
 }

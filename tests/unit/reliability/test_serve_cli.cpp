@@ -85,11 +85,17 @@ TEST(ServeCli, KvPoolBeyondMemoryIsAClearError) {
   kv::KvShape shape{4, 2, 1024, 1, 1 << 20};
   shape.type_k = shape.type_v = tensor::DType::f16;
   const uint64_t need = kv::KvCache::required_bytes(shape);
-  if (need <= core::available_memory().available) GTEST_SKIP() << "this machine has more than " << need << " bytes available";
+  if (need <= core::available_memory().available)
+    GTEST_SKIP() << "this machine has more than " << need << " bytes available";
   std::string out;
-  EXPECT_EQ(test::run_command(test::treespec_binary() + " serve -q -m '" + path + "' --port 0 -c 1048576 2>&1", &out), 1);
+  EXPECT_EQ(test::run_command(test::treespec_binary() + " serve -q -m '" + path + "' --port 0 -c 1048576 2>&1", &out),
+            1);
   EXPECT_NE(out.find("treespec: error: out of memory: the KV cache (1048576 cells"), std::string::npos) << out;
   EXPECT_NE(out.find(std::to_string(need) + " bytes"), std::string::npos) << out;
-  EXPECT_EQ(test::run_command(test::treespec_binary() + " serve -q -m '" + path + "' --port 0 -c 64 --max-model-len 128 2>&1", &out), 1);
-  EXPECT_NE(out.find("--max-model-len 128 is larger than the KV cache pool (-c/--ctx-size 64)"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(test::treespec_binary() + " serve -q -m '" + path +
+                                  "' --port 0 -c 64 --max-model-len 128 2>&1",
+                              &out),
+            1);
+  EXPECT_NE(out.find("--max-model-len 128 is larger than the KV cache pool (-c/--ctx-size 64)"), std::string::npos)
+      << out;
 }

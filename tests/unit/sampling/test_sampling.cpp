@@ -77,8 +77,13 @@ TEST(TypicalP, KeepsTheLocallyTypicalSetOfAHandMadeDistribution) {
     float typical_p;
     V want;
   };
-  for (const Case& c : std::vector<Case>{{0.0f, {1}}, {0.2f, {1}}, {0.3f, {1, 2}}, {0.5f, {0, 1, 2}}, {0.7f, {0, 1, 2}},
-                                         {0.92f, {0, 1, 2, 3, 4}}, {1.0f, {0, 1, 2, 3, 4, 5}}}) {
+  for (const Case& c : std::vector<Case>{{0.0f, {1}},
+                                         {0.2f, {1}},
+                                         {0.3f, {1, 2}},
+                                         {0.5f, {0, 1, 2}},
+                                         {0.7f, {0, 1, 2}},
+                                         {0.92f, {0, 1, 2, 3, 4}},
+                                         {1.0f, {0, 1, 2, 3, 4, 5}}}) {
     const sampling::Distribution d = sampling::warp(l.data(), 6, unfiltered(c.typical_p));
     EXPECT_EQ(sorted_ids(d), c.want) << "typical_p " << c.typical_p;
     // Renormalised over the set and still most likely first.
@@ -151,12 +156,18 @@ TEST(LogitBias, AddsToTheLogitsBeforeThePenalties) {
 
 TEST(SamplingParams, RefusesBadTypicalPAndBiases) {
   using Edit = void (*)(sampling::SamplingParams&);
-  for (Edit bad : {Edit([](sampling::SamplingParams& q) { q.typical_p = 1.5f; }),
-                   Edit([](sampling::SamplingParams& q) { q.typical_p = -0.1f; }),
-                   Edit([](sampling::SamplingParams& q) { q.typical_p = std::nanf(""); }),
-                   Edit([](sampling::SamplingParams& q) { q.logit_bias = {{-1, 1.0f}}; }),
-                   Edit([](sampling::SamplingParams& q) { q.logit_bias = {{3, std::nanf("")}}; }),
-                   Edit([](sampling::SamplingParams& q) { q.logit_bias = {{3, std::numeric_limits<float>::infinity()}}; })}) {
+  for (Edit bad :
+       {Edit([](sampling::SamplingParams& q) { q.typical_p = 1.5f; }),
+        Edit([](sampling::SamplingParams& q) { q.typical_p = -0.1f; }),
+        Edit([](sampling::SamplingParams& q) { q.typical_p = std::nanf(""); }), Edit([](sampling::SamplingParams& q) {
+          q.logit_bias = {{-1, 1.0f}};
+        }),
+        Edit([](sampling::SamplingParams& q) {
+          q.logit_bias = {{3, std::nanf("")}};
+        }),
+        Edit([](sampling::SamplingParams& q) {
+          q.logit_bias = {{3, std::numeric_limits<float>::infinity()}};
+        })}) {
     sampling::SamplingParams q;
     bad(q);
     EXPECT_THROW(q.validate(), InvalidArgument);

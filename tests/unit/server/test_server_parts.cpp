@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
+#include "chat/builtin_formats.h"
 #include "engine/budget.h"
 #include "server/access.h"
 #include "server/api.h"
-#include "chat/builtin_formats.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "tokenizer/text_stream.h"
@@ -26,8 +26,8 @@
 using namespace treespec;
 using namespace treespec::server;
 using namespace treespec::chat;
-using treespec::tokenizer::TextStream;
 using nlohmann::json;
+using treespec::tokenizer::TextStream;
 
 // ---- chat templates ----
 
@@ -38,7 +38,8 @@ TEST(ChatTemplate, DetectsFamiliesBySubstring) {
   EXPECT_EQ(detect_chat_family("{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}"),
             ChatFamily::llama3);
   EXPECT_EQ(detect_chat_family("{{ bos_token + '[INST] ' + '<<SYS>>\\n' }}"), ChatFamily::llama2);
-  EXPECT_EQ(detect_chat_family("{{ bos_token }}{{ '[INST] ' + message['content'] + ' [/INST]' }}"), ChatFamily::mistral);
+  EXPECT_EQ(detect_chat_family("{{ bos_token }}{{ '[INST] ' + message['content'] + ' [/INST]' }}"),
+            ChatFamily::mistral);
   EXPECT_EQ(detect_chat_family("[SYSTEM_PROMPT]{{ system }}[/SYSTEM_PROMPT][INST]"), ChatFamily::mistral_v7);
   EXPECT_EQ(detect_chat_family("{{'<|user|>' + '\\n' + message['content'] + '<|end|>'}}"), ChatFamily::phi3);
   EXPECT_EQ(detect_chat_family("{{ '<|user|>\\n' + message['content'] + eos_token }}"), ChatFamily::zephyr);
@@ -46,13 +47,19 @@ TEST(ChatTemplate, DetectsFamiliesBySubstring) {
 }
 
 TEST(ChatTemplate, RendersEachFamily) {
-  const std::vector<ChatMessage> msgs = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
+  const std::vector<ChatMessage> msgs = {{"system", "Be brief."},
+                                         {"user", "Hi"},
+                                         {"assistant", "Hello!"},
+                                         {"user", "Bye"}};
   EXPECT_EQ(render_builtin(ChatFamily::chatml, msgs, "<s>", "</s>").prompt,
-            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>system\nBe "
+            "brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
             "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(render_builtin(ChatFamily::llama3, msgs, "", "").prompt,
-            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>"
+            "<|start_header_id|>system<|end_header_id|>\n\nBe "
+            "brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>user<|end_header_id|>"
+            "\n\nBye<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
   EXPECT_EQ(render_builtin(ChatFamily::llama2, msgs, "<s>", "</s>").prompt,
             "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello! </s><s>[INST] Bye [/INST]");
@@ -61,9 +68,11 @@ TEST(ChatTemplate, RendersEachFamily) {
   EXPECT_EQ(render_builtin(ChatFamily::mistral_v7, msgs, "<s>", "</s>").prompt,
             "[SYSTEM_PROMPT] Be brief.[/SYSTEM_PROMPT][INST] Hi[/INST] Hello!</s>[INST] Bye[/INST]");
   EXPECT_EQ(render_builtin(ChatFamily::phi3, msgs, "<s>", "</s>").prompt,
-            "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello!<|end|>\n<|user|>\nBye<|end|>\n<|assistant|>\n");
-  EXPECT_EQ(render_builtin(ChatFamily::zephyr, msgs, "<s>", "</s>").prompt,
-            "<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n<|user|>\nBye</s>\n<|assistant|>\n");
+            "<|system|>\nBe "
+            "brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello!<|end|>\n<|user|>\nBye<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(
+      render_builtin(ChatFamily::zephyr, msgs, "<s>", "</s>").prompt,
+      "<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n<|user|>\nBye</s>\n<|assistant|>\n");
   EXPECT_EQ(render_builtin(ChatFamily::gemma, msgs, "<bos>", "<eos>").prompt,
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
             "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
@@ -156,8 +165,8 @@ TEST(TextStream, HeldBackPrefixReleasedWhenItCannotMatch) {
   std::vector<std::string> deltas;
   EXPECT_EQ(run_stream(ts, bytes_of("aSTOx"), &deltas), "aSTOx");
   EXPECT_FALSE(ts.stopped());
-  EXPECT_EQ(deltas[3], "");        // "STO" held
-  EXPECT_EQ(deltas[4], "STOx");    // released at once when 'x' breaks the match
+  EXPECT_EQ(deltas[3], "");      // "STO" held
+  EXPECT_EQ(deltas[4], "STOx");  // released at once when 'x' breaks the match
   // At the end, a dangling prefix is released too.
   TextStream ts2(*tok, tok->bos_id(), {"STOP"});
   EXPECT_EQ(run_stream(ts2, bytes_of("aST")), "aST");
@@ -192,11 +201,11 @@ TEST(StepBudget, SplitsAcrossSequences) {
     engine::StepBudgetPolicy::split(budget, want);
     return want;
   };
-  EXPECT_EQ(split(0, {33, 33, 1}), (std::vector<int32_t>{33, 33, 1}));       // no cap
-  EXPECT_EQ(split(100, {33, 33, 1}), (std::vector<int32_t>{33, 33, 1}));     // fits
+  EXPECT_EQ(split(0, {33, 33, 1}), (std::vector<int32_t>{33, 33, 1}));    // no cap
+  EXPECT_EQ(split(100, {33, 33, 1}), (std::vector<int32_t>{33, 33, 1}));  // fits
   EXPECT_EQ(split(64, {33, 33, 33, 33}), (std::vector<int32_t>{16, 16, 16, 16}));
-  EXPECT_EQ(split(20, {33, 5, 33}), (std::vector<int32_t>{8, 5, 7}));        // unused share goes to others
-  EXPECT_EQ(split(2, {33, 33, 33}), (std::vector<int32_t>{1, 1, 1}));        // roots always kept
+  EXPECT_EQ(split(20, {33, 5, 33}), (std::vector<int32_t>{8, 5, 7}));  // unused share goes to others
+  EXPECT_EQ(split(2, {33, 33, 33}), (std::vector<int32_t>{1, 1, 1}));  // roots always kept
   EXPECT_EQ(split(10, {0, 9}), (std::vector<int32_t>{1, 9}));
   for (int32_t budget : {3, 7, 50, 64, 65}) {
     std::vector<int32_t> w = {33, 2, 17, 33, 9};
@@ -245,7 +254,8 @@ TEST(Api, ParsesCompletionFields) {
   EXPECT_TRUE(t.prompt_is_tokens);
   EXPECT_EQ(t.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
   const auto c = parse_generation_request(
-      json::parse(R"({"messages":[{"role":"developer","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"max_completion_tokens":9})"),
+      json::parse(
+          R"({"messages":[{"role":"developer","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],"max_completion_tokens":9})"),
       Endpoint::chat, {});
   ASSERT_EQ(c.messages.size(), 2u);
   EXPECT_EQ(c.messages[0].role, "system");
@@ -254,8 +264,8 @@ TEST(Api, ParsesCompletionFields) {
 }
 
 TEST(Api, RejectsBadFields) {
-  EXPECT_EQ(status_of(json::object()), 400);                                   // missing prompt
-  EXPECT_EQ(status_of(json{{"prompt", 5}}), 400);                              // wrong type
+  EXPECT_EQ(status_of(json::object()), 400);       // missing prompt
+  EXPECT_EQ(status_of(json{{"prompt", 5}}), 400);  // wrong type
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"max_tokens", "5"}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"max_tokens", 0}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"max_tokens", 2.5}}), 400);
@@ -270,14 +280,14 @@ TEST(Api, RejectsBadFields) {
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"stop", 3}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"stop", {""}}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"stream", "yes"}}), 400);
-  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logprobs", 21}}), 400);  // OpenAI's 20
+  EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logprobs", 21}}), 400);    // OpenAI's 20
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logprobs", true}}), 400);  // completions: an integer
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"echo", true}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"frequency_penalty", 2.5}}), 400);  // out of [-2, 2]
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"frequency_penalty", 0.5}}), 200);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"logit_bias", {{"5", 101}}}}), 400);  // outside [-100, 100]
   EXPECT_EQ(status_of(json{{"prompt", json::array()}}), 400);
-  EXPECT_EQ(status_of(json{{"prompt", {"a", "b"}}}), 400);                      // batch of prompts
+  EXPECT_EQ(status_of(json{{"prompt", {"a", "b"}}}), 400);  // batch of prompts
   EXPECT_EQ(status_of(json{{"prompt", {1, -3}}}), 400);
   EXPECT_EQ(status_of(json{{"prompt", "x"}, {"model", 3}}), 400);
   EXPECT_EQ(status_of(json::object(), Endpoint::chat), 400);
@@ -292,8 +302,10 @@ TEST(Api, RejectsBadFields) {
 TEST(Api, ParsesTheSamplingFields) {
   const float ban = -std::numeric_limits<float>::infinity();
   // OpenAI's object, llama-server's pairs and false; text keys are the server's to tokenize.
-  auto r = parse_generation_request(json::parse(R"({"prompt":"x","logit_bias":{"5":-100,"7":false,"Hello":2},"typical_p":0.5})"),
-                                    Endpoint::completions, {});
+  auto r =
+      parse_generation_request(json::parse(
+                                   R"({"prompt":"x","logit_bias":{"5":-100,"7":false,"Hello":2},"typical_p":0.5})"),
+                               Endpoint::completions, {});
   ASSERT_EQ(r.sampling.logit_bias.size(), 2u);
   EXPECT_EQ(r.sampling.logit_bias[0].token, 5);
   EXPECT_EQ(r.sampling.logit_bias[0].bias, -100.0f);
@@ -301,7 +313,8 @@ TEST(Api, ParsesTheSamplingFields) {
   ASSERT_EQ(r.logit_bias_text.size(), 1u);
   EXPECT_EQ(r.logit_bias_text[0], (std::pair<std::string, float>{"Hello", 2.0f}));
   EXPECT_FLOAT_EQ(r.sampling.typical_p, 0.5f);
-  r = parse_generation_request(json::parse(R"({"prompt":"x","logit_bias":[[3,1.5],[4,false],["ab",-1]]})"), Endpoint::native, {});
+  r = parse_generation_request(json::parse(R"({"prompt":"x","logit_bias":[[3,1.5],[4,false],["ab",-1]]})"),
+                               Endpoint::native, {});
   ASSERT_EQ(r.sampling.logit_bias.size(), 2u);
   EXPECT_EQ(r.sampling.logit_bias[1].token, 4);
   EXPECT_EQ(r.sampling.logit_bias[1].bias, ban);
@@ -309,12 +322,16 @@ TEST(Api, ParsesTheSamplingFields) {
   // A request's logit_bias replaces the server's (-l) defaults.
   sampling::SamplingParams defaults;
   defaults.logit_bias = {{9, 1.0f}};
-  EXPECT_EQ(parse_generation_request(json{{"prompt", "x"}}, Endpoint::completions, defaults).sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(parse_generation_request(json{{"prompt", "x"}}, Endpoint::completions, defaults).sampling.logit_bias.size(),
+            1u);
   EXPECT_EQ(parse_generation_request(json{{"prompt", "x"}, {"logit_bias", {{"3", 1}}}}, Endpoint::completions, defaults)
-                .sampling.logit_bias[0].token, 3);
-  for (const json& bad : {json{{"logit_bias", {{"-1", 1}}}}, json{{"logit_bias", {{"5", true}}}}, json{{"logit_bias", {{"5", "x"}}}},
-                          json{{"logit_bias", json::array({json::array({1})})}}, json{{"logit_bias", 3}},
-                          json{{"logit_bias", json::array({json::array({1.5, 1})})}}, json{{"logit_bias", {{"99999999999999999999", 1}}}}}) {
+                .sampling.logit_bias[0]
+                .token,
+            3);
+  for (const json& bad : {json{{"logit_bias", {{"-1", 1}}}}, json{{"logit_bias", {{"5", true}}}},
+                          json{{"logit_bias", {{"5", "x"}}}}, json{{"logit_bias", json::array({json::array({1})})}},
+                          json{{"logit_bias", 3}}, json{{"logit_bias", json::array({json::array({1.5, 1})})}},
+                          json{{"logit_bias", {{"99999999999999999999", 1}}}}}) {
     json b = {{"prompt", "x"}};
     b.update(bad);
     try {
@@ -330,9 +347,11 @@ TEST(Api, ParsesTheSamplingFields) {
   EXPECT_EQ(r.top_logprobs, 3);
   r = parse_generation_request(json{{"prompt", "x"}, {"logprobs", 0}}, Endpoint::completions, {});
   EXPECT_TRUE(r.logprobs);
-  EXPECT_FALSE(parse_generation_request(json{{"prompt", "x"}, {"logprobs", false}}, Endpoint::completions, {}).logprobs);
+  EXPECT_FALSE(
+      parse_generation_request(json{{"prompt", "x"}, {"logprobs", false}}, Endpoint::completions, {}).logprobs);
   const json msgs = json::array({{{"role", "user"}, {"content", "x"}}});
-  r = parse_generation_request(json{{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 20}, {"n", 3}}, Endpoint::chat, {});
+  r = parse_generation_request(json{{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 20}, {"n", 3}},
+                               Endpoint::chat, {});
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(r.top_logprobs, 20);
   EXPECT_EQ(r.n, 3);
@@ -350,15 +369,21 @@ TEST(Api, ParsesTheSamplingFields) {
 }
 
 TEST(Api, IgnoredFieldsAreNamedUnlessNeutralOrImplemented) {
-  const json body = {{"prompt", "x"},     {"temperature", 0}, {"mirostat", 2},   {"mirostat_tau", 5}, {"tfs_z", 1.0},
-                     {"dry_multiplier", 0}, {"dry_base", 1.75}, {"xtc_probability", 0.5}, {"xtc_threshold", 0.1},
-                     {"typical_p", 0.9}, {"n_probs", 0},      {"user", "me"},    {"samplers", "kt"}, {"logprobs", nullptr}};
+  const json body = {{"prompt", "x"},        {"temperature", 0},    {"mirostat", 2},    {"mirostat_tau", 5},
+                     {"tfs_z", 1.0},         {"dry_multiplier", 0}, {"dry_base", 1.75}, {"xtc_probability", 0.5},
+                     {"xtc_threshold", 0.1}, {"typical_p", 0.9},    {"n_probs", 0},     {"user", "me"},
+                     {"samplers", "kt"},     {"logprobs", nullptr}};
   EXPECT_EQ(ignored_fields(body, Endpoint::native),
-            (std::vector<std::string>{"mirostat", "mirostat_tau", "samplers", "user", "xtc_probability", "xtc_threshold"}));
+            (std::vector<std::string>{"mirostat", "mirostat_tau", "samplers", "user", "xtc_probability",
+                                      "xtc_threshold"}));
   // Another endpoint's field: named when it is not at its default.
-  EXPECT_EQ(ignored_fields(json{{"prompt", "x"}, {"n_probs", 3}, {"n", 1}}, Endpoint::completions), (std::vector<std::string>{"n_probs"}));
-  EXPECT_EQ(ignored_fields(json{{"prompt", "x"}, {"n", 2}, {"logprobs", 2}}, Endpoint::native), (std::vector<std::string>{"logprobs", "n"}));
-  EXPECT_TRUE(ignored_fields(json{{"prompt", "x"}, {"n", 2}, {"logprobs", 2}, {"logit_bias", json::object()}}, Endpoint::completions).empty());
+  EXPECT_EQ(ignored_fields(json{{"prompt", "x"}, {"n_probs", 3}, {"n", 1}}, Endpoint::completions),
+            (std::vector<std::string>{"n_probs"}));
+  EXPECT_EQ(ignored_fields(json{{"prompt", "x"}, {"n", 2}, {"logprobs", 2}}, Endpoint::native),
+            (std::vector<std::string>{"logprobs", "n"}));
+  EXPECT_TRUE(ignored_fields(json{{"prompt", "x"}, {"n", 2}, {"logprobs", 2}, {"logit_bias", json::object()}},
+                             Endpoint::completions)
+                  .empty());
 }
 
 TEST(Api, ParseBodyRejectsNonJsonAndBadUtf8) {
@@ -484,7 +509,8 @@ TEST(Access, ApiKeyFileTakesOneKeyPerLineAndRejectsBadFiles) {
     std::ofstream(p, std::ios::binary) << text;
     return p;
   };
-  EXPECT_EQ(read_api_key_file(write("k1.txt", "# team keys\nalpha\n\n  beta \r\n")), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(read_api_key_file(write("k1.txt", "# team keys\nalpha\n\n  beta \r\n")),
+            (std::vector<std::string>{"alpha", "beta"}));
   EXPECT_THROW(read_api_key_file(write("k2.txt", "# only a comment\n\n")), InvalidArgument);
   EXPECT_THROW(read_api_key_file(write("k3.txt", "two words\n")), InvalidArgument);
   EXPECT_THROW(read_api_key_file(dir + "/missing.txt"), IoError);

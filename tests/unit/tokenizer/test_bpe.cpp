@@ -58,8 +58,9 @@ Vocab tiny_bpe(const std::string& pre = "gpt-2") {
   v.types.push_back(TokenType::control);
   v.tokens.push_back("<|user|>");
   v.types.push_back(TokenType::user_defined);
-  for (const std::string& p : {std::string("he"), std::string("ll"), std::string("hell"), std::string("hello"), sp + "w",
-                               std::string("bc"), std::string("ab"), sp + sp, std::string("or"), std::string("xyz")}) {
+  for (const std::string& p :
+       {std::string("he"), std::string("ll"), std::string("hell"), std::string("hello"), sp + "w", std::string("bc"),
+        std::string("ab"), sp + sp, std::string("or"), std::string("xyz")}) {
     v.tokens.push_back(p);
     v.types.push_back(TokenType::normal);
   }
@@ -109,10 +110,10 @@ TEST(BpeUnicode, Classes) {
   EXPECT_EQ(classify(' '), kWhitespace);
   EXPECT_EQ(classify(0x3000), kWhitespace);
   EXPECT_EQ(classify(0x0085), kWhitespace);
-  EXPECT_EQ(classify(0x200B), kOther);   // zero-width space is not White_Space
-  EXPECT_EQ(classify(0x0301), kOther);   // combining acute (Mn): not a letter
+  EXPECT_EQ(classify(0x200B), kOther);  // zero-width space is not White_Space
+  EXPECT_EQ(classify(0x0301), kOther);  // combining acute (Mn): not a letter
   EXPECT_EQ(classify(','), kPunct);
-  EXPECT_EQ(classify('$'), kOther);      // Sc
+  EXPECT_EQ(classify('$'), kOther);  // Sc
   EXPECT_EQ(classify(kInvalidBase + 0xFF), kOther);
 }
 
@@ -134,8 +135,7 @@ TEST(BpePretokenize, Examples) {
             (std::vector<std::string>{"I", "'M", " ", "123", "45", "\n\n", "ok"}));
   EXPECT_EQ(split(PreTokenizer::qwen2, "x 123"), (std::vector<std::string>{"x", " ", "1", "2", "3"}));
   EXPECT_EQ(split(PreTokenizer::smollm, "a 12b"), (std::vector<std::string>{"a", " ", "1", "2", "b"}));
-  EXPECT_EQ(split(PreTokenizer::default_chain, "x 12345!?"),
-            (std::vector<std::string>{"x", " ", "123", "45", "!?"}));
+  EXPECT_EQ(split(PreTokenizer::default_chain, "x 12345!?"), (std::vector<std::string>{"x", " ", "123", "45", "!?"}));
   EXPECT_TRUE(split(PreTokenizer::gpt2, "").empty());
 }
 
@@ -143,8 +143,8 @@ TEST(BpePretokenize, Examples) {
 // input exactly, with no empty word, for every pre-tokenizer.
 TEST(BpePretokenize, CoversArbitraryBytes) {
   core::Rng rng(7);
-  const char alphabet[] = {'a', 'Z', ' ', ' ', '\n', '\r', '\t', '1', '\'', 's', '!', '\xc3', '\xa9', '\xe2',
-                           '\x80', '\xff', '\xf0', '\x9f', '\xa6', '\x99', '\x00'};
+  const char alphabet[] = {'a',    'Z',    ' ',    ' ',    '\n',   '\r',   '\t',   '1',    '\'',   's',   '!',
+                           '\xc3', '\xa9', '\xe2', '\x80', '\xff', '\xf0', '\x9f', '\xa6', '\x99', '\x00'};
   for (PreTokenizer p : {PreTokenizer::default_chain, PreTokenizer::gpt2, PreTokenizer::llama3, PreTokenizer::qwen2,
                          PreTokenizer::smollm, PreTokenizer::gpt4o}) {
     for (int it = 0; it < 300; ++it) {
@@ -192,8 +192,8 @@ TEST(BpeEncode, MergesByRank) {
   EXPECT_EQ(t->encode("ab", false), (Ids{kAb}));
   EXPECT_EQ(t->encode("hell", false), (Ids{kHell}));
   EXPECT_EQ(t->encode("hel", false), (Ids{kHe, 'l'}));
-  EXPECT_EQ(t->encode("  w", false), (Ids{' ', kSpW}));     // \s+(?!\S) leaves one space to " w"
-  EXPECT_EQ(t->encode("   ", false), (Ids{kSpSp, ' '}));    // leftmost pair merges first
+  EXPECT_EQ(t->encode("  w", false), (Ids{' ', kSpW}));      // \s+(?!\S) leaves one space to " w"
+  EXPECT_EQ(t->encode("   ", false), (Ids{kSpSp, ' '}));     // leftmost pair merges first
   EXPECT_EQ(t->encode("xyz", false), (Ids{'x', 'y', 'z'}));  // no merges lead to "xyz"
   EXPECT_TRUE(t->encode("", false).empty());
   // Every byte has a token: invalid UTF-8 and control bytes go through as bytes.
@@ -237,8 +237,9 @@ TEST(BpeDecode, RoundTripsBytes) {
   Vocab v = tiny_bpe();
   v.add_bos = true;
   auto t = Tokenizer::create(v);
-  for (const std::string& s : std::vector<std::string>{"hello world", " hello", "  w\n\t", "\xff\xfe a \xc3(", std::string("a\0b", 3),
-                              "\xe2\x96\x81 caf\xc3\xa9 \xf0\x9f\xa6\x99"}) {
+  for (const std::string& s :
+       std::vector<std::string>{"hello world", " hello", "  w\n\t", "\xff\xfe a \xc3(", std::string("a\0b", 3),
+                                "\xe2\x96\x81 caf\xc3\xa9 \xf0\x9f\xa6\x99"}) {
     const Ids ids = t->encode(s, true);
     ASSERT_EQ(ids.front(), kEot);
     EXPECT_EQ(t->decode(ids), s);  // no dummy-prefix space to drop after BOS

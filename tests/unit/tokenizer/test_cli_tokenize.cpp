@@ -24,7 +24,8 @@ TEST(CliTokenize, LlamaSpmVocab) {
   EXPECT_EQ(tokenize(m + "--no-bos 'Hello world'", &rc), "[15043, 3186]\n");
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(tokenize(m + "' Hello, world!'"), "[1, 29871, 15043, 29892, 3186, 29991]\n");
-  EXPECT_EQ(tokenize(m + "--no-bos ' this is 🦙.cpp'"), "[29871, 445, 338, 29871, 243, 162, 169, 156, 29889, 8223]\n");
+  EXPECT_EQ(tokenize(m + "--no-bos ' this is 🦙.cpp'"),
+            "[29871, 445, 338, 29871, 243, 162, 169, 156, 29889, 8223]\n");
   // Special tokens in the text are parsed by default, like llama-tokenize.
   EXPECT_EQ(tokenize(m + "'<s>Hello</s>'"), "[1, 1, 15043, 2]\n");
   EXPECT_EQ(tokenize(m + "--no-bos --no-parse-special '<s>Hello'"), "[529, 29879, 29958, 10994]\n");

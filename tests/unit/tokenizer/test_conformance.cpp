@@ -81,10 +81,10 @@ TEST(TokenizerConformance, VectorFileFormat) {
   const auto cases = read_vectors(test::shared_dir() + "/data/tokenizer/ggml-vocab-llama-spm.gguf");
   ASSERT_EQ(cases.size(), 46u);
   EXPECT_EQ(cases[0].text, "ied 4 \xc2\xbd months");
-  EXPECT_EQ(cases[2].text, "");         // an empty text gives an empty line of ids
+  EXPECT_EQ(cases[2].text, "");  // an empty text gives an empty line of ids
   EXPECT_TRUE(cases[2].ids.empty());
   EXPECT_EQ(cases[6].text, "\t");
-  EXPECT_EQ(cases[7].text, "\n");       // a text that is one newline
+  EXPECT_EQ(cases[7].text, "\n");  // a text that is one newline
   EXPECT_EQ(cases[8].text, "\n\n");
 }
 
@@ -113,8 +113,7 @@ TEST(TokenizerConformance, Phi3SpecialTokens) {
   const int32_t user = tok.token_id("<|user|>");
   const int32_t end = tok.token_id("<|end|>");
   ASSERT_EQ(user, 32010);
-  EXPECT_EQ(tok.encode("<|user|>\nHi<|end|>\n", false, true),
-            tok.encode("<|user|>Hi<|end|>", false, true));
+  EXPECT_EQ(tok.encode("<|user|>\nHi<|end|>\n", false, true), tok.encode("<|user|>Hi<|end|>", false, true));
   const auto ids = tok.encode("<|user|>\nHi<|end|>", false, true);
   ASSERT_GE(ids.size(), 3u);
   EXPECT_EQ(ids.front(), user);

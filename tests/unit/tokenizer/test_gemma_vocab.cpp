@@ -40,8 +40,10 @@ const Case kReference[] = {
     {"emoji \xF0\x9F\x98\x80 and CJK \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E and accents caf\xC3\xA9",
      {2,   267, 274, 270, 298, 273, 445, 246, 165, 158, 134, 803, 445, 73,  80,  81,  445, 236,
       157, 171, 236, 162, 178, 238, 176, 164, 803, 577, 266, 313, 265, 421, 755, 287, 201, 175}},
-    {"   leading and trailing spaces   ", {2, 776, 445, 330, 271, 281, 491, 803, 727, 271, 273, 326, 367, 611, 349, 313, 278, 776, 445}},
-    {"unknown words: zebra quixotic", {2, 363, 286, 265, 531, 732, 495, 64, 445, 300, 267, 402, 271, 823, 297, 270, 317, 266}},
+    {"   leading and trailing spaces   ",
+     {2, 776, 445, 330, 271, 281, 491, 803, 727, 271, 273, 326, 367, 611, 349, 313, 278, 776, 445}},
+    {"unknown words: zebra quixotic",
+     {2, 363, 286, 265, 531, 732, 495, 64, 445, 300, 267, 402, 271, 823, 297, 270, 317, 266}},
 };
 
 }  // namespace
@@ -57,7 +59,8 @@ TEST(GemmaVocab, NoSpacePrefixAndExactRoundTrip) {
   ASSERT_GE(world, 0);
   // The first word gets no U+2581 (add_space_prefix false); a leading space stays text.
   EXPECT_EQ(tok->encode("Hello world", true, true), (std::vector<int32_t>{2, tok->token_id("Hello"), world}));
-  for (const char* t : {"Hello world", " Hello world", "a\n\nb\tc", "   x   ", "caf\xC3\xA9 \xF0\x9F\x98\x80", "I'm fine"}) {
+  for (const char* t :
+       {"Hello world", " Hello world", "a\n\nb\tc", "   x   ", "caf\xC3\xA9 \xF0\x9F\x98\x80", "I'm fine"}) {
     EXPECT_EQ(tok->decode(tok->encode(t, false, true)), t) << t;
   }
 }

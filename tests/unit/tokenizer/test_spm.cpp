@@ -31,18 +31,18 @@ Vocab tiny_vocab() {
     v.scores.push_back(0);
   }
   const std::vector<std::pair<std::string, float>> pieces = {
-      {kSp, -1},          // 259
-      {"a", -2},          // 260
-      {"b", -3},          // 261
-      {"c", -4},          // 262
-      {kSp + "a", -5},    // 263
-      {"ab", -6},         // 264
-      {"bc", -1.5f},      // 265: beats "ab" in "abc"
-      {"aa", -7},         // 266
-      {kSp + "ab", -8},   // 267 (not reachable: "▁a"+"b" merges only if "▁ab" exists: it does)
-      {"<user>", 0},      // 268 user-defined
-      {"<us", -9},        // 269 (normal piece, prefix of the user-defined token)
-      {"x", -10},         // 270
+      {kSp, -1},         // 259
+      {"a", -2},         // 260
+      {"b", -3},         // 261
+      {"c", -4},         // 262
+      {kSp + "a", -5},   // 263
+      {"ab", -6},        // 264
+      {"bc", -1.5f},     // 265: beats "ab" in "abc"
+      {"aa", -7},        // 266
+      {kSp + "ab", -8},  // 267 (not reachable: "▁a"+"b" merges only if "▁ab" exists: it does)
+      {"<user>", 0},     // 268 user-defined
+      {"<us", -9},       // 269 (normal piece, prefix of the user-defined token)
+      {"x", -10},        // 270
   };
   for (const auto& [p, s] : pieces) {
     v.tokens.push_back(p);
@@ -68,9 +68,9 @@ int32_t byte_id(uint8_t b) { return 3 + b; }
 
 TEST(SpmEncode, DummyPrefixAndMerges) {
   auto t = tiny();
-  EXPECT_EQ(t->encode("a", false), (std::vector<int32_t>{263}));              // "▁a"
-  EXPECT_EQ(t->encode("a", true), (std::vector<int32_t>{1, 263}));            // BOS first
-  EXPECT_EQ(t->encode("ab", false), (std::vector<int32_t>{267}));             // "▁ab"
+  EXPECT_EQ(t->encode("a", false), (std::vector<int32_t>{263}));    // "▁a"
+  EXPECT_EQ(t->encode("a", true), (std::vector<int32_t>{1, 263}));  // BOS first
+  EXPECT_EQ(t->encode("ab", false), (std::vector<int32_t>{267}));   // "▁ab"
   EXPECT_EQ(t->encode("", true), (std::vector<int32_t>{1}));
   EXPECT_TRUE(t->encode("", false).empty());
   auto np = tiny(false);
@@ -95,7 +95,10 @@ TEST(SpmEncode, ByteFallbackAndInvalidUtf8) {
   EXPECT_EQ(t->encode("z", false), (std::vector<int32_t>{byte_id('z')}));
   // Invalid UTF-8: a lone continuation byte, a truncated sequence, an 0xFF; the valid
   // characters around them keep merging ("ab" stays one token).
-  const std::string bad = "ab\x80" "a\xc3" "b\xff";
+  const std::string bad =
+      "ab\x80"
+      "a\xc3"
+      "b\xff";
   const auto ids = t->encode(bad, false);
   EXPECT_EQ(ids, (std::vector<int32_t>{264, byte_id(0x80), 260, byte_id(0xC3), 261, byte_id(0xFF)}));
   EXPECT_EQ(t->decode(ids), bad);
@@ -176,7 +179,9 @@ TEST(SpmDecode, StreamDecoderHoldsBackPartialCharacters) {
   EXPECT_EQ(sd.flush(), "");
   // A broken sequence followed by ASCII: the lead byte is replaced, the ASCII kept.
   EXPECT_EQ(sd.push(byte_id(0xC3)), "");
-  EXPECT_EQ(sd.push(byte_id('A')), "\xef\xbf\xbd" "A");
+  EXPECT_EQ(sd.push(byte_id('A')),
+            "\xef\xbf\xbd"
+            "A");
 }
 
 TEST(SpmDecode, StreamPrime) {

@@ -23,7 +23,8 @@ void expect_invalid(F&& f, std::vector<std::string> fragments) {
     ADD_FAILURE() << "no InvalidArgument thrown";
   } catch (const InvalidArgument& e) {
     const std::string msg = e.what();
-    for (const auto& frag : fragments) EXPECT_NE(msg.find(frag), std::string::npos) << "'" << msg << "' lacks '" << frag << "'";
+    for (const auto& frag : fragments)
+      EXPECT_NE(msg.find(frag), std::string::npos) << "'" << msg << "' lacks '" << frag << "'";
   }
 }
 
@@ -72,13 +73,16 @@ TEST(TokenTree, AncestorBitsetsMatchPathsAcrossWords) {
   core::Rng rng(9);
   for (int32_t n : {1, 63, 64, 65, 200}) {
     TokenTree t(0);
-    while (t.size() < n) t.add(static_cast<int32_t>(rng.uniform_int(50)), static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(t.size()))));
+    while (t.size() < n)
+      t.add(static_cast<int32_t>(rng.uniform_int(50)),
+            static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(t.size()))));
     EXPECT_EQ(t.mask_words(), (n + 63) / 64);
     for (int32_t i = 0; i < n; ++i) {
       std::vector<bool> on(static_cast<size_t>(n), false);
       for (int32_t a : t.path_to(i)) on[static_cast<size_t>(a)] = true;
       EXPECT_EQ(t.depth(i) + 1, static_cast<int32_t>(t.path_to(i).size()));
-      for (int32_t j = 0; j < n; ++j) ASSERT_EQ(t.is_ancestor_or_self(j, i), on[static_cast<size_t>(j)]) << n << " " << i << " " << j;
+      for (int32_t j = 0; j < n; ++j)
+        ASSERT_EQ(t.is_ancestor_or_self(j, i), on[static_cast<size_t>(j)]) << n << " " << i << " " << j;
     }
   }
 }
@@ -133,7 +137,11 @@ TEST(TokenTree, InvalidTreesNameTheNode) {
   // Node 0 that is not a root.
   expect_invalid([] { TokenTree::from_arrays(V{1, 2}, V{0, 0}); }, {"node 0"});
   // Bad depth.
-  expect_invalid([] { TokenTree::from_arrays(V{1, 2, 3}, V{-1, 0, 1}, {}, V{0, 1, 1}); }, {"node 2", "depth 1", "expected 2"});
+  expect_invalid(
+      [] {
+        TokenTree::from_arrays(V{1, 2, 3}, V{-1, 0, 1}, {}, V{0, 1, 1});
+      },
+      {"node 2", "depth 1", "expected 2"});
   expect_invalid([] { TokenTree::from_arrays(V{1, 2}, V{-1, 0}, {}, V{1, 2}); }, {"node 0", "depth 1"});
   // Negative token.
   expect_invalid([] { TokenTree::from_arrays(V{1, -3}, V{-1, 0}); }, {"node 1", "negative token", "-3"});

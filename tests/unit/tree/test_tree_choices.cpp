@@ -128,7 +128,7 @@ TEST(TreeChoices, RejectsMalformedShapes) {
     }
     return "";
   };
-  EXPECT_NE(msg_of("[[0], [1, 0]]").find("[1]"), std::string::npos);        // parent [1] missing
+  EXPECT_NE(msg_of("[[0], [1, 0]]").find("[1]"), std::string::npos);  // parent [1] missing
   EXPECT_NE(msg_of("[[0], [0]]").find("listed twice"), std::string::npos);
   EXPECT_NE(msg_of("[[0], []]").find("empty"), std::string::npos);
   EXPECT_NE(msg_of("[[0], [-1]]").find("rank"), std::string::npos);

@@ -110,7 +110,8 @@ TEST(CoupledSampling, DrawsHaveTheDistributionsProbabilities) {
   }
   std::vector<double> p2(kV * kV);
   for (int32_t a = 0; a < kV; ++a) {
-    for (int32_t b = 0; b < kV; ++b) p2[static_cast<size_t>(a * kV + b)] = p[static_cast<size_t>(a)] * p[static_cast<size_t>(b)];
+    for (int32_t b = 0; b < kV; ++b)
+      p2[static_cast<size_t>(a * kV + b)] = p[static_cast<size_t>(a)] * p[static_cast<size_t>(b)];
   }
   const auto r1 = test::chi_square(by_seed, p);
   const auto r2 = test::chi_square(by_pos, p);
@@ -262,8 +263,8 @@ TEST(VerifyCoupled, EmitsExactlyWhatPlainCoupledSamplingEmitsWhateverTheTree) {
       const std::vector<int32_t> oracle(plain.begin() + static_cast<ptrdiff_t>(ctx.size()), plain.end());
       ToyTree t = random_tree(m, ctx, oracle, rng);
       core::Rng unused(0);
-      const auto res = verify::verify(verify::Mode::coupled, t.tree, t.ptr, kToyV, sp, verify::TypicalParams{}, unused, {},
-                                      static_cast<int64_t>(ctx.size()));
+      const auto res = verify::verify(verify::Mode::coupled, t.tree, t.ptr, kToyV, sp, verify::TypicalParams{}, unused,
+                                      {}, static_cast<int64_t>(ctx.size()));
       for (size_t k = 1; k < res.path.size(); ++k) {
         ASSERT_TRUE(t.tree.is_candidate(res.path[k])) << "accepted an aux node";
         ASSERT_NE(t.ptr[static_cast<size_t>(res.path[k])], nullptr) << "accepted a pruned node";

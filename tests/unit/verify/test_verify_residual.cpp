@@ -83,8 +83,8 @@ std::vector<float> random_logits(core::Rng& rng, int32_t V, double scale) {
 
 struct Case {
   tree::TokenTree tree;
-  std::vector<std::vector<float>> logits;        // per node
-  std::vector<sampling::Distribution> q;         // per node (children drawn from it), or empty
+  std::vector<std::vector<float>> logits;  // per node
+  std::vector<sampling::Distribution> q;   // per node (children drawn from it), or empty
   std::vector<const float*> logit_ptr;
   std::vector<const sampling::Distribution*> q_ptr;
 };

@@ -65,8 +65,8 @@ enum class DraftKind { point_mass, sampled_q };
 // verifier.
 struct StepTree {
   tree::TokenTree tree;
-  std::vector<std::vector<float>> logits;                   // [n][V] target logits per node
-  std::vector<const sampling::Distribution*> q_ptr;         // per node (sampled_q only)
+  std::vector<std::vector<float>> logits;            // [n][V] target logits per node
+  std::vector<const sampling::Distribution*> q_ptr;  // per node (sampled_q only)
 };
 
 sampling::SamplingParams q_params() {
@@ -164,8 +164,8 @@ std::vector<double> dist_to_vec(const sampling::Distribution& d) {
   return v;
 }
 
-void expected(ToyModel& m, const std::vector<int32_t>& ctx0, const sampling::SamplingParams& sp, std::vector<double>& p1,
-              std::vector<double>& p2) {
+void expected(ToyModel& m, const std::vector<int32_t>& ctx0, const sampling::SamplingParams& sp,
+              std::vector<double>& p1, std::vector<double>& p2) {
   p1 = dist_to_vec(sampling::warp(m.target(ctx0).data(), kV, sp));
   p2.assign(kV * kV, 0.0);
   for (int32_t x = 0; x < kV; ++x) {
@@ -173,7 +173,8 @@ void expected(ToyModel& m, const std::vector<int32_t>& ctx0, const sampling::Sam
     auto c = ctx0;
     c.push_back(x);
     const auto py = dist_to_vec(sampling::warp(m.target(c).data(), kV, sp));
-    for (int32_t y = 0; y < kV; ++y) p2[static_cast<size_t>(x * kV + y)] = p1[static_cast<size_t>(x)] * py[static_cast<size_t>(y)];
+    for (int32_t y = 0; y < kV; ++y)
+      p2[static_cast<size_t>(x * kV + y)] = p1[static_cast<size_t>(x)] * py[static_cast<size_t>(y)];
   }
 }
 
