@@ -89,6 +89,17 @@ std::string prompt_of(const nlohmann::json& obj, const PromptSource& src, std::s
       fmt::format("{}: field '{}' is a {}, not a string or an array of strings", where, field, it->type_name()));
 }
 
+// `text` parsed as JSON, or a FormatError with message(what went wrong): a parse_error,
+// or out_of_range for a number like 1e400.
+template <class Message>
+nlohmann::json parse_json(const std::string& text, Message message) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(message(e.what()));
+  }
+}
+
 }  // namespace
 
 PromptSource parse_prompt_source(std::string_view arg) {
@@ -175,12 +186,9 @@ PromptSet load_prompts(const PromptSource& src, int64_t n_prompts) {
         continue;
       }
       const std::string where = fmt::format("{}:{}", src.path, lineno);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
-        throw FormatError(fmt::format("{}: line starts with '{{' but is not JSON: {}", where, e.what()));
-      }
+      const nlohmann::json j = parse_json(line, [&](const char* e) {
+        return fmt::format("{}: line starts with '{{' but is not JSON: {}", where, e);
+      });
       std::string field = src.field;  // found per line: lines may mix sources
       all.push_back(prompt_of(j, src, field, where));
     }
@@ -192,21 +200,13 @@ PromptSet load_prompts(const PromptSource& src, int64_t n_prompts) {
       ++lineno;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const std::string where = fmt::format("{}:{}", src.path, lineno);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
-        throw FormatError(fmt::format("{}: not valid JSON ({})", where, e.what()));
-      }
+      const nlohmann::json j =
+          parse_json(line, [&](const char* e) { return fmt::format("{}: not valid JSON ({})", where, e); });
       all.push_back(prompt_of(j, src, set.field, where));
     }
   } else {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(data);
-    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
-      throw FormatError(fmt::format("{}: not valid JSON ({})", src.path, e.what()));
-    }
+    const nlohmann::json j =
+        parse_json(data, [&](const char* e) { return fmt::format("{}: not valid JSON ({})", src.path, e); });
     if (!j.is_array())
       throw FormatError(fmt::format("{}: expected a JSON array of objects, got {}", src.path, j.type_name()));
     for (size_t i = 0; i < j.size(); ++i)
