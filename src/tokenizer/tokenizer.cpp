@@ -85,8 +85,6 @@ std::vector<int32_t> Vocab::eog_ids() const {
   return ids;
 }
 
-std::vector<int32_t> eog_ids(const gguf::GgufFile& file) { return load_vocab(file).eog_ids(); }
-
 bool Tokenizer::is_control(int32_t id) const {
   return id >= 0 && id < n_vocab() && vocab_.type(id) == TokenType::control;
 }

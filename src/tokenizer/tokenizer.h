@@ -59,8 +59,9 @@ struct Vocab {
   TokenType type(int32_t id) const { return types[static_cast<size_t>(id)]; }
 
   // End of generation, the one rule: eos, eot and eom (those that exist), ascending,
-  // without repeats. Everything that stops generation takes its ids from here (through
-  // Tokenizer::eog_ids or eog_ids(file) below).
+  // without repeats. Run, bench, serve and train-heads take their ids from here (through
+  // Tokenizer::eog_ids); the engine's and the drafter factory's fallbacks for callers
+  // that set none still read the GGUF keys themselves (issue 25).
   std::vector<int32_t> eog_ids() const;
   bool is_eog(int32_t id) const { return id >= 0 && (id == eos_id || id == eot_id || id == eom_id); }
 };
@@ -75,11 +76,6 @@ struct Vocab {
 // end-of-turn marker ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", ...;
 // "<|eom_id|>") is taken, as llama.cpp does. See docs/tokenizer.md.
 Vocab load_vocab(const gguf::GgufFile& file);
-
-// The end-of-generation ids of a GGUF's vocabulary (load_vocab(file).eog_ids(), so the
-// defaults and end-of-turn spellings above count): for code that has the model but no
-// Tokenizer. The same ids as Tokenizer::from_gguf(file)->eog_ids().
-std::vector<int32_t> eog_ids(const gguf::GgufFile& file);
 
 class Tokenizer {
  public:
