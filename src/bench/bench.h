@@ -32,6 +32,7 @@
 #include "bench/prompts.h"
 #include "drafters/factory.h"
 #include "sampling/sampling.h"
+#include "tensor/dtype.h"
 #include "verify/verify.h"
 
 namespace treespec::bench {

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "chat/builtin_formats.h"
 #include "core/files.h"
 #include "core/thread_pool.h"
+#include "drafters/registry.h"
 #include "grammar/json_schema.h"
 #include "treespec/status.h"
 
@@ -119,68 +119,47 @@ std::shared_ptr<const grammar::Grammar> resolve_grammar(const GrammarOptions& o)
   }
 }
 
+namespace {
+
+// A method's flags (drafters/registry.h) as CLI11 options.
+class Cli11Sink final : public drafters::OptionSink {
+ public:
+  explicit Cli11Sink(CLI::App& app) : app_(app) {}
+  void value(const drafters::OptionDesc& d, int32_t& v) override { add(d, v); }
+  void value(const drafters::OptionDesc& d, float& v) override { add(d, v); }
+  void value(const drafters::OptionDesc& d, double& v) override { add(d, v); }
+  void value(const drafters::OptionDesc& d, std::string& v) override { add(d, v); }
+  void value(const drafters::OptionDesc& d, bool& v) override { add(d, v); }
+  void flag(const drafters::OptionDesc& d, bool& v, bool sets_false) override {
+    app_.add_flag(sets_false ? d.names + "{false}" : d.names, v, d.help);
+  }
+
+ private:
+  template <class T>
+  void add(const drafters::OptionDesc& d, T& v) {
+    CLI::Option* o = app_.add_option(d.names, v, d.help);
+    if (d.show_default) o->capture_default_str();
+  }
+  CLI::App& app_;
+};
+
+std::string method_list() {
+  std::vector<std::string> lines;
+  for (const drafters::MethodInfo& m : drafters::methods()) lines.push_back(fmt::format("  {}: {}", m.name, m.summary));
+  return fmt::format("{}", fmt::join(lines, "\n"));
+}
+
+}  // namespace
+
 void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
-  app.add_option("--spec", c.method, fmt::format("speculative method: {}", fmt::join(drafters::spec_methods(), " | ")))
+  app.add_option("--spec", c.method,
+                 fmt::format("speculative method: {}\n{}", fmt::join(drafters::spec_methods(), " | "), method_list()))
       ->capture_default_str();
-  app.add_option("--lookup-ngram-min", c.lookup.ngram_min, "lookup: shortest n-gram matched")->capture_default_str();
-  app.add_option("--lookup-ngram-max", c.lookup.ngram_max, "lookup: longest n-gram matched")->capture_default_str();
-  app.add_option("--lookup-draft", c.lookup.draft_len, "lookup: tokens per continuation")->capture_default_str();
-  app.add_option("--lookup-branches", c.lookup.max_branches, "lookup: continuations merged into the tree")
-      ->capture_default_str();
-  auto& p = c.ptd;
-  app.add_option("--ptd-depth", p.max_depth,
-                 "ptd: draft subtree height that slides; draft depth that starts pool insertion")
-      ->capture_default_str();
-  app.add_option("--ptd-width", p.width, "ptd: children per draft node")->capture_default_str();
-  app.add_option("--ptd-spine", p.spine, "ptd: spine length of the draft tree")->capture_default_str();
-  app.add_option("--ptd-init-depth", p.init_depth, "ptd: seed chains have random length 1..N (0 = no seeds)")
-      ->capture_default_str();
-  app.add_option("--ptd-seeds", p.n_seeds, "ptd: seed chains drawn from the prompt")->capture_default_str();
-  app.add_option("--ptd-trie-cap", p.trie_cap, "ptd: nodes per pool trie before its oldest branch is dropped")
-      ->capture_default_str();
-  app.add_option("--ptd-eos-climb", p.eos_climb, "ptd: EOS pruning cuts the ancestor this many levels up")
-      ->capture_default_str();
-  app.add_option("--ptd-draft-rows", p.max_draft_rows, "ptd: max draft-tree rows per step")->capture_default_str();
-  app.add_option("--ptd-trie-rows", p.max_trie_rows, "ptd: max guess-trie rows per step")->capture_default_str();
-  app.add_option("--ptd-real-eos", p.real_eos,
-                 "ptd fix: EOS pruning at the model's end-of-generation ids (0 = reference: id 2)")
-      ->capture_default_str();
-  app.add_option("--ptd-reinsert", p.reinsert,
-                 "ptd fix: re-insert verified trie subtrees under their own tokens (0 = reference)")
-      ->capture_default_str();
-  app.add_option("--ptd-live-feedback", p.live_feedback,
-                 "ptd fix: guesses and feedback on the live trie (0 = reference: snapshot replacement)")
-      ->capture_default_str();
-  app.add_option("--lookahead-n", c.lookahead.ngram, "lookahead: n-gram size N (window levels + 1)")
-      ->capture_default_str();
-  app.add_option("--lookahead-w", c.lookahead.window, "lookahead: Jacobi window width W")->capture_default_str();
-  app.add_option("--lookahead-g", c.lookahead.guess, "lookahead: n-grams kept per first token and verified per step G")
-      ->capture_default_str();
-  app.add_option("--heads,--medusa-heads,--auto-heads", c.medusa.heads_path,
-                 "medusa (and auto's Medusa arms): heads file (default: heads stored in the model file)");
-  app.add_option("--tree,--medusa-tree", c.medusa.tree,
-                 "medusa: tree shape: auto:N (best-first from the heads' calibration, N nodes incl. root), a name in "
-                 "the tree file (e.g. medusa_mc_sim_7b_63), FILE.json or FILE.json:NAME")
-      ->capture_default_str();
-  app.add_option("--tree-file,--medusa-tree-file", c.medusa.tree_file,
-                 "medusa: tree choices JSON for --tree NAME (default: $TREESPEC_SHARED/data/tree_choices.json, "
-                 "../shared/data/tree_choices.json)");
-  app.add_option("--tree-nodes,--medusa-tree-nodes", c.medusa.tree_nodes,
-                 "medusa: keep only the first N tree nodes incl. the root (0 = all)")
-      ->capture_default_str();
-  app.add_option("--medusa-topk", c.medusa.top_k, "medusa: candidates per head")->capture_default_str();
-  // ProPD (docs/propd.md): Medusa heads (--heads / --propd-heads), early pruning, dynamic trees.
-  app.add_option("--propd-heads", c.propd.heads_path,
-                 "propd: Medusa + prune heads file (default: --heads, then the model file)");
-  app.add_option("--propd-nmax", c.propd.n_max, "propd: largest tree Nmax (nodes incl. the root)")
-      ->capture_default_str();
-  app.add_option("--propd-interval", c.propd.interval, "propd: steps between re-plans and tree rebuilds (R)")
-      ->capture_default_str();
-  app.add_flag("--propd-no-prune,--no-prune", c.propd.no_prune, "propd: no early pruning (ablation)");
-  app.add_flag("--propd-static-tree,--static-tree", c.propd.static_tree,
-               "propd: fixed Nmax tree, no dynamic sizing (ablation)");
-  app.add_option("--propd-tree", c.propd.tree,
-                 "propd --static-tree: the tree (a --tree spec; default: best-first from the calibration)");
+  // Each method's own flags, in the registry's order.
+  Cli11Sink sink(app);
+  for (const drafters::MethodInfo& m : drafters::methods()) {
+    if (m.options) m.options(sink, c);
+  }
   // Early pruning for any method.
   app.add_flag("--prune", c.prune.enabled,
                "prune any method's tree after an early layer (logit lens, or the heads file's prune heads)");
@@ -196,85 +175,21 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
       ->capture_default_str();
   app.add_flag("--prune-lens", c.prune.lens, "pruning: use the logit lens even where a trained prune head exists");
   // Tree budget policy for any method.
-  app.add_option(
-      "--budget", c.budget.budget,
-      "tree budget: N nodes, or dynamic (alias auto: the latency-model controller); default: each drafter's own size");
+  app.add_option("--budget", c.budget.budget,
+                 "tree budget: N nodes, or dynamic (alias auto: the latency-model controller); default: the method's "
+                 "own choice (its tree size; propd: the controller)");
   app.add_option("--budget-nmax", c.budget.n_max, "dynamic budget: largest tree per sequence")->capture_default_str();
   app.add_option("--budget-interval", c.budget.interval, "dynamic budget: steps between re-plans")
       ->capture_default_str();
   app.add_flag("--budget-no-probe{false}", c.budget.probe, "dynamic budget: skip the start-up latency sweep");
-  // --spec auto (docs/auto.md).
-  app.add_option(
-      "--auto-arms", c.automatic.arms,
-      "auto: methods to choose from, a comma list of none, lookup, ptd, medusa, draft (default: none, lookup, ptd, "
-      "medusa when heads are given or in the model, draft when -md or --draft-layers is given)");
-  app.add_option(
-         "--auto-explore", c.automatic.explore,
-         "auto: share of decode time spent on trials of the arms that cannot be graded without running (ptd, draft)")
-      ->capture_default_str();
-  app.add_option("--auto-trial", c.automatic.trial_steps, "auto: consecutive steps per trial of an arm")
-      ->capture_default_str();
-  app.add_option("--auto-shadow-every", c.automatic.shadow_every,
-                 "auto: Medusa's heads run for one sequence every N-th step (4x rarer while Medusa is far from the "
-                 "best), so its arms are graded while another drafts")
-      ->capture_default_str();
-  auto& d = c.draft;
-  app.add_option("--model-draft,--draft-model", d.model_path,
-                 "draft: draft model GGUF with the target's vocabulary (llama.cpp -md)");
-  app.add_option("--draft-layers", d.layers,
-                 "draft: run only these layers of the draft model, e.g. 0,1 or 0-2,4; '+' also separates items, e.g. "
-                 "0-2+4 (without -md: self-drafting with the "
-                 "target's own layers, final norm and output)");
-  app.add_option("--draft-max,--draft,--draft-n", d.n_draft_max, "draft: tokens per chain / tree depth")
-      ->capture_default_str();
-  app.add_option("--draft-min,--draft-n-min", d.n_draft_min, "draft: drafts shorter than this are not verified")
-      ->capture_default_str();
-  app.add_option(
-         "--draft-p-min", d.p_min,
-         "draft: stop below a node when the draft probability of its children (chain: the top token) is below this")
-      ->capture_default_str();
-  app.add_flag("--draft-tree", d.tree, "draft: draft a tree (branches where the draft's other candidates are likely)");
-  app.add_option("--draft-p-split", d.p_split,
-                 "draft tree: a non-top candidate with this draft probability becomes a branch")
-      ->capture_default_str();
-  app.add_option("--draft-tree-nodes", d.n_tree_nodes, "draft tree: nodes incl. the root (when no budget is set)")
-      ->capture_default_str();
-  app.add_option("--draft-tree-width", d.tree_width, "draft tree: nodes expanded per draft forward pass")
-      ->capture_default_str();
 }
 
 namespace {
-
-// The methods a given flag applies to, the one it selects first; empty: any method.
-std::vector<std::string> methods_of(const std::string& name, bool prune) {
-  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
-  // --spec auto takes the options of the methods it chooses from (its arms).
-  if (starts("--auto-")) return {"auto"};
-  if (starts("--lookup-")) return {"lookup", "auto"};
-  if (starts("--lookahead-")) return {"lookahead"};
-  if (starts("--ptd-")) return {"ptd", "auto"};
-  if (starts("--draft-") || name == "--model-draft") return {"draft", "auto"};
-  if (name == "--tree" || name == "--tree-nodes") return {"medusa", "auto"};
-  if (name == "--medusa-topk" || name == "--tree-file") return {"medusa", "propd", "auto"};
-  // --prune reads the prune heads of a heads file with any method.
-  if (name == "--heads")
-    return prune ? std::vector<std::string>{} : std::vector<std::string>{"medusa", "propd", "auto"};
-  if (name == "--propd-heads") return prune ? std::vector<std::string>{} : std::vector<std::string>{"propd"};
-  if (starts("--propd-")) return {"propd"};
-  return {};
-}
-
-std::string flag_label(const std::string& name) { return name == "--model-draft" ? "-md/--model-draft" : name; }
 
 std::string spec_list(const std::vector<std::string>& methods) {
   std::vector<std::string> s;
   for (const auto& m : methods) s.push_back("--spec " + m);
   return fmt::format("{}", fmt::join(s, " or "));
-}
-
-void check_readable(const std::string& path, const char* flag) {
-  if (path.empty()) return;
-  if (!std::ifstream(path, std::ios::binary)) throw IoError(fmt::format("{}: cannot open '{}'", flag, path));
 }
 
 }  // namespace
@@ -285,9 +200,9 @@ void resolve_spec_method(const CLI::App& app, drafters::SpecConfig& c) {
   std::string first;                 // the flag that started `allowed`
   for (const CLI::Option* o : app.get_options()) {
     if (o->count() == 0) continue;
-    const std::vector<std::string> ms = methods_of(o->get_name(), c.prune.enabled);
+    const std::vector<std::string> ms = drafters::flag_methods(o->get_name(), c.prune.enabled);
     if (ms.empty()) continue;
-    const std::string flag = flag_label(o->get_name());
+    const std::string flag = drafters::flag_label(o->get_name());
     if (named) {
       if (std::find(ms.begin(), ms.end(), c.method) == ms.end()) {
         throw InvalidArgument(
@@ -316,9 +231,9 @@ void resolve_spec_method(const CLI::App& app, drafters::SpecConfig& c) {
     allowed = std::move(both);
   }
   if (!named && !allowed.empty()) c.method = allowed.front();
-  check_readable(c.draft.model_path, "-md/--model-draft");
-  check_readable(c.medusa.heads_path, "--heads");
-  check_readable(c.propd.heads_path, "--propd-heads");
+  for (const drafters::MethodInfo& m : drafters::methods()) {
+    if (m.check_files) m.check_files(c);
+  }
 }
 
 drafters::SpecConfig resolve_method_spec(const bench::MethodSpec& m) {

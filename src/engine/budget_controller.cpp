@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <queue>
 
@@ -545,47 +544,29 @@ void FixedBudgetPolicy::plan(std::span<Sequence* const>, std::span<int32_t> budg
 }
 
 std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg, Engine& eng, int32_t step_budget) {
-  const std::string& v = cfg.budget.budget;
-  ControllerParams cp;
   if (step_budget < 0) throw InvalidArgument(fmt::format("step budget must be >= 0 (0 = no cap), got {}", step_budget));
+  const drafters::BudgetRequest r = drafters::budget_request(cfg);
+  using Kind = drafters::BudgetRequest::Kind;
+  switch (r.kind) {
+    case Kind::own: return nullptr;
+    case Kind::fixed: return std::make_unique<FixedBudgetPolicy>(r.nodes);
+    case Kind::choose: {
+      AutoPolicyParams ap;
+      ap.explore = r.explore;
+      ap.trial_steps = r.trial_steps;
+      ap.shadow_every = r.shadow_every;
+      ap.step_budget = step_budget;
+      auto pol = std::make_unique<AutoPolicy>(ap);
+      if (r.probe) pol->calibrate(eng);
+      return pol;
+    }
+    case Kind::controller: break;
+  }
+  ControllerParams cp;
   cp.step_budget = step_budget;
-  cp.n_max = cfg.budget.n_max;
-  cp.interval = cfg.budget.interval;
-  cp.probe = cfg.budget.probe;
-  bool controller = v == "dynamic" || v == "auto";
-  if (cfg.method == "auto") {
-    if (!v.empty()) {
-      throw InvalidArgument(
-          fmt::format("--budget {} does not apply to --spec auto: it chooses the method and the tree size itself "
-                      "(tune it with --auto-arms, --auto-explore)",
-                      v));
-    }
-    cfg.automatic.validate();
-    AutoPolicyParams ap;
-    ap.explore = cfg.automatic.explore;
-    ap.trial_steps = cfg.automatic.trial_steps;
-    ap.shadow_every = cfg.automatic.shadow_every;
-    ap.step_budget = step_budget;
-    auto pol = std::make_unique<AutoPolicy>(ap);
-    if (cfg.budget.probe) pol->calibrate(eng);
-    return pol;
-  }
-  if (v.empty()) {
-    if (cfg.method != "propd" || cfg.propd.static_tree) return nullptr;
-    controller = true;
-    cp.n_max = cfg.propd.n_max;
-    cp.interval = cfg.propd.interval;
-  } else if (!controller) {
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (*end != '\0' || n < 1 || n > 4096) {
-      throw InvalidArgument(
-          fmt::format("--budget '{}': expected a node count 1..4096, 'dynamic' (alias 'auto'), or nothing for each "
-                      "drafter's own size",
-                      v));
-    }
-    return std::make_unique<FixedBudgetPolicy>(static_cast<int32_t>(n));
-  }
+  cp.n_max = r.n_max;
+  cp.interval = r.interval;
+  cp.probe = r.probe;
   auto ctl = std::make_unique<BudgetController>(cp, eng.model().hparams().n_layer);
   ctl->calibrate(eng);
   return ctl;

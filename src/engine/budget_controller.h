@@ -34,7 +34,7 @@
 #include "engine/engine.h"
 
 namespace treespec::drafters {
-struct SpecConfig;
+class SpecConfig;
 }
 
 namespace treespec::engine {

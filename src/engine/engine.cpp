@@ -12,6 +12,7 @@
 #include "engine/grammar_step.h"
 #include "engine/row_logits.h"
 #include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 namespace treespec::engine {
 
@@ -37,19 +38,6 @@ Sequence::Sequence(std::vector<int32_t> prompt, SequenceParams params, std::uniq
       rng_(params.sampling.seed) {
   if (params_.grammar.grammar) gstate_ = grammar::State::initial(params_.grammar.grammar);
 }
-
-namespace {
-std::vector<int32_t> eog_from_gguf(const gguf::GgufFile& f, int32_t n_vocab) {
-  std::vector<int32_t> ids;
-  for (const char* key :
-       {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
-    const int64_t id = f.get_int(key, -1);
-    if (id >= 0 && id < n_vocab && std::find(ids.begin(), ids.end(), id) == ids.end())
-      ids.push_back(static_cast<int32_t>(id));
-  }
-  return ids;
-}
-}  // namespace
 
 namespace {
 // Checked before any buffer exists, so a bad or too large request allocates nothing.
@@ -84,7 +72,7 @@ Engine::Engine(const model::Model& model, const EngineParams& params)
       kv_(engine_kv_shape(model, params)),
       slot_used_(static_cast<size_t>(params.n_slots), false),
       slot_seq_(static_cast<size_t>(params.n_slots), nullptr),
-      eog_ids_(eog_from_gguf(model.gguf(), model.hparams().n_vocab)) {}
+      eog_ids_(tokenizer::eog_ids(model.gguf(), model.hparams().n_vocab)) {}
 
 Engine::~Engine() = default;
 

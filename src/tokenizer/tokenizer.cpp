@@ -85,6 +85,13 @@ std::vector<int32_t> Vocab::eog_ids() const {
   return ids;
 }
 
+std::vector<int32_t> eog_ids(const gguf::GgufFile& file, int32_t n_vocab) {
+  if (!file.has("tokenizer.ggml.tokens")) return {};
+  std::vector<int32_t> ids = load_vocab(file).eog_ids();
+  std::erase_if(ids, [&](int32_t id) { return id >= n_vocab; });
+  return ids;
+}
+
 bool Tokenizer::is_control(int32_t id) const {
   return id >= 0 && id < n_vocab() && vocab_.type(id) == TokenType::control;
 }

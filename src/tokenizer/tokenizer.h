@@ -60,8 +60,8 @@ struct Vocab {
 
   // End of generation, the one rule: eos, eot and eom (those that exist), ascending,
   // without repeats. Run, bench, serve and train-heads take their ids from here (through
-  // Tokenizer::eog_ids); the engine's and the drafter factory's fallbacks for callers
-  // that set none still read the GGUF keys themselves (issue 25).
+  // Tokenizer::eog_ids); the engine's default and drafters given none through
+  // tokenizer::eog_ids(file, n_vocab).
   std::vector<int32_t> eog_ids() const;
   bool is_eog(int32_t id) const { return id >= 0 && (id == eos_id || id == eot_id || id == eom_id); }
 };
@@ -76,6 +76,11 @@ struct Vocab {
 // end-of-turn marker ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", ...;
 // "<|eom_id|>") is taken, as llama.cpp does. See docs/tokenizer.md.
 Vocab load_vocab(const gguf::GgufFile& file);
+
+// The end-of-generation ids of a model file without building a tokenizer: its
+// vocabulary's (Vocab::eog_ids) below n_vocab, or none when the file has no vocabulary.
+// FormatError as load_vocab.
+std::vector<int32_t> eog_ids(const gguf::GgufFile& file, int32_t n_vocab);
 
 class Tokenizer {
  public:

@@ -16,23 +16,13 @@
 #include "core/thread_pool.h"
 #include "drafters/drafter.h"
 #include "drafters/propd/prune_head.h"
+#include "drafters/spec_config.h"
 
 namespace treespec::model {
 class Model;
 }
 
 namespace treespec::drafters {
-
-constexpr int32_t kDefaultPruneK = 10;
-
-struct PruneParams {
-  bool enabled = false;         // --prune: prune any method's trees (propd prunes unless --no-prune)
-  int32_t layer = 0;            // --prune-layer / --propd-layer: layers before the test (0 = default)
-  int32_t top_k = 0;            // --prune-k / --propd-k: width of the parent's top-k (0 = default)
-  float recall_target = 0.98f;  // --prune-recall: default-layer rule
-  bool lens = false;            // --prune-lens: use the logit lens even where a trained head exists
-  void validate() const;        // InvalidArgument naming the flag
-};
 
 // Recall of the logit lens measured on `n_seqs` x `n_tokens` positions of text the model
 // samples itself (temperature 0.8, fixed seed), for the layers a binary search over

@@ -7,6 +7,7 @@
 #include "common/golden.h"
 #include "common/test_util.h"
 #include "drafters/factory.h"
+#include "drafters/lookahead/lookahead_drafter.h"
 
 using namespace treespec;
 
@@ -15,9 +16,9 @@ test::DrafterMaker lookahead(int32_t n, int32_t w, int32_t g) {
   return [=](const model::Model& m) {
     drafters::SpecConfig cfg;
     cfg.method = "lookahead";
-    cfg.lookahead.ngram = n;
-    cfg.lookahead.window = w;
-    cfg.lookahead.guess = g;
+    cfg.params<drafters::LookaheadParams>().ngram = n;
+    cfg.params<drafters::LookaheadParams>().window = w;
+    cfg.params<drafters::LookaheadParams>().guess = g;
     return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, 1});
   };
 }

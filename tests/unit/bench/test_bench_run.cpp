@@ -13,6 +13,7 @@
 #include "common/tiny_model.h"
 #include "core/rng.h"
 #include "drafters/factory.h"
+#include "drafters/lookup/lookup_drafter.h"
 #include "treespec/status.h"
 
 using namespace treespec;
@@ -127,7 +128,7 @@ TEST(BenchRun, GreedyCheckCatchesABrokenMethod) {
     drafters::SpecConfig c;
     c.method = m.name;
     for (const auto& [k, v] : m.params) {
-      if (k == "draft") c.lookup.draft_len = std::stoi(v);
+      if (k == "draft") c.params<drafters::LookupParams>().draft_len = std::stoi(v);
     }
     return c;
   };

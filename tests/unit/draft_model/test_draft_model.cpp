@@ -31,9 +31,9 @@ namespace {
 drafters::SpecConfig draft_cfg(const std::string& layers, bool tree, const std::string& model_path = "") {
   drafters::SpecConfig c;
   c.method = "draft";
-  c.draft.layers = layers;
-  c.draft.tree = tree;
-  c.draft.model_path = model_path;
+  c.params<drafters::DraftModelParams>().layers = layers;
+  c.params<drafters::DraftModelParams>().tree = tree;
+  c.params<drafters::DraftModelParams>().model_path = model_path;
   return c;
 }
 
@@ -102,7 +102,7 @@ TEST(DraftGoldens, TargetAsItsOwnDraftIsAlmostAlwaysRight) {
   TREESPEC_REQUIRE_SHARED();
   const auto m = test::load_stories();
   auto cfg = draft_cfg("0-4", false);
-  cfg.draft.p_min = 0.0f;  // never stop early: every chain has --draft-max tokens
+  cfg.params<drafters::DraftModelParams>().p_min = 0.0f;  // never stop early: every chain has --draft-max tokens
   const auto st = test::expect_goldens(m, maker(cfg), 1);
   // Same weights, same kernels: only near-ties may differ between a 1-row and a tree pass.
   EXPECT_GT(st.acceptance_rate(), 0.97) << st.n_accepted << " of " << st.n_draft_tokens;
@@ -215,36 +215,36 @@ TEST(DraftPropose, RespectsBudgetAndLimits) {
   for (const bool tree : {false, true}) {
     for (int32_t budget : {1, 2, 3, 5, 9, 17, 40}) {
       auto c = draft_cfg("0-4", tree);
-      c.draft.p_min = 0.0f;
+      c.params<drafters::DraftModelParams>().p_min = 0.0f;
       const auto t = propose(c, budget);
       t.validate();
       EXPECT_EQ(t.token(0), ctx.back());
       EXPECT_LE(t.size(), budget);
-      EXPECT_LE(t.max_depth(), c.draft.n_draft_max);
+      EXPECT_LE(t.max_depth(), c.params<drafters::DraftModelParams>().n_draft_max);
       if (!tree) {
         // p_min 0: a chain always runs to min(budget - 1, --draft-max).
-        EXPECT_EQ(t.size(), std::min(budget, c.draft.n_draft_max + 1));
+        EXPECT_EQ(t.size(), std::min(budget, c.params<drafters::DraftModelParams>().n_draft_max + 1));
         EXPECT_EQ(t.max_depth(), t.size() - 1);
-      } else if (budget <= c.draft.n_draft_max + 1) {
+      } else if (budget <= c.params<drafters::DraftModelParams>().n_draft_max + 1) {
         EXPECT_EQ(t.size(), budget);  // p_min 0: the tree fills any budget its depth limit allows
       }
     }
   }
   // A tree with a low split threshold branches; a chain never does.
   auto c = draft_cfg("0-1", true);
-  c.draft.p_min = 0.0f;
-  c.draft.p_split = 0.02f;
+  c.params<drafters::DraftModelParams>().p_min = 0.0f;
+  c.params<drafters::DraftModelParams>().p_split = 0.02f;
   const auto t = propose(c, 16);
   EXPECT_LT(t.max_depth(), t.size() - 1) << "the tree did not branch";
   // p_min 1: the draft is never that sure, nothing is drafted.
   c = draft_cfg("0-1", false);
-  c.draft.p_min = 1.0f;
+  c.params<drafters::DraftModelParams>().p_min = 1.0f;
   EXPECT_EQ(propose(c, 9).size(), 1);
   // --draft-min above what p_min lets through: the draft is dropped.
   c = draft_cfg("0-4", false);
-  c.draft.p_min = 0.0f;
-  c.draft.n_draft_max = 4;
-  c.draft.n_draft_min = 4;
+  c.params<drafters::DraftModelParams>().p_min = 0.0f;
+  c.params<drafters::DraftModelParams>().n_draft_max = 4;
+  c.params<drafters::DraftModelParams>().n_draft_min = 4;
   EXPECT_EQ(propose(c, 5).size(), 5);
   EXPECT_EQ(propose(c, 4).size(), 1);
 }
@@ -305,10 +305,10 @@ TEST(DraftCompat, FactoryErrors) {
   EXPECT_NE(error_of([&] { drafters::make_drafter(draft_cfg("0-2", false), env); }).find("out of range"),
             std::string::npos);
   auto c = draft_cfg("0", false);
-  c.draft.n_draft_max = 0;
+  c.params<drafters::DraftModelParams>().n_draft_max = 0;
   EXPECT_NE(error_of([&] { drafters::make_drafter(c, env); }).find("--draft-max"), std::string::npos);
   c = draft_cfg("0", false);
-  c.draft.p_min = 1.5f;
+  c.params<drafters::DraftModelParams>().p_min = 1.5f;
   EXPECT_NE(error_of([&] { drafters::make_drafter(c, env); }).find("--draft-p-min"), std::string::npos);
   EXPECT_THROW(drafters::make_drafter(draft_cfg("", false, dir + "/missing.gguf"), env), Error);
   const auto names = drafters::spec_methods();

@@ -21,6 +21,7 @@
 
 #include "common/test_util.h"
 #include "common/tiny_model.h"
+#include "drafters/draft_model/draft_model_drafter.h"
 #include "drafters/factory.h"
 #include "engine/engine.h"
 #include "unit/verify/chi_square.h"
@@ -180,11 +181,11 @@ Result simulate(const model::Model& target, const drafters::SpecConfig& cfg, con
 drafters::SpecConfig cfg_of(const std::string& model_path, const std::string& layers, bool tree) {
   drafters::SpecConfig c;
   c.method = "draft";
-  c.draft.model_path = model_path;
-  c.draft.layers = layers;
-  c.draft.tree = tree;
-  c.draft.n_draft_max = 3;  // only the first two tokens are counted
-  c.draft.p_min = 0.0f;     // always draft: every step exercises the verifier
+  c.params<drafters::DraftModelParams>().model_path = model_path;
+  c.params<drafters::DraftModelParams>().layers = layers;
+  c.params<drafters::DraftModelParams>().tree = tree;
+  c.params<drafters::DraftModelParams>().n_draft_max = 3;  // only the first two tokens are counted
+  c.params<drafters::DraftModelParams>().p_min = 0.0f;     // always draft: every step exercises the verifier
   return c;
 }
 

@@ -17,6 +17,8 @@
 #include "common/test_util.h"
 #include "common/tiny_model.h"
 #include "core/rng.h"
+#include "drafters/auto/auto_drafter.h"
+#include "drafters/draft_model/draft_model_drafter.h"
 #include "drafters/factory.h"
 #include "engine/auto_policy.h"
 #include "engine/budget_controller.h"
@@ -380,7 +382,7 @@ TEST(AutoPolicy, FactoryAndErrors) {
   std::vector<std::string> names = arm_names(cfg);
   EXPECT_EQ(names, (std::vector<std::string>{"none", "lookup", "ptd"}))
       << "training-free arms only without heads or -md";
-  cfg.draft.layers = "0";
+  cfg.params<drafters::DraftModelParams>().layers = "0";
   EXPECT_EQ(arm_names(cfg).back(), "draft");
 
   auto error_of = [&](const drafters::SpecConfig& c, bool policy) -> std::string {
@@ -399,16 +401,16 @@ TEST(AutoPolicy, FactoryAndErrors) {
   bad.budget.budget = "8";
   EXPECT_NE(error_of(bad, true).find("--budget 8 does not apply to --spec auto"), std::string::npos);
   bad = cfg;
-  bad.automatic.explore = -0.1;
+  bad.params<drafters::AutoParams>().explore = -0.1;
   EXPECT_NE(error_of(bad, true).find("--auto-explore"), std::string::npos);
   EXPECT_NE(error_of(bad, false).find("--auto-explore"), std::string::npos);
   bad = cfg;
-  bad.automatic.arms = "none,lookahead";
+  bad.params<drafters::AutoParams>().arms = "none,lookahead";
   EXPECT_NE(error_of(bad, false).find("unknown method 'lookahead'"), std::string::npos);
-  bad.automatic.arms = "lookup,lookup";
+  bad.params<drafters::AutoParams>().arms = "lookup,lookup";
   EXPECT_NE(error_of(bad, false).find("'lookup' given twice"), std::string::npos);
-  bad.automatic.arms = "lookup";
+  bad.params<drafters::AutoParams>().arms = "lookup";
   EXPECT_EQ(arm_names(bad), (std::vector<std::string>{"none", "lookup"})) << "none is always an arm";
-  bad.automatic.arms = "medusa";
+  bad.params<drafters::AutoParams>().arms = "medusa";
   EXPECT_NE(error_of(bad, false).find("holds no Medusa heads"), std::string::npos);
 }

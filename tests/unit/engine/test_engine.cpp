@@ -11,6 +11,7 @@
 #include "common/tiny_model.h"
 #include "core/rng.h"
 #include "drafters/factory.h"
+#include "drafters/lookahead/lookahead_drafter.h"
 #include "engine/engine.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -40,9 +41,9 @@ Tiny tiny(int32_t eos_id = 2, int32_t n_vocab = 48) {
 std::unique_ptr<drafters::Drafter> drafter(const std::string& method, int32_t n = 5, int32_t w = 7, int32_t g = 7) {
   drafters::SpecConfig cfg;
   cfg.method = method;
-  cfg.lookahead.ngram = n;
-  cfg.lookahead.window = w;
-  cfg.lookahead.guess = g;
+  cfg.params<drafters::LookaheadParams>().ngram = n;
+  cfg.params<drafters::LookaheadParams>().window = w;
+  cfg.params<drafters::LookaheadParams>().guess = g;
   return drafters::make_drafter(cfg, drafters::DrafterEnv{nullptr, {}, 1});
 }
 

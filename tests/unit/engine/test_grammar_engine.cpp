@@ -10,6 +10,8 @@
 #include <map>
 
 #include "drafters/factory.h"
+#include "drafters/medusa/medusa_drafter.h"
+#include "drafters/propd/propd_drafter.h"
 #include "engine/engine.h"
 #include "engine/grammar_step.h"
 #include "model/batch.h"
@@ -28,8 +30,8 @@ const std::string kHeads = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.me
 std::unique_ptr<drafters::Drafter> make_drafter(const model::Model& m, const std::string& method, uint64_t seed) {
   drafters::SpecConfig cfg;
   cfg.method = method;
-  cfg.medusa.heads_path = kHeads;
-  cfg.propd.heads_path = kHeads;
+  cfg.params<drafters::MedusaParams>().heads_path = kHeads;
+  cfg.params<drafters::PropdParams>().heads_path = kHeads;
   return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, seed});
 }
 

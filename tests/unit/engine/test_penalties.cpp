@@ -7,6 +7,8 @@
 #include <map>
 
 #include "drafters/factory.h"
+#include "drafters/medusa/medusa_drafter.h"
+#include "drafters/propd/propd_drafter.h"
 #include "engine/engine.h"
 #include "model/batch.h"
 #include "sampling/sampling.h"
@@ -34,8 +36,8 @@ sampling::SamplingParams penalised(float temp) {
 std::unique_ptr<drafters::Drafter> make(const model::Model& m, const std::string& method, uint64_t seed) {
   drafters::SpecConfig cfg;
   cfg.method = method;
-  cfg.medusa.heads_path = kHeads;
-  cfg.propd.heads_path = kHeads;
+  cfg.params<drafters::MedusaParams>().heads_path = kHeads;
+  cfg.params<drafters::PropdParams>().heads_path = kHeads;
   return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, seed});
 }
 

@@ -10,6 +10,8 @@
 #include <map>
 
 #include "drafters/factory.h"
+#include "drafters/medusa/medusa_drafter.h"
+#include "drafters/propd/propd_drafter.h"
 #include "engine/engine.h"
 #include "model/batch.h"
 #include "sampling/sampling.h"
@@ -27,8 +29,8 @@ const std::string kSfHeads = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.
 std::unique_ptr<drafters::Drafter> drafter_of(const model::Model& m, const std::string& method, uint64_t seed) {
   drafters::SpecConfig cfg;
   cfg.method = method;
-  cfg.medusa.heads_path = kSfHeads;
-  cfg.propd.heads_path = kSfHeads;
+  cfg.params<drafters::MedusaParams>().heads_path = kSfHeads;
+  cfg.params<drafters::PropdParams>().heads_path = kSfHeads;
   return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, seed});
 }
 

@@ -81,7 +81,7 @@ TEST(LookaheadParams, RejectsOutOfRangeValuesByName) {
 TEST(LookaheadFactory, MakesTheDrafterFromSpecConfig) {
   drafters::SpecConfig cfg;
   cfg.method = "lookahead";
-  cfg.lookahead = params(4, 3, 2);
+  cfg.params<drafters::LookaheadParams>() = params(4, 3, 2);
   const auto d = drafters::make_drafter(cfg, {});
   EXPECT_EQ(d->name(), "lookahead");
   EXPECT_EQ(d->max_nodes(), 1 + 2 + 2 * 3 + 2 * 3);

@@ -8,6 +8,7 @@
 #include "common/tiny_model.h"
 #include "drafters/factory.h"
 #include "drafters/medusa/medusa_drafter.h"
+#include "drafters/medusa/medusa_heads.h"
 #include "gguf/gguf.h"
 #include "medusa_test_util.h"
 #include "treespec/status.h"
@@ -176,8 +177,8 @@ TEST(MedusaHeadsFile, RejectsHeadsOfAnotherModel) {
   // Through the factory, as `--spec medusa --heads` does.
   drafters::SpecConfig cfg;
   cfg.method = "medusa";
-  cfg.medusa.heads_path = path;
-  cfg.medusa.tree = "[[0]]";
+  cfg.params<drafters::MedusaParams>().heads_path = path;
+  cfg.params<drafters::MedusaParams>().tree = "[[0]]";
   EXPECT_THROW(drafters::make_drafter(cfg, drafters::DrafterEnv{c.get(), {}, 1}), InvalidArgument);
   msg = error_of([&] { drafters::make_drafter(cfg, drafters::DrafterEnv{c.get(), {}, 1}); });
   EXPECT_NE(msg.find("do not fit"), std::string::npos) << msg;

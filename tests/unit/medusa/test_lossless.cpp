@@ -15,6 +15,7 @@
 #include "common/test_util.h"
 #include "common/tiny_model.h"
 #include "drafters/medusa/medusa_drafter.h"
+#include "drafters/medusa/medusa_heads.h"
 #include "drafters/medusa/medusa_train.h"
 #include "engine/engine.h"
 

@@ -14,7 +14,9 @@
 #include "common/golden.h"
 #include "common/test_util.h"
 #include "core/rng.h"
+#include "drafters/draft_model/draft_model_drafter.h"
 #include "drafters/factory.h"
+#include "drafters/medusa/medusa_drafter.h"
 #include "engine/budget_controller.h"
 #include "engine/engine.h"
 #include "medusa_test_util.h"
@@ -49,8 +51,8 @@ class RandomArms final : public engine::BudgetPolicy {
 drafters::SpecConfig auto_config(const std::string& heads) {
   drafters::SpecConfig cfg;
   cfg.method = "auto";
-  cfg.medusa.heads_path = heads;
-  cfg.draft.layers = "0";
+  cfg.params<drafters::MedusaParams>().heads_path = heads;
+  cfg.params<drafters::DraftModelParams>().layers = "0";
   return cfg;
 }
 

@@ -12,6 +12,7 @@
 #include "common/tiny_model.h"
 #include "drafters/factory.h"
 #include "drafters/medusa/medusa_drafter.h"
+#include "drafters/medusa/medusa_heads.h"
 #include "medusa_test_util.h"
 
 using namespace treespec;
@@ -75,8 +76,8 @@ TEST(MedusaDecode, FactoryAndCommandLine) {
   ts.heads->write(heads);
   drafters::SpecConfig cfg;
   cfg.method = "medusa";
-  cfg.medusa.heads_path = heads;
-  cfg.medusa.tree = "auto:12";
+  cfg.params<drafters::MedusaParams>().heads_path = heads;
+  cfg.params<drafters::MedusaParams>().tree = "auto:12";
   const auto st = test::expect_goldens(
       ts.m,
       [&](const model::Model& m) {

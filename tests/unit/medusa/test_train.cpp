@@ -10,6 +10,7 @@
 #include "common/test_util.h"
 #include "common/tiny_model.h"
 #include "drafters/medusa/medusa_backprop.h"
+#include "drafters/medusa/medusa_heads.h"
 #include "drafters/medusa/medusa_train.h"
 #include "medusa_test_util.h"
 

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "common/golden.h"
+#include "drafters/medusa/medusa_heads.h"
 #include "drafters/medusa/medusa_train.h"
 #include "drafters/propd/heads_file.h"
 #include "drafters/propd/prune_spec.h"

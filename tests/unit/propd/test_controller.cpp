@@ -11,6 +11,7 @@
 #include "common/tiny_model.h"
 #include "core/rng.h"
 #include "drafters/factory.h"
+#include "drafters/propd/propd_drafter.h"
 #include "engine/budget_controller.h"
 #include "model/model.h"
 
@@ -214,9 +215,9 @@ TEST(BudgetController, FactoryParsesBudgets) {
   }
   sc.method = "propd";
   sc.budget.budget = "";
-  sc.propd.static_tree = true;
+  sc.params<drafters::PropdParams>().static_tree = true;
   EXPECT_EQ(engine::make_budget_policy(sc, eng), nullptr);
-  sc.propd.static_tree = false;
+  sc.params<drafters::PropdParams>().static_tree = false;
   EXPECT_NE(dynamic_cast<engine::BudgetController*>(engine::make_budget_policy(sc, eng).get()), nullptr);
   ControllerParams bad;
   bad.n_max = 0;

@@ -8,8 +8,11 @@
 #include "common/golden.h"
 #include "common/test_util.h"
 #include "drafters/factory.h"
+#include "drafters/medusa/medusa_drafter.h"
+#include "drafters/medusa/medusa_heads.h"
 #include "drafters/propd/expand_heads.h"
 #include "drafters/propd/heads_file.h"
+#include "drafters/propd/propd_drafter.h"
 #include "engine/budget_controller.h"
 #include "gguf/gguf.h"
 #include "model/expand.h"
@@ -152,8 +155,8 @@ TEST(ExpandHeads, CliWidenedHeadsOnAnExpandedModelMatchTheSourceAndKeepGreedyOut
   sm.tok = tokenizer::Tokenizer::from_gguf(sm.model->gguf());
   drafters::SpecConfig mc;
   mc.method = "medusa";
-  mc.medusa.heads_path = dir + "/he.gguf";
-  mc.medusa.tree = "auto:32";
+  mc.params<drafters::MedusaParams>().heads_path = dir + "/he.gguf";
+  mc.params<drafters::MedusaParams>().tree = "auto:32";
   auto make = [](const drafters::SpecConfig& c) {
     return [c](const model::Model& mm) { return drafters::make_drafter(c, drafters::DrafterEnv{&mm, {}, 1}); };
   };
@@ -161,7 +164,7 @@ TEST(ExpandHeads, CliWidenedHeadsOnAnExpandedModelMatchTheSourceAndKeepGreedyOut
   EXPECT_GT(sm_st.mean_accepted_length(), 1.5);  // the widened heads draft
   drafters::SpecConfig pc = mc;
   pc.method = "propd";
-  pc.propd.n_max = 32;
+  pc.params<drafters::PropdParams>().n_max = 32;
   pc.prune.layer = map[2] + 1;
   pc.prune.top_k = 6;
   auto ctl = test::flat_controller(9, 32);

@@ -9,6 +9,7 @@
 #include "common/golden.h"
 #include "common/test_util.h"
 #include "drafters/factory.h"
+#include "drafters/medusa/medusa_drafter.h"
 #include "drafters/propd/heads_file.h"
 #include "drafters/propd/propd_drafter.h"
 #include "engine/budget_controller.h"
@@ -71,10 +72,10 @@ TEST(PropdGolden, FactoryWithCalibratedControllerAndAblations) {
   for (const Variant v : {Variant{false, false}, Variant{true, false}, Variant{false, true}}) {
     drafters::SpecConfig cfg;
     cfg.method = "propd";
-    cfg.medusa.heads_path = heads;
-    cfg.propd.no_prune = v.no_prune;
-    cfg.propd.static_tree = v.static_tree;
-    cfg.propd.n_max = 32;
+    cfg.params<drafters::MedusaParams>().heads_path = heads;
+    cfg.params<drafters::PropdParams>().no_prune = v.no_prune;
+    cfg.params<drafters::PropdParams>().static_tree = v.static_tree;
+    cfg.params<drafters::PropdParams>().n_max = 32;
     cfg.prune.layer = 3;  // a layer with a trained head (the short training may miss the 98% default)
     cfg.prune.top_k = 6;
     std::unique_ptr<engine::BudgetPolicy> policy;
@@ -104,8 +105,8 @@ TEST(PropdGolden, LogitLensPruningOfOtherDraftersKeepsGreedyOutput) {
   for (const std::string method : {"lookup", "medusa", "lookahead"}) {
     drafters::SpecConfig cfg;
     cfg.method = method;
-    cfg.medusa.heads_path = heads;
-    cfg.medusa.tree = "auto:32";
+    cfg.params<drafters::MedusaParams>().heads_path = heads;
+    cfg.params<drafters::MedusaParams>().tree = "auto:32";
     cfg.prune.enabled = true;
     cfg.prune.layer = 2;  // an early, weak lens: it prunes a lot, including good guesses
     cfg.prune.top_k = 4;

@@ -85,14 +85,15 @@ TEST(PtdDrafter, FactoryBuildsItWithModelEogIds) {
   cfg.method = "ptd";
   auto d = drafters::make_drafter(cfg, drafters::DrafterEnv{nullptr, {1, 2}, 3});
   EXPECT_EQ(d->name(), "ptd");
-  EXPECT_EQ(d->max_nodes(), 1 + cfg.ptd.max_draft_rows + cfg.ptd.max_trie_rows);
+  EXPECT_EQ(d->max_nodes(),
+            1 + cfg.params<drafters::PtdParams>().max_draft_rows + cfg.params<drafters::PtdParams>().max_trie_rows);
   auto* ptd = dynamic_cast<PtdDrafter*>(d.get());
   ASSERT_NE(ptd, nullptr);
   EXPECT_EQ(ptd->pruning_eos_ids(), (std::vector<int32_t>{1, 2}));
-  cfg.ptd.width = 0;
+  cfg.params<drafters::PtdParams>().width = 0;
   EXPECT_THROW(drafters::make_drafter(cfg, drafters::DrafterEnv{}), InvalidArgument);
-  cfg.ptd.width = 4;
-  cfg.ptd.max_trie_rows = -1;
+  cfg.params<drafters::PtdParams>().width = 4;
+  cfg.params<drafters::PtdParams>().max_trie_rows = -1;
   EXPECT_THROW(drafters::make_drafter(cfg, drafters::DrafterEnv{}), InvalidArgument);
 }
 

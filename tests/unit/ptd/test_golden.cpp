@@ -10,6 +10,7 @@
 #include "common/golden.h"
 #include "common/test_util.h"
 #include "drafters/factory.h"
+#include "drafters/ptd/ptd_drafter.h"
 
 using namespace treespec;
 
@@ -20,7 +21,7 @@ test::DrafterMaker ptd_maker(const test::StoriesModel& m, const drafters::PtdPar
   return [p, eog](const model::Model& model) {
     drafters::SpecConfig cfg;
     cfg.method = "ptd";
-    cfg.ptd = p;
+    cfg.params<drafters::PtdParams>() = p;
     return drafters::make_drafter(cfg, drafters::DrafterEnv{&model, eog, 1});
   };
 }

@@ -18,6 +18,7 @@
 #include "common/test_util.h"
 #include "core/timer.h"
 #include "drafters/factory.h"
+#include "drafters/ptd/ptd_drafter.h"
 
 using namespace treespec;
 
@@ -180,7 +181,7 @@ TEST(PtdMeasure, DISABLED_FixEffects) {
     for (uint64_t seed : seeds) {
       RunSpec rs;
       rs.cfg.method = "ptd";
-      rs.cfg.ptd = v.p;
+      rs.cfg.params<drafters::PtdParams>() = v.p;
       rs.seed = seed;
       const Result r = run_goldens(m, rs);
       EXPECT_EQ(r.mismatches, 0) << v.name;
