@@ -425,8 +425,7 @@ std::vector<HeadTensors> initial_head_params(const model::Model& m, int32_t K, i
   const int32_t E = m.hparams().n_embd, V = m.hparams().n_vocab;
   std::vector<HeadTensors> params(static_cast<size_t>(K));
   std::vector<float> base_out(static_cast<size_t>(V) * static_cast<size_t>(E));
-  for (int32_t v = 0; v < V; ++v)
-    kernels::get_row(m.output(), v, base_out.data() + static_cast<size_t>(v) * static_cast<size_t>(E));
+  m.output().dequantize(base_out.data());
   for (auto& hp : params) {
     hp.w.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E) * static_cast<size_t>(E), 0.0f));
     hp.b.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E), 0.0f));

@@ -14,11 +14,10 @@ namespace treespec::drafters {
 
 namespace {
 
-// Dequantised rows of a weight view: [n_out, n_in] f32.
-std::vector<float> rows_f32(const kernels::WeightView& w) {
-  std::vector<float> out(static_cast<size_t>(w.n_out) * static_cast<size_t>(w.n_in));
-  for (int64_t r = 0; r < w.n_out; ++r)
-    kernels::get_row(w, r, out.data() + static_cast<size_t>(r) * static_cast<size_t>(w.n_in));
+// Dequantised rows of a projection: [n_out, n_in] f32.
+std::vector<float> rows_f32(const model::Linear& w) {
+  std::vector<float> out(static_cast<size_t>(w.n_out()) * static_cast<size_t>(w.n_in()));
+  w.dequantize(out.data());
   return out;
 }
 

@@ -79,12 +79,11 @@ std::shared_ptr<PruneHead> PruneHead::from_f32(int32_t layer, int32_t n_embd, in
     TREESPEC_ASSERT(block_w[r].size() == static_cast<size_t>(E * E) && block_b[r].size() == static_cast<size_t>(E),
                     "PruneHead::from_f32: block shapes");
     h->owned_.push_back(std::move(block_w[r]));
-    h->blocks_.push_back(
-        Block{kernels::WeightView{h->owned_.back().data(), tensor::DType::f32, E, E}, std::move(block_b[r])});
+    h->blocks_.push_back(Block{model::Linear::f32(h->owned_.back().data(), E, E), std::move(block_b[r])});
   }
   TREESPEC_ASSERT(out_w.size() == static_cast<size_t>(V * E), "PruneHead::from_f32: projection shape");
   h->owned_.push_back(std::move(out_w));
-  h->out_ = kernels::WeightView{h->owned_.back().data(), tensor::DType::f32, E, V};
+  h->out_ = model::Linear::f32(h->owned_.back().data(), E, V);
   return h;
 }
 
@@ -99,20 +98,21 @@ void PruneHead::logits(const model::Model& m, const float* x, int32_t n, float* 
 void PruneHead::logits_normed(const model::Model& m, const float* hin, int32_t n, float* work, float* logits,
                               core::ThreadPool* pool) const {
   const int64_t E = lens_ ? m.hparams().n_embd : n_embd_;
+  const model::Linear out = lens_ ? m.output() : out_;
   if (blocks_.empty()) {  // the lens, or a head without blocks: only the projection
-    kernels::matmul(lens_ ? m.output() : out_, hin, n, logits, pool);
+    out.apply(hin, n, logits, pool);
     return;
   }
   float* h = work;          // [n, E]
   float* z = work + n * E;  // [n, E]
   if (hin != h) std::memcpy(h, hin, static_cast<size_t>(n * E) * sizeof(float));
   for (const Block& b : blocks_) {
-    kernels::matmul(b.w, h, n, z, pool);
+    b.w.apply(h, n, z, pool);
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t i = 0; i < E; ++i) h[r * E + i] += block_silu(z[r * E + i] + b.b[static_cast<size_t>(i)]);
     }
   }
-  kernels::matmul(lens_ ? m.output() : out_, h, n, logits, pool);
+  out.apply(h, n, logits, pool);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ std::shared_ptr<PruneHeadSet> PruneHeadSet::from_gguf(std::shared_ptr<const gguf
       if (t->ne != ne)
         throw FormatError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}]", path, name,
                                       fmt::join(t->ne, ", "), fmt::join(ne, ", ")));
-      if (!kernels::dtype_supported(t->type)) {
+      if (!model::Linear::supports(t->type)) {
         throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support", path, name,
                                       tensor::dtype_name(t->type)));
       }
@@ -226,13 +226,13 @@ std::shared_ptr<PruneHeadSet> PruneHeadSet::from_gguf(std::shared_ptr<const gguf
         const auto& tw = tensor(prune_block_weight_name(layer, r), {E, E});
         const auto& tb = tensor(prune_block_bias_name(layer, r), {E});
         PruneHead::Block b;
-        b.w = kernels::WeightView{tw.data, tw.type, E, E};
+        b.w = model::Linear::typed(tw.data, tw.type, E, E);
         b.b.resize(static_cast<size_t>(E));
-        kernels::to_float(tb.type, tb.data, b.b.data(), E);
+        model::to_f32(tb.type, tb.data, b.b.data(), E);
         h->blocks_.push_back(std::move(b));
       }
       const auto& to = tensor(prune_output_name(layer), {E, V});
-      h->out_ = kernels::WeightView{to.data, to.type, E, V};
+      h->out_ = model::Linear::typed(to.data, to.type, E, V);
       h->file_ = file;
       s->heads[layer] = std::move(h);
       c.head_layers.push_back(layer);
@@ -294,9 +294,8 @@ void PruneHeadSet::add_to(gguf::GgufWriter& w) const {
   }
   w.set(kKeyHeadLayers, Value::i32_array(layers));
   w.set(kKeyHeadBlocks, Value::u32(static_cast<uint32_t>(n_blocks)));
-  auto add = [&](const std::string& name, const kernels::WeightView& v) {
-    w.add_tensor(name, v.type, {v.n_in, v.n_out}, v.data,
-                 static_cast<size_t>(v.row_bytes()) * static_cast<size_t>(v.n_out));
+  auto add = [&](const std::string& name, const model::Linear& v) {
+    w.add_tensor(name, v.type(), {v.n_in(), v.n_out()}, v.data(), static_cast<size_t>(v.bytes()));
   };
   for (int32_t l : layers) {
     const auto& h = heads.at(l);

@@ -142,7 +142,7 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
   }
 
   std::vector<float> base_out(static_cast<size_t>(V) * E);
-  for (int32_t v = 0; v < V; ++v) kernels::get_row(m.output(), v, base_out.data() + static_cast<size_t>(v) * E);
+  m.output().dequantize(base_out.data());
   const bool soft = taps.kl_top > 0 && p.soft_weight > 0.0f;
   const int64_t M = p.batch;
   const int64_t warm = std::max<int64_t>(1, std::llround(p.warmup * static_cast<float>(p.steps)));
