@@ -8,7 +8,7 @@
 //
 // The logit lens is the PruneHead with no blocks and the model's own output matrix; a
 // trained head starts as exactly that (W, b zero, projection = output matrix) and is
-// distilled towards the final model's next-token distribution (propd/prune_train.h).
+// distilled towards the final model's next-token distribution (train/prune_train.h).
 // Putting the frozen norm first (the paper's reviews only say "a prediction head") makes
 // the untrained head the logit lens, lets the Medusa trainer's backward pass train it
 // unchanged, and keeps it function-preserving under `treespec expand` (the final norm of

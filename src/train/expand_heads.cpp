@@ -1,4 +1,4 @@
-#include "drafters/propd/expand_heads.h"
+#include "train/expand_heads.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,15 @@
 #include "model/model.h"
 #include "treespec/status.h"
 
-namespace treespec::drafters {
+namespace treespec::train {
+
+using drafters::MedusaHeads;
+using drafters::MedusaHeadsInfo;
+using drafters::output_matrix_hash;
+using drafters::PruneCalibration;
+using drafters::PruneHead;
+using drafters::PruneHeadSet;
+using drafters::write_heads_file;
 
 namespace {
 
@@ -161,4 +169,4 @@ void expand_heads_file(const std::string& in, const model::Model& expanded, cons
   write_heads_file(out, *e.medusa, e.prune.get());
 }
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train

@@ -1,4 +1,4 @@
-#include "drafters/propd/prune_train.h"
+#include "train/prune_train.h"
 
 #include <fmt/format.h>
 
@@ -10,13 +10,18 @@
 #include "core/assert.h"
 #include "core/rng.h"
 #include "core/timer.h"
-#include "drafters/medusa/medusa_backprop.h"
 #include "drafters/medusa/medusa_heads.h"
 #include "model/model.h"
 #include "sampling/sampling.h"
+#include "train/medusa_backprop.h"
 #include "treespec/status.h"
 
-namespace treespec::drafters {
+namespace treespec::train {
+
+using drafters::output_matrix_hash;
+using drafters::PruneCalibration;
+using drafters::PruneHead;
+using drafters::PruneHeadSet;
 
 void PruneTrainParams::validate() const {
   auto bad = [](const std::string& msg) { throw InvalidArgument(msg); };
@@ -223,4 +228,4 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
   return set;
 }
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train

@@ -1,6 +1,6 @@
-#include "drafters/medusa/medusa_train.h"
+#include "train/medusa_train.h"
 
-#include "drafters/medusa/medusa_backprop.h"
+#include "train/medusa_backprop.h"
 
 #include <fmt/format.h>
 
@@ -18,7 +18,10 @@
 #include "sampling/top_k.h"
 #include "treespec/status.h"
 
-namespace treespec::drafters {
+namespace treespec::train {
+
+using drafters::MedusaHeads;
+using drafters::MedusaHeadsInfo;
 
 void MedusaTrainParams::validate() const {
   auto bad = [](const std::string& msg) { throw InvalidArgument(msg); };
@@ -589,4 +592,4 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
   return heads;
 }
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train
