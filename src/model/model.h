@@ -18,6 +18,7 @@
 #include "kv/kv_cache.h"
 #include "model/arch.h"
 #include "model/batch.h"
+#include "model/linear.h"
 #include "treespec/status.h"
 
 namespace treespec::gguf {
@@ -93,8 +94,10 @@ class Model {
   const gguf::GgufFile& gguf() const { return *file_; }
   std::shared_ptr<const gguf::GgufFile> gguf_shared() const { return file_; }
   const LayerWeights& layer(int32_t il) const { return layers_[static_cast<size_t>(il)]; }
-  const kernels::WeightView& token_embd() const { return tok_embd_; }
-  const kernels::WeightView& output() const { return output_; }
+  // The embedding table and the output matrix (the embedding when tied) as model::Linear,
+  // how code above the model reads or multiplies by them (with the load-time packed copy).
+  Linear token_embd() const { return Linear(tok_embd_); }
+  Linear output() const { return Linear(output_); }
   const std::vector<float>& output_norm() const { return output_norm_; }
   // Bytes of weights a plain decode step reads (for bandwidth reports).
   uint64_t weight_bytes() const;

@@ -11,10 +11,10 @@
 
 #include "command.h"
 #include "drafters/medusa/medusa_heads.h"
-#include "drafters/propd/expand_heads.h"
 #include "model/expand.h"
 #include "model/model.h"
 #include "tensor/dtype.h"
+#include "train/expand_heads.h"
 #include "treespec/status.h"
 
 namespace {
@@ -63,7 +63,7 @@ void widen_heads(const ExpandArgs& a, const treespec::model::Model& src, const s
     throw InvalidArgument(
         fmt::format("expand --heads-only: '{}' does not compute what '{}' computes (not its expansion)", a.out, a.in));
   }
-  drafters::expand_heads_file(a.heads_in, *big, map, a.heads_out, a.opts.seed);
+  train::expand_heads_file(a.heads_in, *big, map, a.heads_out, a.opts.seed);
   std::printf("wrote %s: heads of %s widened to dim %d, %d layers\n", a.heads_out.c_str(), a.heads_in.c_str(),
               hp.n_embd, hp.n_layer);
 }

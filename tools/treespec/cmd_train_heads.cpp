@@ -15,11 +15,11 @@
 #include "command.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
-#include "drafters/medusa/medusa_train.h"
 #include "drafters/propd/heads_file.h"
-#include "drafters/propd/prune_train.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "train/medusa_train.h"
+#include "train/prune_train.h"
 #include "treespec/status.h"
 
 namespace {
@@ -34,9 +34,9 @@ struct TrainArgs {
   int32_t n_threads = 0;
   int64_t seed = 1;
   bool quiet = false;
-  drafters::MedusaTrainParams p;
+  train::MedusaTrainParams p;
   std::string prune_layers;  // --prune-layer: "L1,L2,..." or "all"
-  drafters::PruneTrainParams pp;
+  train::PruneTrainParams pp;
 };
 
 // --prune-layer: comma-separated layers in 1..n_layer-1, or "all".
@@ -80,7 +80,7 @@ std::string si(double v) {
 }
 
 // The trainers' progress reports on core's progress bar (stderr), with loss and rate.
-void show_progress(core::ProgressBar& bar, const drafters::TrainProgress& pr) {
+void show_progress(core::ProgressBar& bar, const train::TrainProgress& pr) {
   std::string detail;
   if (pr.phase == "train") detail = fmt::format("  loss {:.4f}  {} tok/s", pr.loss, si(pr.rate));
   if (pr.phase == "generate") detail = fmt::format("  tokens  {} tok/s", si(pr.rate));
@@ -90,7 +90,7 @@ void show_progress(core::ProgressBar& bar, const drafters::TrainProgress& pr) {
 int run(TrainArgs& a) {
   auto model = model::Model::load(a.model);
   const auto tok = tokenizer::Tokenizer::from_gguf(model->gguf());
-  drafters::MedusaTrainParams& p = a.p;
+  train::MedusaTrainParams& p = a.p;
   p.n_threads = cli::resolve_threads(a.n_threads);
   if (a.seed < 0)
     throw InvalidArgument(fmt::format("-s/--seed must be >= 0 (training is deterministic for a seed), got {}", a.seed));
@@ -114,15 +114,15 @@ int run(TrainArgs& a) {
                p.prompts.empty() ? "from BOS" : fmt::format("{} prompts", p.prompts.size()).c_str(), p.steps, p.batch,
                static_cast<double>(p.lr), p.n_threads);
   core::ProgressBar bar(a.quiet ? nullptr : stderr);
-  drafters::MedusaTrainReport rep;
+  train::MedusaTrainReport rep;
   auto heads =
-      drafters::train_medusa_heads(*model, p, &rep, [&](const drafters::TrainProgress& pr) { show_progress(bar, pr); });
+      train::train_medusa_heads(*model, p, &rep, [&](const train::TrainProgress& pr) { show_progress(bar, pr); });
   std::shared_ptr<drafters::PruneHeadSet> prune;
-  drafters::PruneTrainReport prep;
+  train::PruneTrainReport prep;
   if (!p.tap_layers.empty()) {
     core::ThreadPool pool(p.n_threads);
-    prune = drafters::train_prune_heads(*model, rep.taps, a.pp, pool, &prep,
-                                        [&](const drafters::TrainProgress& pr) { show_progress(bar, pr); });
+    prune = train::train_prune_heads(*model, rep.taps, a.pp, pool, &prep,
+                                     [&](const train::TrainProgress& pr) { show_progress(bar, pr); });
   }
   bar.finish();
   drafters::write_heads_file(a.out, *heads, prune.get());

@@ -64,9 +64,9 @@ std::string medusa_block_bias_name(int32_t head, int32_t block) {
 std::string medusa_output_name(int32_t head) { return fmt::format("medusa.{}.output.weight", head); }
 
 std::string output_matrix_hash(const model::Model& m) {
-  const auto& w = m.output();
-  const size_t n = static_cast<size_t>(w.row_bytes()) * static_cast<size_t>(w.n_out);
-  return fmt::format("fnv1a64:{:016x}", fnv1a64_words(static_cast<const uint8_t*>(w.data), n));
+  const model::Linear w = m.output();
+  const auto n = static_cast<size_t>(w.bytes());
+  return fmt::format("fnv1a64:{:016x}", fnv1a64_words(static_cast<const uint8_t*>(w.data()), n));
 }
 
 std::shared_ptr<MedusaHeads> MedusaHeads::init_from_model(const model::Model& m, int32_t n_heads, int32_t n_blocks) {
@@ -86,7 +86,7 @@ std::shared_ptr<MedusaHeads> MedusaHeads::init_from_model(const model::Model& m,
   info.base_output_hash = output_matrix_hash(m);
   const size_t E = static_cast<size_t>(hp.n_embd), V = static_cast<size_t>(hp.n_vocab);
   std::vector<float> base_out(V * E);
-  for (size_t v = 0; v < V; ++v) kernels::get_row(m.output(), static_cast<int64_t>(v), base_out.data() + v * E);
+  m.output().dequantize(base_out.data());
   std::vector<std::vector<std::vector<float>>> bw(static_cast<size_t>(n_heads)), bb(static_cast<size_t>(n_heads));
   std::vector<std::vector<float>> out(static_cast<size_t>(n_heads), base_out);
   for (int32_t k = 0; k < n_heads; ++k) {
@@ -118,18 +118,18 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_f32(MedusaHeadsInfo info,
                           bb[static_cast<size_t>(r)].size() == static_cast<size_t>(E),
                       "from_f32: block shapes");
       h->owned_.push_back(std::move(bw[static_cast<size_t>(r)]));
-      hd.blocks.push_back(Block{kernels::WeightView{h->owned_.back().data(), tensor::DType::f32, E, E},
-                                std::move(bb[static_cast<size_t>(r)])});
+      hd.blocks.push_back(
+          Block{model::Linear::f32(h->owned_.back().data(), E, E), std::move(bb[static_cast<size_t>(r)])});
     }
     TREESPEC_ASSERT(out_w[static_cast<size_t>(k)].size() == static_cast<size_t>(V * E), "from_f32: output shape");
     h->owned_.push_back(std::move(out_w[static_cast<size_t>(k)]));
-    hd.out = kernels::WeightView{h->owned_.back().data(), tensor::DType::f32, E, V};
+    hd.out = model::Linear::f32(h->owned_.back().data(), E, V);
   }
   // owned_ may have reallocated its outer vector while we pushed: re-point the views.
   size_t o = 0;
   for (auto& hd : h->heads_) {
-    for (auto& b : hd.blocks) b.w.data = h->owned_[o++].data();
-    hd.out.data = h->owned_[o++].data();
+    for (auto& b : hd.blocks) b.w = model::Linear::f32(h->owned_[o++].data(), E, E);
+    hd.out = model::Linear::f32(h->owned_[o++].data(), E, V);
   }
   h->info_ = std::move(info);
   return h;
@@ -195,7 +195,7 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_gguf(std::shared_ptr<const gguf::
       throw FormatError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}]", path, name, fmt::join(t->ne, ", "),
                                     fmt::join(ne, ", ")));
     }
-    if (!kernels::dtype_supported(t->type)) {
+    if (!model::Linear::supports(t->type)) {
       throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support", path, name,
                                     tensor::dtype_name(t->type)));
     }
@@ -209,13 +209,13 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_gguf(std::shared_ptr<const gguf::
       const auto& tw = tensor(medusa_block_weight_name(k, r), {E, E});
       const auto& tb = tensor(medusa_block_bias_name(k, r), {E});
       Block b;
-      b.w = kernels::WeightView{tw.data, tw.type, E, E};
+      b.w = model::Linear::typed(tw.data, tw.type, E, E);
       b.b.resize(static_cast<size_t>(E));
-      kernels::to_float(tb.type, tb.data, b.b.data(), E);
+      model::to_f32(tb.type, tb.data, b.b.data(), E);
       hd.blocks.push_back(std::move(b));
     }
     const auto& to = tensor(medusa_output_name(k), {E, V});
-    hd.out = kernels::WeightView{to.data, to.type, E, V};
+    hd.out = model::Linear::typed(to.data, to.type, E, V);
   }
   h->source_ = path;
   h->file_ = std::move(file);
@@ -257,12 +257,12 @@ void MedusaHeads::forward(int32_t k, const float* h, int64_t M, float* work, flo
   float* z = work + M * E;  // [M, E]
   std::memcpy(x, h, static_cast<size_t>(M * E) * sizeof(float));
   for (const Block& b : hd.blocks) {
-    kernels::matmul(b.w, x, M, z, pool);
+    b.w.apply(x, M, z, pool);
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t i = 0; i < E; ++i) x[m * E + i] += block_silu(z[m * E + i] + b.b[static_cast<size_t>(i)]);
     }
   }
-  kernels::matmul(hd.out, x, M, logits, pool);
+  hd.out.apply(x, M, logits, pool);
 }
 
 void MedusaHeads::add_to(gguf::GgufWriter& w) const {
@@ -286,9 +286,8 @@ void MedusaHeads::add_to(gguf::GgufWriter& w) const {
     TREESPEC_ASSERT(key.rfind(kTrainPrefix, 0) == 0, "train metadata keys start with medusa.train.");
     w.set(key, value);
   }
-  auto add = [&](const std::string& name, const kernels::WeightView& v) {
-    w.add_tensor(name, v.type, {v.n_in, v.n_out}, v.data,
-                 static_cast<size_t>(v.row_bytes()) * static_cast<size_t>(v.n_out));
+  auto add = [&](const std::string& name, const model::Linear& v) {
+    w.add_tensor(name, v.type(), {v.n_in(), v.n_out()}, v.data(), static_cast<size_t>(v.bytes()));
   };
   for (int32_t k = 0; k < info_.n_heads; ++k) {
     const Head& hd = heads_[static_cast<size_t>(k)];

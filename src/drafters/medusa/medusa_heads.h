@@ -7,8 +7,8 @@
 // the base model's identity (embedding width, vocab size, layer count, a hash of the
 // output matrix bytes); check_fits() rejects heads trained for another model.
 //
-// Weights are read through kernels::WeightView, so a loaded file stays memory-mapped and
-// any dtype the kernels handle works; freshly trained heads own f32 storage.
+// Weights are model::Linear projections, so a loaded file stays memory-mapped and any
+// dtype Linear handles works; freshly trained heads own f32 storage.
 #pragma once
 
 #include <cmath>
@@ -20,7 +20,7 @@
 
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
-#include "kernels/kernels.h"
+#include "model/linear.h"
 
 namespace treespec::model {
 class Model;
@@ -59,12 +59,12 @@ class MedusaHeads {
  public:
   // One residual block: weight [n_embd, n_embd] (GGUF ne {n_embd, n_embd}), bias [n_embd].
   struct Block {
-    kernels::WeightView w;
+    model::Linear w;
     std::vector<float> b;
   };
   struct Head {
     std::vector<Block> blocks;
-    kernels::WeightView out;  // [n_vocab, n_embd]
+    model::Linear out;  // [n_vocab, n_embd]
   };
 
   // Medusa's initialisation: every W and b zero, every vocab projection a copy of the

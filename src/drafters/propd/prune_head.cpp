@@ -17,21 +17,21 @@ namespace treespec::drafters {
 
 namespace {
 
-const char* kKeyEmbd = "propd.embedding_length";
-const char* kKeyVocab = "propd.vocab_size";
-const char* kKeyBaseLayers = "propd.base.block_count";
-const char* kKeyBaseHash = "propd.base.output_hash";
-const char* kKeyTopK = "propd.calibration.top_k";
-const char* kKeyPositions = "propd.calibration.positions";
-const char* kKeyLensRecall = "propd.calibration.lens_recall";
-const char* kKeyHeadLayers = "propd.prune.layers";
-const char* kKeyHeadBlocks = "propd.prune.block_count";
-const char* kKeyHeadRecall = "propd.calibration.head_recall";
-const char* kKeyTarget = "propd.prune.recall_target";
-const char* kKeyDefaultK = "propd.prune.default_k";
-const char* kKeyDefaultLayer = "propd.prune.default_layer";
+const char* kPropdEmbd = "propd.embedding_length";
+const char* kPropdVocab = "propd.vocab_size";
+const char* kPropdBaseLayers = "propd.base.block_count";
+const char* kPropdBaseHash = "propd.base.output_hash";
+const char* kPropdTopK = "propd.calibration.top_k";
+const char* kPropdPositions = "propd.calibration.positions";
+const char* kPropdLensRecall = "propd.calibration.lens_recall";
+const char* kPropdHeadLayers = "propd.prune.layers";
+const char* kPropdHeadBlocks = "propd.prune.block_count";
+const char* kPropdHeadRecall = "propd.calibration.head_recall";
+const char* kPropdTarget = "propd.prune.recall_target";
+const char* kPropdDefaultK = "propd.prune.default_k";
+const char* kPropdDefaultLayer = "propd.prune.default_layer";
 
-int32_t bounded(const gguf::GgufFile& f, const char* key, int64_t lo, int64_t hi) {
+int32_t propd_bounded(const gguf::GgufFile& f, const char* key, int64_t lo, int64_t hi) {
   const int64_t v = f.get_int(key);
   if (v < lo || v > hi)
     throw FormatError(fmt::format("{}: metadata key '{}' = {} is out of range ({}..{})", f.path(), key, v, lo, hi));
@@ -79,12 +79,11 @@ std::shared_ptr<PruneHead> PruneHead::from_f32(int32_t layer, int32_t n_embd, in
     TREESPEC_ASSERT(block_w[r].size() == static_cast<size_t>(E * E) && block_b[r].size() == static_cast<size_t>(E),
                     "PruneHead::from_f32: block shapes");
     h->owned_.push_back(std::move(block_w[r]));
-    h->blocks_.push_back(
-        Block{kernels::WeightView{h->owned_.back().data(), tensor::DType::f32, E, E}, std::move(block_b[r])});
+    h->blocks_.push_back(Block{model::Linear::f32(h->owned_.back().data(), E, E), std::move(block_b[r])});
   }
   TREESPEC_ASSERT(out_w.size() == static_cast<size_t>(V * E), "PruneHead::from_f32: projection shape");
   h->owned_.push_back(std::move(out_w));
-  h->out_ = kernels::WeightView{h->owned_.back().data(), tensor::DType::f32, E, V};
+  h->out_ = model::Linear::f32(h->owned_.back().data(), E, V);
   return h;
 }
 
@@ -99,20 +98,21 @@ void PruneHead::logits(const model::Model& m, const float* x, int32_t n, float* 
 void PruneHead::logits_normed(const model::Model& m, const float* hin, int32_t n, float* work, float* logits,
                               core::ThreadPool* pool) const {
   const int64_t E = lens_ ? m.hparams().n_embd : n_embd_;
+  const model::Linear out = lens_ ? m.output() : out_;
   if (blocks_.empty()) {  // the lens, or a head without blocks: only the projection
-    kernels::matmul(lens_ ? m.output() : out_, hin, n, logits, pool);
+    out.apply(hin, n, logits, pool);
     return;
   }
   float* h = work;          // [n, E]
   float* z = work + n * E;  // [n, E]
   if (hin != h) std::memcpy(h, hin, static_cast<size_t>(n * E) * sizeof(float));
   for (const Block& b : blocks_) {
-    kernels::matmul(b.w, h, n, z, pool);
+    b.w.apply(h, n, z, pool);
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t i = 0; i < E; ++i) h[r * E + i] += block_silu(z[r * E + i] + b.b[static_cast<size_t>(i)]);
     }
   }
-  kernels::matmul(lens_ ? m.output() : out_, h, n, logits, pool);
+  out.apply(h, n, logits, pool);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -138,61 +138,61 @@ int32_t smallest_layer_meeting(int32_t n_layer, int32_t k, float target,
   return 0;
 }
 
-bool PruneHeadSet::present_in(const gguf::GgufFile& f) { return f.has(kKeyBaseHash); }
+bool PruneHeadSet::present_in(const gguf::GgufFile& f) { return f.has(kPropdBaseHash); }
 
 std::shared_ptr<PruneHeadSet> PruneHeadSet::from_gguf(std::shared_ptr<const gguf::GgufFile> file) {
   const auto& f = *file;
   const std::string& path = f.path();
   if (!present_in(f))
-    throw FormatError(fmt::format("{}: holds no ProPD prune heads (metadata key '{}' missing)", path, kKeyBaseHash));
+    throw FormatError(fmt::format("{}: holds no ProPD prune heads (metadata key '{}' missing)", path, kPropdBaseHash));
   auto s = std::make_shared<PruneHeadSet>();
   s->source = path;
-  s->n_embd = bounded(f, kKeyEmbd, 1, int64_t{1} << 20);
-  s->n_vocab = bounded(f, kKeyVocab, 1, int64_t{1} << 24);
-  s->base_n_layer = bounded(f, kKeyBaseLayers, 1, 4096);
-  s->base_output_hash = f.get_string(kKeyBaseHash);
+  s->n_embd = propd_bounded(f, kPropdEmbd, 1, int64_t{1} << 20);
+  s->n_vocab = propd_bounded(f, kPropdVocab, 1, int64_t{1} << 24);
+  s->base_n_layer = propd_bounded(f, kPropdBaseLayers, 1, 4096);
+  s->base_output_hash = f.get_string(kPropdBaseHash);
   PruneCalibration& c = s->calib;
-  if (f.has(kKeyTopK)) {
-    c.top_k = bounded(f, kKeyTopK, 1, 1024);
-    c.n_positions = f.get_int(kKeyPositions, 0);
-    if (f.has(kKeyLensRecall)) {
-      c.lens_recall = f.get_float_array(kKeyLensRecall);
+  if (f.has(kPropdTopK)) {
+    c.top_k = propd_bounded(f, kPropdTopK, 1, 1024);
+    c.n_positions = f.get_int(kPropdPositions, 0);
+    if (f.has(kPropdLensRecall)) {
+      c.lens_recall = f.get_float_array(kPropdLensRecall);
       if (c.lens_recall.size() % static_cast<size_t>(c.top_k) != 0 ||
           c.lens_recall.size() / static_cast<size_t>(c.top_k) > static_cast<size_t>(s->base_n_layer)) {
         throw FormatError(fmt::format("{}: metadata key '{}' has {} values, expected at most {} layers x top-{}", path,
-                                      kKeyLensRecall, c.lens_recall.size(), s->base_n_layer, c.top_k));
+                                      kPropdLensRecall, c.lens_recall.size(), s->base_n_layer, c.top_k));
       }
     }
-    if (f.has(kKeyHeadRecall)) c.head_recall = f.get_float_array(kKeyHeadRecall);
+    if (f.has(kPropdHeadRecall)) c.head_recall = f.get_float_array(kPropdHeadRecall);
     for (float v : c.lens_recall) {
       if (!(v >= 0.0f && v <= 1.0f))
         throw FormatError(
-            fmt::format("{}: metadata key '{}' holds {} (not a recall in [0, 1])", path, kKeyLensRecall, v));
+            fmt::format("{}: metadata key '{}' holds {} (not a recall in [0, 1])", path, kPropdLensRecall, v));
     }
     for (float v : c.head_recall) {
       if (!(v >= 0.0f && v <= 1.0f))
         throw FormatError(
-            fmt::format("{}: metadata key '{}' holds {} (not a recall in [0, 1])", path, kKeyHeadRecall, v));
+            fmt::format("{}: metadata key '{}' holds {} (not a recall in [0, 1])", path, kPropdHeadRecall, v));
     }
   }
-  c.recall_target = static_cast<float>(f.get_float(kKeyTarget, 0.98));
-  c.default_k = static_cast<int32_t>(f.get_int(kKeyDefaultK, 0));
-  c.default_layer = static_cast<int32_t>(f.get_int(kKeyDefaultLayer, 0));
+  c.recall_target = static_cast<float>(f.get_float(kPropdTarget, 0.98));
+  c.default_k = static_cast<int32_t>(f.get_int(kPropdDefaultK, 0));
+  c.default_layer = static_cast<int32_t>(f.get_int(kPropdDefaultLayer, 0));
   if (c.default_layer < 0 || c.default_layer >= s->base_n_layer) {
-    throw FormatError(fmt::format("{}: metadata key '{}' = {} is not an early layer (1..{})", path, kKeyDefaultLayer,
+    throw FormatError(fmt::format("{}: metadata key '{}' = {} is not an early layer (1..{})", path, kPropdDefaultLayer,
                                   c.default_layer, s->base_n_layer - 1));
   }
   if (c.default_k < 0 || c.default_k > std::max(c.top_k, 0)) {
-    throw FormatError(
-        fmt::format("{}: metadata key '{}' = {} exceeds the table width {}", path, kKeyDefaultK, c.default_k, c.top_k));
+    throw FormatError(fmt::format("{}: metadata key '{}' = {} exceeds the table width {}", path, kPropdDefaultK,
+                                  c.default_k, c.top_k));
   }
 
-  if (f.has(kKeyHeadLayers)) {
-    const int32_t n_blocks = bounded(f, kKeyHeadBlocks, 0, 64);
-    const auto layers = f.get_int_array(kKeyHeadLayers);
+  if (f.has(kPropdHeadLayers)) {
+    const int32_t n_blocks = propd_bounded(f, kPropdHeadBlocks, 0, 64);
+    const auto layers = f.get_int_array(kPropdHeadLayers);
     if (c.top_k > 0 && !c.head_recall.empty() && c.head_recall.size() != layers.size() * static_cast<size_t>(c.top_k)) {
       throw FormatError(fmt::format("{}: metadata key '{}' has {} values, expected {} layers x top-{}", path,
-                                    kKeyHeadRecall, c.head_recall.size(), layers.size(), c.top_k));
+                                    kPropdHeadRecall, c.head_recall.size(), layers.size(), c.top_k));
     }
     const int64_t E = s->n_embd, V = s->n_vocab;
     auto tensor = [&](const std::string& name, std::vector<int64_t> ne) -> const gguf::TensorInfo& {
@@ -203,7 +203,7 @@ std::shared_ptr<PruneHeadSet> PruneHeadSet::from_gguf(std::shared_ptr<const gguf
       if (t->ne != ne)
         throw FormatError(fmt::format("{}: tensor '{}' has shape [{}], expected [{}]", path, name,
                                       fmt::join(t->ne, ", "), fmt::join(ne, ", ")));
-      if (!kernels::dtype_supported(t->type)) {
+      if (!model::Linear::supports(t->type)) {
         throw Unsupported(fmt::format("{}: tensor '{}' has type {}, which treespec does not support", path, name,
                                       tensor::dtype_name(t->type)));
       }
@@ -212,11 +212,11 @@ std::shared_ptr<PruneHeadSet> PruneHeadSet::from_gguf(std::shared_ptr<const gguf
     for (int64_t l : layers) {
       if (l < 1 || l >= s->base_n_layer) {
         throw FormatError(fmt::format("{}: metadata key '{}' lists layer {}, not an early layer (1..{})", path,
-                                      kKeyHeadLayers, l, s->base_n_layer - 1));
+                                      kPropdHeadLayers, l, s->base_n_layer - 1));
       }
       const auto layer = static_cast<int32_t>(l);
       if (s->heads.count(layer))
-        throw FormatError(fmt::format("{}: metadata key '{}' lists layer {} twice", path, kKeyHeadLayers, l));
+        throw FormatError(fmt::format("{}: metadata key '{}' lists layer {} twice", path, kPropdHeadLayers, l));
       std::shared_ptr<PruneHead> h(new PruneHead());
       h->layer_ = layer;
       h->lens_ = false;
@@ -226,13 +226,13 @@ std::shared_ptr<PruneHeadSet> PruneHeadSet::from_gguf(std::shared_ptr<const gguf
         const auto& tw = tensor(prune_block_weight_name(layer, r), {E, E});
         const auto& tb = tensor(prune_block_bias_name(layer, r), {E});
         PruneHead::Block b;
-        b.w = kernels::WeightView{tw.data, tw.type, E, E};
+        b.w = model::Linear::typed(tw.data, tw.type, E, E);
         b.b.resize(static_cast<size_t>(E));
-        kernels::to_float(tb.type, tb.data, b.b.data(), E);
+        model::to_f32(tb.type, tb.data, b.b.data(), E);
         h->blocks_.push_back(std::move(b));
       }
       const auto& to = tensor(prune_output_name(layer), {E, V});
-      h->out_ = kernels::WeightView{to.data, to.type, E, V};
+      h->out_ = model::Linear::typed(to.data, to.type, E, V);
       h->file_ = file;
       s->heads[layer] = std::move(h);
       c.head_layers.push_back(layer);
@@ -263,19 +263,19 @@ void PruneHeadSet::check_fits(const model::Model& m) const {
 
 void PruneHeadSet::add_to(gguf::GgufWriter& w) const {
   using gguf::Value;
-  w.set(kKeyEmbd, Value::u32(static_cast<uint32_t>(n_embd)));
-  w.set(kKeyVocab, Value::u32(static_cast<uint32_t>(n_vocab)));
-  w.set(kKeyBaseLayers, Value::u32(static_cast<uint32_t>(base_n_layer)));
-  w.set(kKeyBaseHash, Value::string(base_output_hash));
+  w.set(kPropdEmbd, Value::u32(static_cast<uint32_t>(n_embd)));
+  w.set(kPropdVocab, Value::u32(static_cast<uint32_t>(n_vocab)));
+  w.set(kPropdBaseLayers, Value::u32(static_cast<uint32_t>(base_n_layer)));
+  w.set(kPropdBaseHash, Value::string(base_output_hash));
   if (calib.top_k > 0) {
-    w.set(kKeyTopK, Value::u32(static_cast<uint32_t>(calib.top_k)));
-    w.set(kKeyPositions, Value::u64(static_cast<uint64_t>(calib.n_positions)));
-    if (!calib.lens_recall.empty()) w.set(kKeyLensRecall, Value::f32_array(calib.lens_recall));
-    if (!calib.head_recall.empty()) w.set(kKeyHeadRecall, Value::f32_array(calib.head_recall));
+    w.set(kPropdTopK, Value::u32(static_cast<uint32_t>(calib.top_k)));
+    w.set(kPropdPositions, Value::u64(static_cast<uint64_t>(calib.n_positions)));
+    if (!calib.lens_recall.empty()) w.set(kPropdLensRecall, Value::f32_array(calib.lens_recall));
+    if (!calib.head_recall.empty()) w.set(kPropdHeadRecall, Value::f32_array(calib.head_recall));
   }
-  w.set(kKeyTarget, Value::f32(calib.recall_target));
-  w.set(kKeyDefaultK, Value::u32(static_cast<uint32_t>(calib.default_k)));
-  w.set(kKeyDefaultLayer, Value::u32(static_cast<uint32_t>(calib.default_layer)));
+  w.set(kPropdTarget, Value::f32(calib.recall_target));
+  w.set(kPropdDefaultK, Value::u32(static_cast<uint32_t>(calib.default_k)));
+  w.set(kPropdDefaultLayer, Value::u32(static_cast<uint32_t>(calib.default_layer)));
   if (heads.empty()) return;
   // The recall table's row order (calib.head_layers) is the file's layer order.
   std::vector<int32_t> layers = calib.head_layers;
@@ -292,11 +292,10 @@ void PruneHeadSet::add_to(gguf::GgufWriter& w) const {
     TREESPEC_ASSERT(n_blocks < 0 || n_blocks == h->n_blocks(), "PruneHeadSet: every head has the same block count");
     n_blocks = h->n_blocks();
   }
-  w.set(kKeyHeadLayers, Value::i32_array(layers));
-  w.set(kKeyHeadBlocks, Value::u32(static_cast<uint32_t>(n_blocks)));
-  auto add = [&](const std::string& name, const kernels::WeightView& v) {
-    w.add_tensor(name, v.type, {v.n_in, v.n_out}, v.data,
-                 static_cast<size_t>(v.row_bytes()) * static_cast<size_t>(v.n_out));
+  w.set(kPropdHeadLayers, Value::i32_array(layers));
+  w.set(kPropdHeadBlocks, Value::u32(static_cast<uint32_t>(n_blocks)));
+  auto add = [&](const std::string& name, const model::Linear& v) {
+    w.add_tensor(name, v.type(), {v.n_in(), v.n_out()}, v.data(), static_cast<size_t>(v.bytes()));
   };
   for (int32_t l : layers) {
     const auto& h = heads.at(l);

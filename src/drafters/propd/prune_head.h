@@ -8,7 +8,7 @@
 //
 // The logit lens is the PruneHead with no blocks and the model's own output matrix; a
 // trained head starts as exactly that (W, b zero, projection = output matrix) and is
-// distilled towards the final model's next-token distribution (propd/prune_train.h).
+// distilled towards the final model's next-token distribution (train/prune_train.h).
 // Putting the frozen norm first (the paper's reviews only say "a prediction head") makes
 // the untrained head the logit lens, lets the Medusa trainer's backward pass train it
 // unchanged, and keeps it function-preserving under `treespec expand` (the final norm of
@@ -29,7 +29,7 @@
 #include "core/thread_pool.h"
 #include "drafters/drafter.h"
 #include "gguf/gguf.h"
-#include "kernels/kernels.h"
+#include "model/linear.h"
 
 namespace treespec::model {
 class Model;
@@ -40,8 +40,8 @@ namespace treespec::drafters {
 class PruneHead final : public PruneScorer {
  public:
   struct Block {
-    kernels::WeightView w;  // [n_embd, n_embd]
-    std::vector<float> b;   // [n_embd]
+    model::Linear w;       // [n_embd, n_embd]
+    std::vector<float> b;  // [n_embd]
   };
 
   // The logit lens after `layer` layers: final norm + the model's output matrix (one
@@ -56,7 +56,7 @@ class PruneHead final : public PruneScorer {
   bool is_lens() const { return lens_; }
   int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
   const Block& block(int32_t r) const { return blocks_[static_cast<size_t>(r)]; }
-  const kernels::WeightView& out() const { return out_; }  // unset for the lens
+  const model::Linear& out() const { return out_; }  // unset for the lens
   int32_t n_embd() const { return n_embd_; }
   int32_t n_vocab() const { return n_vocab_; }
 
@@ -77,7 +77,7 @@ class PruneHead final : public PruneScorer {
   int32_t n_embd_ = 0;
   int32_t n_vocab_ = 0;
   std::vector<Block> blocks_;
-  kernels::WeightView out_;
+  model::Linear out_;
   std::vector<std::vector<float>> owned_;       // f32 storage of trained heads
   std::shared_ptr<const gguf::GgufFile> file_;  // keeps mapped tensors alive
 };

@@ -106,7 +106,7 @@ PruneCalibration calibrate_logit_lens(const model::Model& m, int32_t k, float ta
   auto measure = [&](int32_t l) {
     if (c.lens_recall[static_cast<size_t>(l) * k] >= 0.0f) return c.lens(l, k);
     m.final_norm(hidden[static_cast<size_t>(l)].data(), n_rows, {}, xn.data());
-    kernels::matmul(m.output(), xn.data(), n_rows, lg.data(), &ctx.pool());
+    m.output().apply(xn.data(), n_rows, lg.data(), &ctx.pool());  // the logit lens (no soft-cap or scale)
     std::vector<int64_t> hits(static_cast<size_t>(k), 0);
     for (int32_t r = 0; r < n_rows; ++r) {
       const int32_t rk =

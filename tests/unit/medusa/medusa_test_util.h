@@ -14,8 +14,8 @@
 #include "common/test_util.h"
 #include "core/rng.h"
 #include "drafters/medusa/medusa_heads.h"
-#include "drafters/medusa/medusa_train.h"
 #include "model/model.h"
+#include "train/medusa_train.h"
 
 namespace treespec::test {
 
@@ -58,12 +58,12 @@ inline void set_flat_calibration(drafters::MedusaHeads& h) {
 struct TrainedStories {
   StoriesModel m;
   std::shared_ptr<drafters::MedusaHeads> heads;
-  drafters::MedusaTrainReport report;
-  drafters::MedusaTrainParams params;
+  train::MedusaTrainReport report;
+  train::MedusaTrainParams params;
 };
 
-inline drafters::MedusaTrainParams short_stories_training() {
-  drafters::MedusaTrainParams p;
+inline train::MedusaTrainParams short_stories_training() {
+  train::MedusaTrainParams p;
   p.n_heads = 4;
   p.n_blocks = 1;
   p.samples = 48;
@@ -76,8 +76,8 @@ inline drafters::MedusaTrainParams short_stories_training() {
 }
 
 // short_stories_training() with the model's end-of-generation and BOS ids.
-inline drafters::MedusaTrainParams stories_training_for(const StoriesModel& m) {
-  drafters::MedusaTrainParams p = short_stories_training();
+inline train::MedusaTrainParams stories_training_for(const StoriesModel& m) {
+  train::MedusaTrainParams p = short_stories_training();
   p.eog_ids = m.tok->eog_ids();
   p.bos_id = m.tok->bos_id();
   return p;
@@ -87,7 +87,7 @@ inline TrainedStories train_stories() {
   TrainedStories ts;
   ts.m = load_stories();
   ts.params = stories_training_for(ts.m);
-  ts.heads = drafters::train_medusa_heads(*ts.m.model, ts.params, &ts.report);
+  ts.heads = train::train_medusa_heads(*ts.m.model, ts.params, &ts.report);
   return ts;
 }
 

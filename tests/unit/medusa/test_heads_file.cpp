@@ -89,12 +89,10 @@ TEST(MedusaHeadsFile, RoundTrip) {
     const auto& b = g->head(k);
     ASSERT_EQ(b.blocks.size(), 2u);
     for (size_t r = 0; r < 2; ++r) {
-      EXPECT_EQ(std::memcmp(a.blocks[r].w.data, b.blocks[r].w.data,
-                            static_cast<size_t>(a.blocks[r].w.row_bytes() * a.blocks[r].w.n_out)),
-                0);
+      EXPECT_EQ(std::memcmp(a.blocks[r].w.data(), b.blocks[r].w.data(), static_cast<size_t>(a.blocks[r].w.bytes())), 0);
       EXPECT_EQ(a.blocks[r].b, b.blocks[r].b);
     }
-    EXPECT_EQ(std::memcmp(a.out.data, b.out.data, static_cast<size_t>(a.out.row_bytes() * a.out.n_out)), 0);
+    EXPECT_EQ(std::memcmp(a.out.data(), b.out.data(), static_cast<size_t>(a.out.bytes())), 0);
     std::vector<float> x(static_cast<size_t>(m->hparams().n_embd));
     for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) + k);
     EXPECT_EQ(head_logits(*h, k, x), head_logits(*g, k, x));
@@ -114,10 +112,10 @@ TEST(MedusaHeadsFile, InitialHeadsAreTheBaseHead) {
   std::vector<float> x(static_cast<size_t>(E));
   for (int32_t i = 0; i < E; ++i) x[static_cast<size_t>(i)] = std::cos(0.3f * static_cast<float>(i));
   std::vector<float> base(static_cast<size_t>(m->hparams().n_vocab));
-  kernels::matmul(m->output(), x.data(), 1, base.data(), nullptr);
+  m->output().apply(x.data(), 1, base.data(), nullptr);
   for (int32_t k = 0; k < 2; ++k) EXPECT_EQ(head_logits(*h, k, x), base);
-  for (float w : std::vector<float>(static_cast<const float*>(h->head(0).blocks[0].w.data),
-                                    static_cast<const float*>(h->head(0).blocks[0].w.data) + E * E)) {
+  for (float w : std::vector<float>(static_cast<const float*>(h->head(0).blocks[0].w.data()),
+                                    static_cast<const float*>(h->head(0).blocks[0].w.data()) + E * E)) {
     ASSERT_EQ(w, 0.0f);
   }
 }

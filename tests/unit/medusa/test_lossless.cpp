@@ -16,8 +16,8 @@
 #include "common/tiny_model.h"
 #include "drafters/medusa/medusa_drafter.h"
 #include "drafters/medusa/medusa_heads.h"
-#include "drafters/medusa/medusa_train.h"
 #include "engine/engine.h"
+#include "train/medusa_train.h"
 
 using namespace treespec;
 
@@ -90,14 +90,14 @@ TEST(MedusaLossless, EmittedTokensKeepTheTargetDistribution) {
   const int32_t V = m->hparams().n_vocab;
 
   // Heads trained briefly on the tiny model, so trees are often (not always) accepted.
-  drafters::MedusaTrainParams tp;
+  train::MedusaTrainParams tp;
   tp.n_heads = 3;
   tp.samples = 24;
   tp.seq_len = 24;
   tp.steps = 60;
   tp.batch = 64;
   tp.seed = 2;
-  std::shared_ptr<const drafters::MedusaHeads> heads = drafters::train_medusa_heads(*m, tp);
+  std::shared_ptr<const drafters::MedusaHeads> heads = train::train_medusa_heads(*m, tp);
   drafters::MedusaParams mp;
   mp.tree = "auto:12";
   const tree::TreeShape shape = drafters::resolve_medusa_tree(mp, *heads);
@@ -173,13 +173,13 @@ TEST(MedusaLossless, TypicalAcceptanceRunsAndAccepts) {
   cfg.weight_scale = 0.8f;
   test::write_tiny_model(path, cfg);
   auto m = model::Model::load(path);
-  drafters::MedusaTrainParams tp;
+  train::MedusaTrainParams tp;
   tp.n_heads = 2;
   tp.samples = 16;
   tp.seq_len = 24;
   tp.steps = 40;
   tp.batch = 64;
-  std::shared_ptr<const drafters::MedusaHeads> heads = drafters::train_medusa_heads(*m, tp);
+  std::shared_ptr<const drafters::MedusaHeads> heads = train::train_medusa_heads(*m, tp);
   drafters::MedusaParams mp;
   mp.tree = "auto:8";
   const auto shape = drafters::resolve_medusa_tree(mp, *heads);

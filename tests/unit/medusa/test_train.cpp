@@ -9,21 +9,21 @@
 
 #include "common/test_util.h"
 #include "common/tiny_model.h"
-#include "drafters/medusa/medusa_backprop.h"
 #include "drafters/medusa/medusa_heads.h"
-#include "drafters/medusa/medusa_train.h"
 #include "medusa_test_util.h"
+#include "train/medusa_backprop.h"
+#include "train/medusa_train.h"
 
 using namespace treespec;
-using drafters::HeadTensors;
+using train::HeadTensors;
 
 namespace {
 
 double loss_at(const HeadTensors& p, int32_t E, int32_t V, const std::vector<float>& h, int64_t M,
-               const std::vector<int32_t>& tgt, const drafters::SoftTargets& soft, core::ThreadPool& pool) {
+               const std::vector<int32_t>& tgt, const train::SoftTargets& soft, core::ThreadPool& pool) {
   HeadTensors g = p.like(0.0f);
-  drafters::HeadScratch sc;
-  return drafters::head_forward_backward(p, E, V, h.data(), M, tgt.data(), soft, g, sc, pool);
+  train::HeadScratch sc;
+  return train::head_forward_backward(p, E, V, h.data(), M, tgt.data(), soft, g, sc, pool);
 }
 
 }  // namespace
@@ -51,10 +51,10 @@ TEST(MedusaTrain, GradientsMatchFiniteDifferences) {
   core::ThreadPool pool(2);
   for (float kl : {0.0f, 0.4f}) {
     SCOPED_TRACE(kl);
-    const drafters::SoftTargets soft{sid.data(), sp.data(), 2, kl};
+    const train::SoftTargets soft{sid.data(), sp.data(), 2, kl};
     HeadTensors g = p.like(0.0f);
-    drafters::HeadScratch sc;
-    drafters::head_forward_backward(p, E, V, h.data(), M, tgt.data(), soft, g, sc, pool);
+    train::HeadScratch sc;
+    train::head_forward_backward(p, E, V, h.data(), M, tgt.data(), soft, g, sc, pool);
     // Central differences on every parameter (f32 forward: tolerance accordingly).
     auto check = [&](std::vector<float>& param, const std::vector<float>& grad, const char* what) {
       for (size_t i = 0; i < param.size(); ++i) {
@@ -82,9 +82,9 @@ TEST(MedusaTrain, AdamStepsAgainstTheGradient) {
   p.out = {1.0f, -2.0f};
   HeadTensors g = p.like(0.0f);
   g.out = {0.5f, -0.5f};
-  drafters::AdamState st(p);
+  train::AdamState st(p);
   core::ThreadPool pool(1);
-  drafters::adam_update(p, g, st, 0.1f, 1, pool);
+  train::adam_update(p, g, st, 0.1f, 1, pool);
   // First bias-corrected Adam step moves each weight by lr against the gradient's sign.
   EXPECT_NEAR(p.out[0], 0.9f, 1e-5);
   EXPECT_NEAR(p.out[1], -1.9f, 1e-5);
@@ -95,7 +95,7 @@ TEST(MedusaTrain, DeterministicForASeedWhateverTheThreads) {
   const std::string path = dir + "/tiny.gguf";
   test::write_tiny_model(path, {});
   auto m = model::Model::load(path);
-  drafters::MedusaTrainParams p;
+  train::MedusaTrainParams p;
   p.n_heads = 2;
   p.samples = 6;
   p.seq_len = 24;
@@ -107,7 +107,7 @@ TEST(MedusaTrain, DeterministicForASeedWhateverTheThreads) {
   auto run = [&](uint64_t seed, int32_t threads) {
     p.seed = seed;
     p.n_threads = threads;
-    auto h = drafters::train_medusa_heads(*m, p);
+    auto h = train::train_medusa_heads(*m, p);
     const std::string out = dir + fmt::format("/h_{}_{}.gguf", seed, threads);
     h->write(out);
     return test::read_file(out);
@@ -119,7 +119,7 @@ TEST(MedusaTrain, DeterministicForASeedWhateverTheThreads) {
 }
 
 TEST(MedusaTrain, RejectsBadParameters) {
-  drafters::MedusaTrainParams p;
+  train::MedusaTrainParams p;
   p.n_heads = 0;
   EXPECT_THROW(p.validate(), InvalidArgument);
   p = {};

@@ -12,12 +12,12 @@
 
 #include "common/golden.h"
 #include "drafters/medusa/medusa_heads.h"
-#include "drafters/medusa/medusa_train.h"
 #include "drafters/propd/heads_file.h"
 #include "drafters/propd/prune_spec.h"
-#include "drafters/propd/prune_train.h"
 #include "engine/budget_controller.h"
 #include "model/model.h"
+#include "train/medusa_train.h"
+#include "train/prune_train.h"
 #include "unit/medusa/medusa_test_util.h"
 
 namespace treespec::test {
@@ -26,21 +26,21 @@ struct PropdStories {
   StoriesModel m;
   std::shared_ptr<drafters::MedusaHeads> heads;
   std::shared_ptr<drafters::PruneHeadSet> prune;
-  drafters::MedusaTrainReport report;
-  drafters::PruneTrainReport prune_report;
+  train::MedusaTrainReport report;
+  train::PruneTrainReport prune_report;
 };
 
 inline PropdStories train_propd_stories() {
   PropdStories ps;
   ps.m = load_stories();
-  drafters::MedusaTrainParams p = stories_training_for(ps.m);  // the Medusa tests' schedule
+  train::MedusaTrainParams p = stories_training_for(ps.m);  // the Medusa tests' schedule
   p.tap_layers = {2, 3, 4};
-  ps.heads = drafters::train_medusa_heads(*ps.m.model, p, &ps.report);
-  drafters::PruneTrainParams pp;
+  ps.heads = train::train_medusa_heads(*ps.m.model, p, &ps.report);
+  train::PruneTrainParams pp;
   pp.steps = 150;
   pp.batch = 128;
   core::ThreadPool pool(2);
-  ps.prune = drafters::train_prune_heads(*ps.m.model, ps.report.taps, pp, pool, &ps.prune_report);
+  ps.prune = train::train_prune_heads(*ps.m.model, ps.report.taps, pp, pool, &ps.prune_report);
   return ps;
 }
 

@@ -10,13 +10,13 @@
 #include "drafters/factory.h"
 #include "drafters/medusa/medusa_drafter.h"
 #include "drafters/medusa/medusa_heads.h"
-#include "drafters/propd/expand_heads.h"
 #include "drafters/propd/heads_file.h"
 #include "drafters/propd/propd_drafter.h"
 #include "engine/budget_controller.h"
 #include "gguf/gguf.h"
 #include "model/expand.h"
 #include "propd_test_util.h"
+#include "train/expand_heads.h"
 
 using namespace treespec;
 
@@ -25,7 +25,7 @@ TEST(ExpandHeads, WidenedHeadsGiveIdenticalLogitsOnThePaddedState) {
   const auto& ps = test::propd_stories();
   const int32_t n = ps.heads->n_embd(), V = ps.heads->n_vocab(), N = 4 * n, L = 22;
   const std::vector<int32_t> map = {2, 6, 11, 15, 19};  // docs/expand.md's 5 -> 22
-  const auto e = drafters::expand_heads(*ps.heads, ps.prune.get(), N, L, map, "fnv1a64:0123456789abcdef");
+  const auto e = train::expand_heads(*ps.heads, ps.prune.get(), N, L, map, "fnv1a64:0123456789abcdef");
   ASSERT_EQ(e.medusa->n_embd(), N);
   EXPECT_EQ(e.medusa->info().hidden_layer, L);
   EXPECT_EQ(e.medusa->info().base_output_hash, "fnv1a64:0123456789abcdef");
@@ -70,9 +70,9 @@ TEST(ExpandHeads, WidenedHeadsGiveIdenticalLogitsOnThePaddedState) {
   EXPECT_EQ(c.lens(20, 5), 1.0f);  // after the last real layer: the final state
   EXPECT_EQ(c.default_layer, c0.default_layer > 0 ? map[static_cast<size_t>(c0.default_layer - 1)] + 1 : 0);
   // Bad maps are refused.
-  EXPECT_THROW(drafters::expand_heads(*ps.heads, nullptr, N, L, {2, 6, 11}, "x"), InvalidArgument);
-  EXPECT_THROW(drafters::expand_heads(*ps.heads, nullptr, N, L, {2, 6, 6, 15, 19}, "x"), InvalidArgument);
-  EXPECT_THROW(drafters::expand_heads(*ps.heads, nullptr, n / 2, L, map, "x"), InvalidArgument);
+  EXPECT_THROW(train::expand_heads(*ps.heads, nullptr, N, L, {2, 6, 11}, "x"), InvalidArgument);
+  EXPECT_THROW(train::expand_heads(*ps.heads, nullptr, N, L, {2, 6, 6, 15, 19}, "x"), InvalidArgument);
+  EXPECT_THROW(train::expand_heads(*ps.heads, nullptr, n / 2, L, map, "x"), InvalidArgument);
 }
 
 namespace {

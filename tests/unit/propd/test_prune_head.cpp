@@ -24,7 +24,7 @@ TEST(PruneHead, UntrainedHeadIsTheLogitLens) {
   const auto m = model::Model::load(path);
   const int32_t E = m->hparams().n_embd, V = m->hparams().n_vocab;
   std::vector<float> out(static_cast<size_t>(V) * E);
-  for (int32_t v = 0; v < V; ++v) kernels::get_row(m->output(), v, out.data() + static_cast<size_t>(v) * E);
+  m->output().dequantize(out.data());
   auto init = drafters::PruneHead::from_f32(2, E, V, {std::vector<float>(static_cast<size_t>(E) * E, 0.0f)},
                                             {std::vector<float>(static_cast<size_t>(E), 0.0f)}, out);
   const auto lens = drafters::PruneHead::logit_lens(2);
@@ -39,7 +39,7 @@ TEST(PruneHead, UntrainedHeadIsTheLogitLens) {
   // Direct check of the lens: final norm then the output matrix.
   std::vector<float> xn(static_cast<size_t>(n) * E), c(static_cast<size_t>(n) * V);
   m->final_norm(x.data(), n, {}, xn.data());
-  kernels::matmul(m->output(), xn.data(), n, c.data(), nullptr);
+  m->output().apply(xn.data(), n, c.data(), nullptr);
   for (size_t i = 0; i < c.size(); ++i) ASSERT_FLOAT_EQ(b[i], c[i]) << i;
 }
 

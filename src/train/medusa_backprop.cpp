@@ -1,4 +1,4 @@
-#include "drafters/medusa/medusa_backprop.h"
+#include "train/medusa_backprop.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,9 @@
 #include "drafters/medusa/medusa_heads.h"
 #include "kernels/kernels.h"
 
-namespace treespec::drafters {
+namespace treespec::train {
+
+using drafters::block_silu;
 
 namespace {
 float silu_grad(float z) {
@@ -234,4 +236,4 @@ void adam_update(HeadTensors& p, const HeadTensors& g, AdamState& st, float lr, 
   adam_vec(p.out, g.out, st.m.out, st.v.out, lr, c1, c2, pool);
 }
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train

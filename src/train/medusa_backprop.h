@@ -14,7 +14,7 @@
 
 #include "core/thread_pool.h"
 
-namespace treespec::drafters {
+namespace treespec::train {
 
 // Parameters (or gradients, or Adam moments) of one head, all f32.
 struct HeadTensors {
@@ -54,4 +54,4 @@ struct AdamState {
 void adam_update(HeadTensors& params, const HeadTensors& grad, AdamState& st, float lr, int64_t t,
                  core::ThreadPool& pool);
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train

@@ -16,15 +16,15 @@
 #include <memory>
 #include <vector>
 
-#include "drafters/medusa/medusa_train.h"
 #include "drafters/propd/prune_head.h"
 #include "drafters/propd/prune_spec.h"
+#include "train/medusa_train.h"
 
 namespace treespec::model {
 class Model;
 }
 
-namespace treespec::drafters {
+namespace treespec::train {
 
 struct PruneTrainParams {
   int32_t steps = 1000;  // Adam steps per layer
@@ -35,7 +35,7 @@ struct PruneTrainParams {
   float soft_weight = 0.5f;  // weight of the final distribution's top entries (rest: its argmax)
   int32_t eval_top_k = 16;   // recall table width
   float recall_target = 0.98f;
-  int32_t default_k = kDefaultPruneK;
+  int32_t default_k = drafters::kDefaultPruneK;
   uint64_t seed = 1;
   void validate() const;  // InvalidArgument naming the flag
 };
@@ -52,13 +52,14 @@ struct PruneTrainReport {
 // Trains one head per tapped layer; the result carries the heads, the recall tables
 // (lens for every layer from taps.lens_hits, trained heads for their layers), the default
 // layer, and the model's identity (for check_fits).
-std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const PruneTaps& taps, const PruneTrainParams& p,
-                                                core::ThreadPool& pool, PruneTrainReport* report = nullptr,
-                                                const TrainProgressFn& progress = {});
+std::shared_ptr<drafters::PruneHeadSet> train_prune_heads(const model::Model& m, const PruneTaps& taps,
+                                                          const PruneTrainParams& p, core::ThreadPool& pool,
+                                                          PruneTrainReport* report = nullptr,
+                                                          const TrainProgressFn& progress = {});
 
 // Held-out recall of `head` on taps layer index ti: [top_k] cumulative, plus the mean
 // cross-entropy of the final argmax.
-std::vector<float> prune_head_recall(const model::Model& m, const PruneHead& head, const PruneTaps& taps, size_t ti,
-                                     int32_t top_k, core::ThreadPool& pool, double* loss = nullptr);
+std::vector<float> prune_head_recall(const model::Model& m, const drafters::PruneHead& head, const PruneTaps& taps,
+                                     size_t ti, int32_t top_k, core::ThreadPool& pool, double* loss = nullptr);
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train

@@ -28,18 +28,18 @@ namespace treespec::model {
 class Model;
 }
 
-namespace treespec::drafters {
+namespace treespec::train {
 
 struct ExpandedHeads {
-  std::shared_ptr<MedusaHeads> medusa;
-  std::shared_ptr<PruneHeadSet> prune;  // null if the source had none
+  std::shared_ptr<drafters::MedusaHeads> medusa;
+  std::shared_ptr<drafters::PruneHeadSet> prune;  // null if the source had none
 };
 
 // n_embd: the expanded width N (>= the heads' n); n_layer: the expanded depth;
 // real_layer_pos[l]: expanded index of source layer l (increasing, one per source layer);
 // output_hash: output_matrix_hash() of the expanded model. InvalidArgument on a mismatch.
-ExpandedHeads expand_heads(const MedusaHeads& medusa, const PruneHeadSet* prune, int32_t n_embd, int32_t n_layer,
-                           const std::vector<int32_t>& real_layer_pos, const std::string& output_hash,
+ExpandedHeads expand_heads(const drafters::MedusaHeads& medusa, const drafters::PruneHeadSet* prune, int32_t n_embd,
+                           int32_t n_layer, const std::vector<int32_t>& real_layer_pos, const std::string& output_hash,
                            uint64_t seed = 1);
 
 // Reads the heads file `in`, widens it for the expanded model `expanded` (its width, depth
@@ -47,4 +47,4 @@ ExpandedHeads expand_heads(const MedusaHeads& medusa, const PruneHeadSet* prune,
 void expand_heads_file(const std::string& in, const model::Model& expanded, const std::vector<int32_t>& real_layer_pos,
                        const std::string& out, uint64_t seed = 1);
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train

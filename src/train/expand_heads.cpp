@@ -1,4 +1,4 @@
-#include "drafters/propd/expand_heads.h"
+#include "train/expand_heads.h"
 
 #include <fmt/format.h>
 
@@ -10,15 +10,22 @@
 #include "model/model.h"
 #include "treespec/status.h"
 
-namespace treespec::drafters {
+namespace treespec::train {
+
+using drafters::MedusaHeads;
+using drafters::MedusaHeadsInfo;
+using drafters::output_matrix_hash;
+using drafters::PruneCalibration;
+using drafters::PruneHead;
+using drafters::PruneHeadSet;
+using drafters::write_heads_file;
 
 namespace {
 
-// Dequantised rows of a weight view: [n_out, n_in] f32.
-std::vector<float> rows_f32(const kernels::WeightView& w) {
-  std::vector<float> out(static_cast<size_t>(w.n_out) * static_cast<size_t>(w.n_in));
-  for (int64_t r = 0; r < w.n_out; ++r)
-    kernels::get_row(w, r, out.data() + static_cast<size_t>(r) * static_cast<size_t>(w.n_in));
+// Dequantised rows of a projection: [n_out, n_in] f32.
+std::vector<float> rows_f32(const model::Linear& w) {
+  std::vector<float> out(static_cast<size_t>(w.n_out()) * static_cast<size_t>(w.n_in()));
+  w.dequantize(out.data());
   return out;
 }
 
@@ -162,4 +169,4 @@ void expand_heads_file(const std::string& in, const model::Model& expanded, cons
   write_heads_file(out, *e.medusa, e.prune.get());
 }
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train

@@ -1,4 +1,4 @@
-#include "drafters/propd/prune_train.h"
+#include "train/prune_train.h"
 
 #include <fmt/format.h>
 
@@ -10,13 +10,18 @@
 #include "core/assert.h"
 #include "core/rng.h"
 #include "core/timer.h"
-#include "drafters/medusa/medusa_backprop.h"
 #include "drafters/medusa/medusa_heads.h"
 #include "model/model.h"
 #include "sampling/sampling.h"
+#include "train/medusa_backprop.h"
 #include "treespec/status.h"
 
-namespace treespec::drafters {
+namespace treespec::train {
+
+using drafters::output_matrix_hash;
+using drafters::PruneCalibration;
+using drafters::PruneHead;
+using drafters::PruneHeadSet;
 
 void PruneTrainParams::validate() const {
   auto bad = [](const std::string& msg) { throw InvalidArgument(msg); };
@@ -142,7 +147,7 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
   }
 
   std::vector<float> base_out(static_cast<size_t>(V) * E);
-  for (int32_t v = 0; v < V; ++v) kernels::get_row(m.output(), v, base_out.data() + static_cast<size_t>(v) * E);
+  m.output().dequantize(base_out.data());
   const bool soft = taps.kl_top > 0 && p.soft_weight > 0.0f;
   const int64_t M = p.batch;
   const int64_t warm = std::max<int64_t>(1, std::llround(p.warmup * static_cast<float>(p.steps)));
@@ -223,4 +228,4 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
   return set;
 }
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train

@@ -22,7 +22,7 @@ namespace treespec::model {
 class Model;
 }
 
-namespace treespec::drafters {
+namespace treespec::train {
 
 struct MedusaTrainParams {
   int32_t n_heads = 4;
@@ -45,7 +45,7 @@ struct MedusaTrainParams {
   uint64_t seed = 1;
   int32_t n_threads = 1;
   int32_t gen_batch = 32;  // sequences generated together in one forward pass
-  // ProPD prune heads (drafters/propd/prune_train.h): also record the final-normed
+  // ProPD prune heads (train/prune_train.h): also record the final-normed
   // residual after each of these layers (1..n_layer-1) at every position, and measure the
   // logit lens' recall of the final argmax after every layer on the held-out samples.
   std::vector<int32_t> tap_layers;
@@ -103,13 +103,13 @@ struct TrainProgress {
 };
 using TrainProgressFn = std::function<void(const TrainProgress&)>;
 
-std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const MedusaTrainParams& p,
-                                                MedusaTrainReport* report = nullptr,
-                                                const TrainProgressFn& progress = {});
+std::shared_ptr<drafters::MedusaHeads> train_medusa_heads(const model::Model& m, const MedusaTrainParams& p,
+                                                          MedusaTrainReport* report = nullptr,
+                                                          const TrainProgressFn& progress = {});
 
 // Held-out style evaluation of any heads on recorded hidden states h [n, n_embd] with
 // targets [n_heads, n] (-1 = no target): loss and top-k accuracy per head.
-MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n,
+MedusaEval evaluate_heads(const drafters::MedusaHeads& heads, const float* h, int64_t n,
                           const std::vector<std::vector<int32_t>>& targets, int32_t top_k, core::ThreadPool* pool);
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train

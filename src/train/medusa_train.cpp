@@ -1,6 +1,6 @@
-#include "drafters/medusa/medusa_train.h"
+#include "train/medusa_train.h"
 
-#include "drafters/medusa/medusa_backprop.h"
+#include "train/medusa_backprop.h"
 
 #include <fmt/format.h>
 
@@ -18,7 +18,10 @@
 #include "sampling/top_k.h"
 #include "treespec/status.h"
 
-namespace treespec::drafters {
+namespace treespec::train {
+
+using drafters::MedusaHeads;
+using drafters::MedusaHeadsInfo;
 
 void MedusaTrainParams::validate() const {
   auto bad = [](const std::string& msg) { throw InvalidArgument(msg); };
@@ -425,8 +428,7 @@ std::vector<HeadTensors> initial_head_params(const model::Model& m, int32_t K, i
   const int32_t E = m.hparams().n_embd, V = m.hparams().n_vocab;
   std::vector<HeadTensors> params(static_cast<size_t>(K));
   std::vector<float> base_out(static_cast<size_t>(V) * static_cast<size_t>(E));
-  for (int32_t v = 0; v < V; ++v)
-    kernels::get_row(m.output(), v, base_out.data() + static_cast<size_t>(v) * static_cast<size_t>(E));
+  m.output().dequantize(base_out.data());
   for (auto& hp : params) {
     hp.w.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E) * static_cast<size_t>(E), 0.0f));
     hp.b.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E), 0.0f));
@@ -590,4 +592,4 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
   return heads;
 }
 
-}  // namespace treespec::drafters
+}  // namespace treespec::train
