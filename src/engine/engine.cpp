@@ -333,14 +333,19 @@ void Engine::emit(Sequence& seq, std::span<const int32_t> tokens) {
 }
 
 double Engine::forward_trees(std::span<Sequence* const> seqs, std::span<const tree::TokenTree> trees) {
-  const auto& hp = model_.hparams();
-  const int32_t L = hp.n_layer;
   std::vector<const drafters::PruneSpec*> specs(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) specs[i] = &seqs[i]->drafter_->prune();
-  const std::vector<int32_t> layers = pruning_.plan(specs, trees, L);
-
+  const std::vector<int32_t> layers = pruning_.plan(specs, trees, model_.hparams().n_layer);
   batch_.clear();
   for (size_t i = 0; i < seqs.size(); ++i) batch_.add_tree(seqs[i]->slot_, kv_.n_past(seqs[i]->slot_), trees[i]);
+  return run_rows(layers, [&](int32_t l, float* x) {
+    pruning_.prune_at(l, model_, &ctx_.pool(), trees, batch_, x, next_batch_);
+  });
+}
+
+double Engine::run_rows(std::span<const int32_t> cuts, const std::function<void(int32_t, float*)>& cut) {
+  const auto& hp = model_.hparams();
+  const int32_t L = hp.n_layer;
   ctx_.reserve(batch_.n_rows(), params_.n_ctx);
   float* x = ctx_.x();
   model_.embed(batch_, x);
@@ -352,17 +357,17 @@ double Engine::forward_trees(std::span<Sequence* const> seqs, std::span<const tr
     row_layers += static_cast<double>(batch_.n_rows()) * (l - cur);
     cur = l;
   };
-  for (int32_t l : layers) {
+  for (int32_t l : cuts) {
     run_to(l);
-    pruning_.prune_at(l, model_, &ctx_.pool(), trees, batch_, x, next_batch_);
+    cut(l, x);
     std::swap(batch_, next_batch_);
   }
   run_to(L);
-  const int32_t n_late = batch_.n_rows();
-  logits_.reserve(static_cast<size_t>(n_late) * hp.n_vocab, "logits");
-  normed_.reserve(static_cast<size_t>(n_late) * hp.n_embd, "normed hidden states");
-  model_.final_norm(x, n_late, {}, normed_.data());
-  model_.lm_head(ctx_, normed_.data(), n_late, logits_.data());
+  const int32_t n_out = batch_.n_rows();
+  logits_.reserve(static_cast<size_t>(n_out) * hp.n_vocab, "logits");
+  normed_.reserve(static_cast<size_t>(n_out) * hp.n_embd, "normed hidden states");
+  model_.final_norm(x, n_out, {}, normed_.data());
+  model_.lm_head(ctx_, normed_.data(), n_out, logits_.data());
   return row_layers / std::max(1, L);
 }
 
@@ -596,13 +601,8 @@ double Engine::probe_step(int32_t n_seqs, int32_t n_nodes, int32_t n_ctx, int32_
   const double t0 = core::now_s();
   batch_.clear();
   for (int32_t s : slots) batch_.add_tree(s, n_ctx, t);
-  const int32_t n_rows = batch_.n_rows();
-  ctx_.reserve(n_rows, params_.n_ctx);
-  float* x = ctx_.x();
-  model_.embed(batch_, x);
-  Status st = model_.run_layers(ctx_, batch_, 0, prune ? prune_layer : L, x, kv_);
-  TREESPEC_ASSERT(st.ok(), "probe rows fit (checked)");
-  if (prune) {
+  const int32_t cuts[] = {prune_layer};
+  run_rows(std::span<const int32_t>(cuts, prune ? 1 : 0), [&](int32_t, float* x) {
     next_batch_.clear();
     for (int32_t s : slots) next_batch_.add_tree_rows(s, n_ctx, t, late);
     const int64_t E = hp.n_embd;
@@ -612,14 +612,7 @@ double Engine::probe_step(int32_t n_seqs, int32_t n_nodes, int32_t n_ctx, int32_
                      static_cast<size_t>(E) * sizeof(float));
       }
     }
-    st = model_.run_layers(ctx_, next_batch_, prune_layer, L, x, kv_);
-    TREESPEC_ASSERT(st.ok(), "probe rows fit (checked)");
-  }
-  const int32_t n_out = prune ? n_seqs * n_late : n_rows;
-  logits_.reserve(static_cast<size_t>(n_out) * hp.n_vocab, "logits");
-  normed_.reserve(static_cast<size_t>(n_out) * hp.n_embd, "normed hidden states");
-  model_.final_norm(x, n_out, {}, normed_.data());
-  model_.lm_head(ctx_, normed_.data(), n_out, logits_.data());
+  });
   const double dt = core::now_s() - t0;
   for (int32_t s : slots) kv_.clear(s);
   batch_.clear();

@@ -265,6 +265,12 @@ class Engine {
   // last layer, logits_/normed_ their outputs, and pruning_ what happened to sequence i.
   // Returns row-layers computed / n_layer.
   double forward_trees(std::span<Sequence* const> seqs, std::span<const tree::TokenTree> trees);
+  // The forward both forward_trees and probe_step run: embeds batch_, runs the layers,
+  // and after each layer of `cuts` (increasing) lets `cut(l, x)` write the surviving rows
+  // into next_batch_ (and move their hidden states in x), which then becomes batch_;
+  // final norm and LM head of the rows that reach the last layer into normed_/logits_.
+  // Returns row-layers computed / n_layer.
+  double run_rows(std::span<const int32_t> cuts, const std::function<void(int32_t, float*)>& cut);
 
   const model::Model& model_;
   EngineParams params_;

@@ -13,6 +13,7 @@
 #include "drafters/medusa/medusa_heads.h"
 #include "model/model.h"
 #include "sampling/sampling.h"
+#include "sampling/top_k.h"
 #include "train/medusa_backprop.h"
 #include "treespec/status.h"
 
@@ -43,11 +44,19 @@ void PruneTrainParams::validate() const {
 
 namespace {
 
-int32_t rank_in(const float* lg, int32_t n, int32_t target) {
-  const float v = lg[target];
-  int32_t rank = 0;
-  for (int32_t i = 0; i < n; ++i) rank += (lg[i] > v || (lg[i] == v && i < target)) ? 1 : 0;
-  return rank;
+// The lens table for every layer, from the generation pass (none if it kept no lens hits).
+void fill_lens_recall(const PruneTaps& taps, int32_t n_layer, int32_t K, PruneCalibration& c) {
+  if (taps.lens_rows <= 0 || taps.lens_top_k <= 0) return;
+  c.n_positions = taps.lens_rows;
+  c.lens_recall.assign(static_cast<size_t>(n_layer) * K, 0.0f);
+  for (int32_t l = 0; l < n_layer; ++l) {
+    int64_t acc = 0;
+    for (int32_t k = 0; k < K; ++k) {
+      if (k < taps.lens_top_k) acc += taps.lens_hits[static_cast<size_t>(l * taps.lens_top_k + k)];
+      c.lens_recall[static_cast<size_t>(l * K + k)] =
+          static_cast<float>(static_cast<double>(acc) / static_cast<double>(taps.lens_rows));
+    }
+  }
 }
 
 }  // namespace
@@ -74,7 +83,7 @@ std::vector<float> prune_head_recall(const model::Model& m, const PruneHead& hea
     for (int32_t i = 0; i < M; ++i) {
       const float* l = lg.data() + static_cast<size_t>(i) * V;
       const int32_t y = taps.argmax[static_cast<size_t>(rows[static_cast<size_t>(i)])];
-      const int32_t rk = rank_in(l, V, y);
+      const int32_t rk = sampling::rank_of(l, V, y);
       if (rk < top_k) ++hits[static_cast<size_t>(rk)];
       float mx = l[0];
       for (int32_t v = 1; v < V; ++v) mx = std::max(mx, l[v]);
@@ -132,19 +141,7 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
   c.n_positions = rep.heldout_rows;
   c.recall_target = p.recall_target;
   c.default_k = std::min(p.default_k, K);
-  // The lens table for every layer, from the generation pass.
-  if (taps.lens_rows > 0 && taps.lens_top_k > 0) {
-    c.n_positions = taps.lens_rows;
-    c.lens_recall.assign(static_cast<size_t>(hp.n_layer) * K, 0.0f);
-    for (int32_t l = 0; l < hp.n_layer; ++l) {
-      int64_t acc = 0;
-      for (int32_t k = 0; k < K; ++k) {
-        if (k < taps.lens_top_k) acc += taps.lens_hits[static_cast<size_t>(l * taps.lens_top_k + k)];
-        c.lens_recall[static_cast<size_t>(l * K + k)] =
-            static_cast<float>(static_cast<double>(acc) / static_cast<double>(taps.lens_rows));
-      }
-    }
-  }
+  fill_lens_recall(taps, hp.n_layer, K, c);
 
   std::vector<float> base_out(static_cast<size_t>(V) * E);
   m.output().dequantize(base_out.data());

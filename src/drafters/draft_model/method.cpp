@@ -8,8 +8,9 @@ namespace treespec::drafters {
 MethodInfo draft_method() {
   MethodInfo m;
   m.name = "draft";
-  m.summary = "a draft model with the target's vocabulary (-md), or a subset of the target's layers, drafts a chain "
-              "or tree";
+  m.summary =
+      "a draft model with the target's vocabulary (-md), or a subset of the target's layers, drafts a chain "
+      "or tree";
   m.auto_arm = AutoArm::warm_up;
   m.default_arm = [](const SpecConfig& c, const model::Model*) {
     const auto& p = c.params<DraftModelParams>();
@@ -17,7 +18,8 @@ MethodInfo draft_method() {
   };
   m.options = [](OptionSink& s, SpecConfig& c) {
     auto& d = c.params<DraftModelParams>();
-    OptionDesc md{"--model-draft,--draft-model", "draft: draft model GGUF with the target's vocabulary (llama.cpp -md)"};
+    OptionDesc md{"--model-draft,--draft-model",
+                  "draft: draft model GGUF with the target's vocabulary (llama.cpp -md)"};
     md.show_default = false;
     md.label = "-md/--model-draft";
     s.value(md, d.model_path);

@@ -14,8 +14,7 @@ MethodInfo medusa_method() {
   m.summary = "Medusa heads (trained with train-heads, or stored in the model file) draft a token tree";
   m.auto_arm = AutoArm::prefixes;
   m.default_arm = [](const SpecConfig& c, const model::Model* model) {
-    return !c.params<MedusaParams>().heads_path.empty() ||
-           (model != nullptr && MedusaHeads::present_in(model->gguf()));
+    return !c.params<MedusaParams>().heads_path.empty() || (model != nullptr && MedusaHeads::present_in(model->gguf()));
   };
   m.options = [](OptionSink& s, SpecConfig& c) {
     auto& p = c.params<MedusaParams>();
