@@ -1,6 +1,7 @@
 #include "engine/budget_controller.h"
 
 #include "engine/auto_policy.h"
+#include "engine/budget.h"
 
 #include <fmt/format.h>
 
@@ -548,7 +549,8 @@ std::unique_ptr<BudgetPolicy> make_budget_policy(const drafters::SpecConfig& cfg
   const drafters::BudgetRequest r = drafters::budget_request(cfg);
   using Kind = drafters::BudgetRequest::Kind;
   switch (r.kind) {
-    case Kind::own: return nullptr;
+    case Kind::own:  // each drafter's own size, split under the per-step cap if there is one
+      return step_budget > 0 ? std::make_unique<StepBudgetPolicy>(step_budget) : nullptr;
     case Kind::fixed: return std::make_unique<FixedBudgetPolicy>(r.nodes);
     case Kind::choose: {
       AutoPolicyParams ap;

@@ -197,7 +197,8 @@ class FixedBudgetPolicy final : public BudgetPolicy {
 };
 
 // The one place run, bench and serve get their tree-budget policy from a SpecConfig:
-// null when every drafter uses its own size (the default), a FixedBudgetPolicy for
+// when every drafter uses its own size (the default), null, or with a `step_budget` the
+// StepBudgetPolicy that splits it (the server's --step-budget); a FixedBudgetPolicy for
 // `--budget N`, a calibrated BudgetController for `--budget dynamic` (alias `auto`) and
 // for `--spec propd` unless `--propd-static-tree`, the AutoPolicy for `--spec auto`
 // (which takes no --budget). `step_budget` (> 0) caps the nodes of a whole step for the

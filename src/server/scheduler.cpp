@@ -88,9 +88,8 @@ Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok,
   if (cfg.max_queue < 0) throw InvalidArgument(fmt::format("--max-queue must be >= 0, got {}", cfg.max_queue));
   engine_.set_eog_ids(tok.eog_ids());
   // The policy run and bench use (--budget N / dynamic, propd's controller, --spec auto's
-  // choice), else each drafter's own size under the shared per-step budget.
+  // choice, or each drafter's own size under the per-step budget --step-budget).
   budget_ = engine::make_budget_policy(cfg_.spec, engine_, cfg.step_budget);
-  if (!budget_) budget_ = std::make_unique<engine::StepBudgetPolicy>(cfg.step_budget);
   engine_.set_budget_policy(budget_.get());
   // Build one drafter now so a bad --spec or drafter parameter fails at startup; and one
   // of each other method a request may ask for (a bad parameter of one the server does
