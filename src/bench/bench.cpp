@@ -535,7 +535,7 @@ class BenchSweep {
       std::vector<std::vector<int32_t>> few(prompts.begin(), prompts.begin() + batch);
       engine::SequenceParams wp = sp_;
       wp.n_predict = std::min(cfg_.n_predict, 16);
-      for (auto& c : cells) run_cell(eng, env, batch, c, few, wp, [](int64_t, std::vector<int32_t>) {});
+      for (auto& c : cells) run_cell(eng, env, batch, c, few, wp, [](int64_t, const std::vector<int32_t>&) {});
     }
     for (int32_t rep = 0; rep < cfg_.reps; ++rep) {
       for (size_t k = 0; k < cells.size(); ++k) {

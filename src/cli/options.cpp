@@ -188,6 +188,7 @@ namespace {
 
 std::string spec_list(const std::vector<std::string>& methods) {
   std::vector<std::string> s;
+  s.reserve(methods.size());
   for (const auto& m : methods) s.push_back("--spec " + m);
   return fmt::format("{}", fmt::join(s, " or "));
 }

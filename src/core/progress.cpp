@@ -57,7 +57,7 @@ void ProgressBar::finish() {
   drawn_ = false;
 }
 
-ProgressCounter::ProgressCounter(std::FILE* out, std::string phase, int64_t total, std::string unit)
+ProgressCounter::ProgressCounter(std::FILE* out, std::string phase, int64_t total, const std::string& unit)
     : bar_(out),
       phase_(std::move(phase)),
       detail_(unit.empty() ? "" : " " + unit),

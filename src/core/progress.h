@@ -41,7 +41,7 @@ class ProgressBar {
 // mean time per unit so far.
 class ProgressCounter {
  public:
-  ProgressCounter(std::FILE* out, std::string phase, int64_t total, std::string unit);
+  ProgressCounter(std::FILE* out, std::string phase, int64_t total, const std::string& unit);
   void advance(int64_t n);
   void finish() { bar_.finish(); }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/assert.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "treespec/status.h"

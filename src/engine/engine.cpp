@@ -33,9 +33,9 @@ nlohmann::json BudgetPolicy::stats_json() const { return nullptr; }
 Sequence::Sequence(std::vector<int32_t> prompt, SequenceParams params, std::unique_ptr<drafters::Drafter> drafter)
     : prompt_(std::move(prompt)),
       context_(prompt_),
-      params_(params),
+      params_(std::move(params)),
       drafter_(drafter ? std::move(drafter) : std::make_unique<drafters::NoneDrafter>()),
-      rng_(params.sampling.seed) {
+      rng_(params_.sampling.seed) {
   if (params_.grammar.grammar) gstate_ = grammar::State::initial(params_.grammar.grammar);
 }
 
@@ -288,8 +288,7 @@ bool Engine::evict_prefix() {
 }
 
 void Engine::reserve_roots(std::vector<Sequence*>& seqs) {
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    Sequence* s = seqs[i];
+  for (Sequence* s : seqs) {
     if (s->slot_ < 0) continue;  // preempted for an earlier sequence of this step
     while (kv_.reserve(s->slot_, 1).code() == StatusCode::kv_full) {
       if (evict_prefix()) continue;  // cached prefixes go before any running sequence

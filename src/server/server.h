@@ -18,6 +18,7 @@
 
 #include "drafters/factory.h"
 #include "sampling/sampling.h"
+#include "tensor/dtype.h"
 #include "verify/verify.h"
 
 namespace httplib {

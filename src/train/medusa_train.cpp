@@ -268,7 +268,7 @@ class TrainingTextWriter {
   }
 
   // Base distribution (temperature 1), its top entries renormalised.
-  void record_kl_targets(Sample& smp, const float* lg) {
+  void record_kl_targets(Sample& smp, const float* lg) const {
     float mx = lg[0];
     for (int32_t v = 1; v < V_; ++v) mx = std::max(mx, lg[v]);
     std::vector<int32_t> idx(static_cast<size_t>(kl_top_));
