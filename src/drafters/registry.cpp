@@ -26,6 +26,7 @@ TREESPEC_DRAFTER_METHODS(TREESPEC_DECLARE_METHOD)
 MethodInfo none_method() {
   MethodInfo m;
   m.name = "none";
+  m.per_request = true;
   m.summary = "plain decoding, one token per step";
   m.auto_arm = AutoArm::shadow;
   m.default_arm = [](const SpecConfig&, const model::Model*) { return true; };

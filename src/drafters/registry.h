@@ -63,6 +63,9 @@ struct MethodInfo {
   std::string name;
   std::string summary;  // one line for help texts
   AutoArm auto_arm = AutoArm::no;
+  // A server request may choose it ("spec") whatever the server runs: it needs nothing
+  // loaded at start (no heads file, no draft model).
+  bool per_request = false;
   // Among --spec auto's arms when --auto-arms is not given (default: never).
   std::function<bool(const SpecConfig&, const model::Model*)> default_arm;
   // Its flags, bound to cfg.params<...>() of `cfg`.

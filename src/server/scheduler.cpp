@@ -8,6 +8,7 @@
 #include "core/assert.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "drafters/registry.h"
 #include "tokenizer/text_stream.h"
 
 namespace treespec::server {
@@ -95,8 +96,9 @@ Scheduler::Scheduler(const model::Model& model, const tokenizer::Tokenizer& tok,
   // of each other method a request may ask for (a bad parameter of one the server does
   // not use leaves it out of request_methods(), naming why in the log).
   (void)drafters::make_drafter(cfg_.spec, drafters::DrafterEnv{&model_, tok_.eog_ids(), 0});
-  for (const std::string& m : drafters::spec_methods()) {
-    if (m != cfg_.spec.method && m != "none" && m != "lookup" && m != "lookahead" && m != "ptd") continue;
+  for (const drafters::MethodInfo& info : drafters::methods()) {
+    const std::string& m = info.name;
+    if (m != cfg_.spec.method && !info.per_request) continue;
     try {
       drafters::SpecConfig sc = cfg_.spec;
       sc.method = m;

@@ -131,10 +131,11 @@ class Scheduler {
   int32_t n_waiting() const;
   int32_t n_running() const;
   const SchedulerConfig& config() const { return cfg_; }
-  // The methods a request may choose (its "spec" field): the server's --spec, plain
-  // decoding and the training-free drafters (lookup, lookahead, ptd) with the server's
-  // parameters for them; methods that need files (heads, a draft model) or start-up
-  // calibration (auto) only when they are the server's. In spec_methods() order.
+  // The methods a request may choose (its "spec" field): the server's --spec and every
+  // method registered as per_request (plain decoding and the training-free drafters:
+  // lookup, lookahead, ptd) with the server's parameters for them; methods that need
+  // files (heads, a draft model) or start-up calibration (auto) only when they are the
+  // server's. In spec_methods() order.
   const std::vector<std::string>& request_methods() const { return request_methods_; }
   // Every slot's state after the last step (GET /slots).
   std::vector<SlotInfo> slots() const;

@@ -7,6 +7,7 @@ namespace treespec::drafters {
 MethodInfo lookahead_method() {
   MethodInfo m;
   m.name = "lookahead";
+  m.per_request = true;
   m.summary = "lookahead decoding: Jacobi iterations in a window feed an n-gram pool";
   m.options = [](OptionSink& s, SpecConfig& c) {
     auto& p = c.params<LookaheadParams>();

@@ -7,6 +7,7 @@ namespace treespec::drafters {
 MethodInfo lookup_method() {
   MethodInfo m;
   m.name = "lookup";
+  m.per_request = true;
   m.summary = "prompt lookup: continuations of the context's own n-grams, merged into a tree";
   m.auto_arm = AutoArm::shadow;
   m.default_arm = [](const SpecConfig&, const model::Model*) { return true; };

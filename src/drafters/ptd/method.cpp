@@ -8,6 +8,7 @@ namespace treespec::drafters {
 MethodInfo ptd_method() {
   MethodInfo m;
   m.name = "ptd";
+  m.per_request = true;
   m.summary = "progressive tree drafting: draft trees and a guess pool inside the target model (training-free)";
   m.auto_arm = AutoArm::trial;
   m.default_arm = [](const SpecConfig&, const model::Model*) { return true; };
