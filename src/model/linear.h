@@ -7,7 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
+#include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
@@ -44,6 +47,25 @@ class Linear {
 
  private:
   kernels::WeightView w_;
+};
+
+// An owned copy of some rows of a matrix, in the matrix's type, with the kernels' packed
+// tile layout where they have one (as the model packs its own weights): e.g. the rows of
+// the output matrix that a draft vocabulary keeps. Row i of linear() is row rows[i] of
+// the source; results are those of the source's rows, bit for bit. Movable, not copyable.
+class RowSubset {
+ public:
+  RowSubset() = default;
+  RowSubset(const Linear& src, std::span<const int32_t> rows);
+  RowSubset(RowSubset&&) = default;
+  RowSubset& operator=(RowSubset&&) = default;
+  const Linear& linear() const { return view_; }
+  bool empty() const { return view_.data() == nullptr; }
+
+ private:
+  std::vector<uint8_t> raw_;
+  core::AlignedBuffer<uint8_t> packed_;
+  Linear view_;
 };
 
 // dst[n] = n elements of `type` at src, dequantised (n a multiple of the type's block

@@ -91,6 +91,7 @@ ExpandedHeads expand_heads(const MedusaHeads& medusa, const PruneHeadSet* prune,
       std::copy(b.b.begin(), b.b.end(), bias.begin());
       bb[static_cast<size_t>(k)].push_back(std::move(bias));
     }
+    if (in.shared_output) continue;  // the expanded model's own output matrix serves them
     const auto o = rows_f32(hd.out);
     ow.push_back(widen(o, V, n, V, N, rng, rms(o)));
   }
@@ -139,10 +140,14 @@ ExpandedHeads expand_heads(const MedusaHeads& medusa, const PruneHeadSet* prune,
       std::copy(h.block(r).b.begin(), h.block(r).b.end(), bias.begin());
       hb.push_back(std::move(bias));
     }
-    const auto o = rows_f32(h.out());
     const int32_t nl = map_layer(l);
-    set->heads[nl] = PruneHead::from_f32(nl, n_embd, static_cast<int32_t>(V), std::move(hw), std::move(hb),
-                                         widen(o, V, n, V, N, rng, rms(o)));
+    std::vector<float> ow;  // shared heads: none, the expanded model's output serves them
+    if (!h.shared_output()) {
+      const auto o = rows_f32(h.out());
+      ow = widen(o, V, n, V, N, rng, rms(o));
+    }
+    set->heads[nl] =
+        PruneHead::from_f32(nl, n_embd, static_cast<int32_t>(V), std::move(hw), std::move(hb), std::move(ow));
     c.head_layers.push_back(nl);
     if (!c0.head_recall.empty()) {
       c.head_recall.insert(c.head_recall.end(), c0.head_recall.begin() + static_cast<std::ptrdiff_t>(i * c0.top_k),

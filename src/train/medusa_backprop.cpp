@@ -19,16 +19,21 @@ float silu_grad(float z) {
 }
 }  // namespace
 
+int32_t default_head_blocks(int32_t n_embd, bool own_output) {
+  return own_output ? 1 : std::clamp(512 / std::max(n_embd, 1), 1, 4);
+}
+
 HeadTensors HeadTensors::like(float value) const {
   HeadTensors t;
   for (const auto& x : w) t.w.emplace_back(x.size(), value);
   for (const auto& x : b) t.b.emplace_back(x.size(), value);
-  t.out.assign(out.size(), value);
+  t.out_frozen = out_frozen;
+  if (!out_frozen) t.out.assign(out.size(), value);
   return t;
 }
 
 size_t HeadTensors::n_params() const {
-  size_t n = out.size();
+  size_t n = out_frozen ? 0 : out.size();
   for (const auto& x : w) n += x.size();
   for (const auto& x : b) n += x.size();
   return n;
@@ -113,25 +118,26 @@ int64_t head_loss_and_logit_grad(int32_t V, int64_t M, const int32_t* target, co
   return n_valid;
 }
 
-// From G = sb.logits: grad.out and, when there are blocks, sb.dx = dL/dx_R.
+// From G = sb.logits: grad.out (unless frozen) and, when there are blocks, sb.dx = dL/dx_R.
 void head_output_backward(const HeadTensors& params, int32_t E, int32_t V, int64_t M, HeadTensors& grad,
                           HeadScratch& sb, core::ThreadPool& pool) {
   const auto R = static_cast<int32_t>(params.w.size());
   const float* G = sb.logits.data();  // [M, V]
   const float* xr = sb.x[static_cast<size_t>(R)].data();
   // dWout[v, :] = sum_m G[m, v] x_R[m, :]   (a task owns a block of vocab rows)
-  pool.parallel_for(V, 8, [&](int64_t b, int64_t e, int) {
-    for (int64_t v = b; v < e; ++v) {
-      float* gw = grad.out.data() + v * E;
-      std::fill(gw, gw + E, 0.0f);
-      for (int64_t m = 0; m < M; ++m) {
-        const float g = G[m * V + v];
-        if (g == 0.0f) continue;
-        const float* x = xr + m * E;
-        for (int32_t i = 0; i < E; ++i) gw[i] += g * x[i];
+  if (!params.out_frozen)
+    pool.parallel_for(V, 8, [&](int64_t b, int64_t e, int) {
+      for (int64_t v = b; v < e; ++v) {
+        float* gw = grad.out.data() + v * E;
+        std::fill(gw, gw + E, 0.0f);
+        for (int64_t m = 0; m < M; ++m) {
+          const float g = G[m * V + v];
+          if (g == 0.0f) continue;
+          const float* x = xr + m * E;
+          for (int32_t i = 0; i < E; ++i) gw[i] += g * x[i];
+        }
       }
-    }
-  });
+    });
   // dx_R[m, :] = sum_v G[m, v] Wout[v, :]   (only needed when there are blocks)
   if (R > 0) {
     const float* W = params.out.data();
@@ -201,7 +207,7 @@ double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, co
   TREESPEC_ASSERT(params.b.size() == params.w.size() && grad.w.size() == params.w.size() &&
                       grad.b.size() == params.b.size() &&
                       params.out.size() == static_cast<size_t>(V) * static_cast<size_t>(E) &&
-                      grad.out.size() == params.out.size(),
+                      grad.out.size() == (params.out_frozen ? 0 : params.out.size()),
                   "head_forward_backward: parameter and gradient shapes");
   head_forward(params, E, V, h, M, sb, pool);
   const int64_t n_valid = head_loss_and_logit_grad(V, M, target, soft, sb, pool);
@@ -233,7 +239,7 @@ void adam_update(HeadTensors& p, const HeadTensors& g, AdamState& st, float lr, 
     adam_vec(p.w[r], g.w[r], st.m.w[r], st.v.w[r], lr, c1, c2, pool);
     adam_vec(p.b[r], g.b[r], st.m.b[r], st.v.b[r], lr, c1, c2, pool);
   }
-  adam_vec(p.out, g.out, st.m.out, st.v.out, lr, c1, c2, pool);
+  if (!p.out_frozen) adam_vec(p.out, g.out, st.m.out, st.v.out, lr, c1, c2, pool);
 }
 
 }  // namespace treespec::train

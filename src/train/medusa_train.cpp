@@ -23,10 +23,24 @@ namespace treespec::train {
 using drafters::MedusaHeads;
 using drafters::MedusaHeadsInfo;
 
+int32_t MedusaTrainParams::blocks_for(int32_t n_embd) const {
+  return n_blocks >= 0 ? n_blocks : default_head_blocks(n_embd, own_output);
+}
+
+int32_t MedusaTrainParams::draft_vocab_for(int32_t n_vocab) const {
+  constexpr int32_t kAutoDraftVocab = 32768;
+  if (own_output) return 0;
+  const int32_t n = draft_vocab > 0 ? draft_vocab : kAutoDraftVocab;
+  return n >= n_vocab ? 0 : n;
+}
+
 void MedusaTrainParams::validate() const {
   auto bad = [](const std::string& msg) { throw InvalidArgument(msg); };
   if (n_heads < 1 || n_heads > 64) bad(fmt::format("--heads must be in 1..64, got {}", n_heads));
-  if (n_blocks < 0 || n_blocks > 64) bad(fmt::format("--blocks must be in 0..64, got {}", n_blocks));
+  if (draft_vocab < 0) bad(fmt::format("--draft-vocab must be at least 1 (or 0: auto), got {}", draft_vocab));
+  if (draft_vocab > 0 && own_output)
+    bad("--draft-vocab needs heads that share the model's output matrix (drop --own-lm-head)");
+  if (n_blocks < -1 || n_blocks > 64) bad(fmt::format("--blocks must be in 0..64 (or -1: auto), got {}", n_blocks));
   if (steps < 0 || steps > 10'000'000) bad(fmt::format("--steps must be in 0..10000000, got {}", steps));
   if (!(lr > 0.0f && lr < 1.0f)) bad(fmt::format("--lr must be in (0, 1), got {}", lr));
   if (!(warmup >= 0.0f && warmup < 1.0f)) bad(fmt::format("warm-up fraction must be in [0, 1), got {}", warmup));
@@ -308,7 +322,7 @@ std::shared_ptr<MedusaHeads> to_heads(const MedusaHeadsInfo& info, const std::ve
   for (const auto& hp : params) {
     bw.push_back(hp.w);
     bb.push_back(hp.b);
-    out.push_back(hp.out);
+    if (!info.shared_output) out.push_back(hp.out);
   }
   return MedusaHeads::from_f32(info, std::move(bw), std::move(bb), std::move(out));
 }
@@ -388,6 +402,23 @@ MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n,
 
 namespace {
 
+// The n most frequent token ids of the first n_train samples (ties: lower id), ascending.
+std::vector<int32_t> frequent_tokens(const std::vector<Sample>& samples, size_t n_train, int32_t V, int32_t n) {
+  std::vector<int64_t> count(static_cast<size_t>(V), 0);
+  for (size_t s = 0; s < n_train; ++s) {
+    for (int32_t t : samples[s].tokens) {
+      if (t >= 0 && t < V) ++count[static_cast<size_t>(t)];
+    }
+  }
+  std::vector<int32_t> ids(static_cast<size_t>(V));
+  for (int32_t i = 0; i < V; ++i) ids[static_cast<size_t>(i)] = i;
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](int32_t a, int32_t b) { return count[static_cast<size_t>(a)] > count[static_cast<size_t>(b)]; });
+  ids.resize(static_cast<size_t>(n));
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 // Training rows: (sample, t) for the first n_train samples where head 0 has a target.
 std::vector<std::pair<int32_t, int32_t>> medusa_training_rows(const std::vector<Sample>& samples, size_t n_train) {
   std::vector<std::pair<int32_t, int32_t>> rows;
@@ -423,8 +454,9 @@ void collect_prune_taps(PruneTaps& tp, std::vector<Sample>& samples, size_t n_tr
   for (auto& smp : samples) std::vector<std::vector<float>>().swap(smp.taps);
 }
 
-// K heads of R blocks: W, b zero; each vocab projection a copy of the base output matrix.
-std::vector<HeadTensors> initial_head_params(const model::Model& m, int32_t K, int32_t R) {
+// K heads of R blocks: W, b zero; each vocab projection a copy of the base output matrix
+// (frozen when the heads share it).
+std::vector<HeadTensors> initial_head_params(const model::Model& m, int32_t K, int32_t R, bool frozen_out) {
   const int32_t E = m.hparams().n_embd, V = m.hparams().n_vocab;
   std::vector<HeadTensors> params(static_cast<size_t>(K));
   std::vector<float> base_out(static_cast<size_t>(V) * static_cast<size_t>(E));
@@ -433,6 +465,7 @@ std::vector<HeadTensors> initial_head_params(const model::Model& m, int32_t K, i
     hp.w.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E) * static_cast<size_t>(E), 0.0f));
     hp.b.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E), 0.0f));
     hp.out = base_out;
+    hp.out_frozen = frozen_out;
   }
   return params;
 }
@@ -539,7 +572,7 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
                                                 MedusaTrainReport* report, const TrainProgressFn& progress) {
   p.validate();
   const auto& hpm = m.hparams();
-  const int32_t E = hpm.n_embd, V = hpm.n_vocab, K = p.n_heads, R = p.n_blocks;
+  const int32_t E = hpm.n_embd, V = hpm.n_vocab, K = p.n_heads, R = p.blocks_for(hpm.n_embd);
   if (p.eval_top_k > V)
     throw InvalidArgument(fmt::format("calibration top-k {} exceeds the vocabulary ({})", p.eval_top_k, V));
   MedusaTrainReport local;
@@ -565,21 +598,36 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
     throw InvalidArgument(
         "train-heads: the held-out samples have no positions to evaluate; raise --samples or --holdout");
 
-  // 2. Initialise: W, b zero; each vocab projection a copy of the base output matrix.
-  auto init = MedusaHeads::init_from_model(m, K, R);
+  // 2. Initialise: W, b zero; the vocab projection the base output matrix (shared and
+  // frozen, or a trained copy per head).
+  auto init = MedusaHeads::init_from_model(m, K, R, !p.own_output);
   MedusaHeadsInfo info = init->info();
   {
     const double t0 = core::now_s();
     rep.before = evaluate_heads(*init, eval.h.data(), eval.n, eval.target, p.eval_top_k, &pool);
     rep.eval_seconds += core::now_s() - t0;
   }
-  std::vector<HeadTensors> params = initial_head_params(m, K, R);
+  std::vector<HeadTensors> params = initial_head_params(m, K, R, !p.own_output);
 
   // 3. Adam on minibatches of random positions.
   run_head_adam(params, samples, rows, p, E, V, pool, progress, rep);
 
-  // 4. Held-out calibration.
+  // 4. Held-out calibration (over the whole vocabulary; the draft vocabulary, if any, is
+  // what the heads propose from at decode time).
+  if (const int32_t n = p.draft_vocab_for(V); n > 0) {
+    info.draft_vocab = frequent_tokens(samples, n_train, V, n);
+    int64_t in = 0, all = 0;
+    for (size_t s = n_train; s < samples.size(); ++s) {
+      for (int32_t t : samples[s].tokens) {
+        in += std::binary_search(info.draft_vocab.begin(), info.draft_vocab.end(), t) ? 1 : 0;
+        ++all;
+      }
+    }
+    rep.draft_vocab = n;
+    rep.draft_vocab_coverage = all > 0 ? static_cast<double>(in) / static_cast<double>(all) : 1.0;
+  }
   auto heads = to_heads(info, params);
+  heads->bind(m);
   {
     const double t0 = core::now_s();
     if (progress) progress({"eval", 0, eval.n, 0.0, 0.0, 0.0, 0.0});

@@ -26,7 +26,8 @@ namespace treespec::train {
 
 struct MedusaTrainParams {
   int32_t n_heads = 4;
-  int32_t n_blocks = 1;
+  int32_t n_blocks = -1;  // residual blocks per head; -1: default_head_blocks()
+  int32_t blocks_for(int32_t n_embd) const;
   int32_t steps = 2000;   // Adam steps (every head takes one per step)
   float lr = 1e-2f;       // peak learning rate (linear warm-up, cosine decay to 10%)
   float warmup = 0.05f;   // fraction of steps spent warming up
@@ -39,7 +40,16 @@ struct MedusaTrainParams {
   float kl_weight = 0.5f;   // 0 = pure cross-entropy on the sampled token; 1 = pure KL to the base distribution
   int32_t kl_top = 32;      // base distribution kept as its top entries (renormalised)
   int32_t eval_top_k = 10;  // calibration table width
-  std::vector<std::vector<int32_t>> prompts;  // token ids incl. BOS; empty = BOS alone
+  // false (default): the heads share the base model's output matrix, frozen; the file
+  // stores only their blocks. true: each head trains its own copy (Medusa-1, larger file,
+  // one vocab projection per head per step).
+  bool own_output = false;
+  // Shared heads draft from the N most frequent tokens of their training text (their
+  // rows of the output matrix only: MedusaHeadsInfo::draft_vocab). 0: the whole vocabulary
+  // up to 32,768 entries, else the 32,768 most frequent; N >= n_vocab: the whole.
+  int32_t draft_vocab = 0;
+  int32_t draft_vocab_for(int32_t n_vocab) const;  // 0 = the whole vocabulary
+  std::vector<std::vector<int32_t>> prompts;       // token ids incl. BOS; empty = BOS alone
   int32_t bos_id = 1;
   std::vector<int32_t> eog_ids;  // a sample ends after emitting one of these
   uint64_t seed = 1;
@@ -90,6 +100,9 @@ struct MedusaTrainReport {
   MedusaEval before;              // held-out, at initialisation
   MedusaEval after;               // held-out, trained
   PruneTaps taps;                 // filled when MedusaTrainParams::tap_layers is set
+  // With a draft vocabulary: its size, and the fraction of the held-out samples' tokens in it.
+  int32_t draft_vocab = 0;
+  double draft_vocab_coverage = 1.0;
 };
 
 struct TrainProgress {

@@ -24,6 +24,10 @@ using drafters::PruneCalibration;
 using drafters::PruneHead;
 using drafters::PruneHeadSet;
 
+int32_t PruneTrainParams::blocks_for(int32_t n_embd) const {
+  return n_blocks >= 0 ? n_blocks : default_head_blocks(n_embd, own_output);
+}
+
 void PruneTrainParams::validate() const {
   auto bad = [](const std::string& msg) { throw InvalidArgument(msg); };
   if (steps < 0 || steps > 10'000'000) bad(fmt::format("--prune-steps must be in 0..10000000, got {}", steps));
@@ -31,7 +35,8 @@ void PruneTrainParams::validate() const {
   if (!(warmup >= 0.0f && warmup < 1.0f))
     bad(fmt::format("prune head warm-up fraction must be in [0, 1), got {}", warmup));
   if (batch < 1 || batch > 65536) bad(fmt::format("prune head batch must be in 1..65536, got {}", batch));
-  if (n_blocks < 0 || n_blocks > 64) bad(fmt::format("prune head blocks must be in 0..64, got {}", n_blocks));
+  if (n_blocks < -1 || n_blocks > 64)
+    bad(fmt::format("prune head blocks must be in 0..64 (or -1: auto), got {}", n_blocks));
   if (!(soft_weight >= 0.0f && soft_weight <= 1.0f))
     bad(fmt::format("prune head soft-target weight must be in [0, 1], got {}", soft_weight));
   if (eval_top_k < 1 || eval_top_k > 1024)
@@ -115,7 +120,7 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
                                                 const TrainProgressFn& progress) {
   p.validate();
   const auto& hp = m.hparams();
-  const int32_t E = hp.n_embd, V = hp.n_vocab, R = p.n_blocks;
+  const int32_t E = hp.n_embd, V = hp.n_vocab, R = p.blocks_for(hp.n_embd);
   const int32_t K = std::min(p.eval_top_k, V);
   PruneTrainReport local;
   PruneTrainReport& rep = report ? *report : local;
@@ -157,6 +162,7 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
     params.w.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E) * E, 0.0f));
     params.b.assign(static_cast<size_t>(R), std::vector<float>(static_cast<size_t>(E), 0.0f));
     params.out = base_out;
+    params.out_frozen = !p.own_output;
     HeadTensors grad = params.like(0.0f);
     AdamState adam(params);
     HeadScratch scratch;
@@ -202,7 +208,8 @@ std::shared_ptr<PruneHeadSet> train_prune_heads(const model::Model& m, const Pru
                   el / (step + 1) * (p.steps - step - 1)});
       }
     }
-    auto head = PruneHead::from_f32(layer, E, V, std::move(params.w), std::move(params.b), std::move(params.out));
+    auto head = PruneHead::from_f32(layer, E, V, std::move(params.w), std::move(params.b),
+                                    p.own_output ? std::move(params.out) : std::vector<float>{});
     double loss1 = 0.0;
     const auto after = prune_head_recall(m, *head, taps, ti, K, pool, &loss1);
     rep.recall_after.insert(rep.recall_after.end(), after.begin(), after.end());

@@ -30,8 +30,12 @@ struct PruneTrainParams {
   int32_t steps = 1000;  // Adam steps per layer
   float lr = 1e-2f;
   float warmup = 0.05f;
-  int32_t batch = 256;       // positions per step
-  int32_t n_blocks = 1;      // residual blocks per head
+  int32_t batch = 256;    // positions per step
+  int32_t n_blocks = -1;  // residual blocks per head; -1: default_head_blocks()
+  // false (default): the heads' logits come from the model's output matrix, frozen (the
+  // file stores only their blocks); true: each trains its own copy (train-heads --own-lm-head).
+  bool own_output = false;
+  int32_t blocks_for(int32_t n_embd) const;
   float soft_weight = 0.5f;  // weight of the final distribution's top entries (rest: its argmax)
   int32_t eval_top_k = 16;   // recall table width
   float recall_target = 0.98f;

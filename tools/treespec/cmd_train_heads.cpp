@@ -103,14 +103,16 @@ int run(TrainArgs& a) {
   if (!a.prune_layers.empty()) {
     p.tap_layers = parse_prune_layers(a.prune_layers, model->hparams().n_layer);
     a.pp.seed = p.seed;
+    a.pp.own_output = p.own_output;
     p.tap_top_k = a.pp.eval_top_k;
     a.pp.validate();
   }
   p.validate();
   std::fprintf(stderr,
-               "train-heads: %s: %d heads x %d blocks, %d samples x %d tokens (%s), %d steps of %d positions, lr %g, "
-               "%d threads\n",
-               a.model.c_str(), p.n_heads, p.n_blocks, p.samples, p.seq_len,
+               "train-heads: %s: %d heads x %d blocks (%s vocab projection), %d samples x %d tokens (%s), %d steps of "
+               "%d positions, lr %g, %d threads\n",
+               a.model.c_str(), p.n_heads, p.blocks_for(model->hparams().n_embd), p.own_output ? "own" : "the model's",
+               p.samples, p.seq_len,
                p.prompts.empty() ? "from BOS" : fmt::format("{} prompts", p.prompts.size()).c_str(), p.steps, p.batch,
                static_cast<double>(p.lr), p.n_threads);
   core::ProgressBar bar(a.quiet ? nullptr : stderr);
@@ -133,6 +135,10 @@ int run(TrainArgs& a) {
       "generated %lld tokens in %.1f s; trained %d steps in %.1f s; evaluated %lld held-out positions (head 0)\n",
       static_cast<long long>(rep.generated_tokens), rep.gen_seconds, p.steps, rep.train_seconds,
       static_cast<long long>(rep.heldout_positions));
+  if (rep.draft_vocab > 0) {
+    std::printf("draft vocabulary: the %d most frequent tokens of the training text (%.2f%% of the held-out tokens)\n",
+                rep.draft_vocab, 100.0 * rep.draft_vocab_coverage);
+  }
   std::printf("calibration (held-out top-k accuracy; chance top-1 = %.4f):\n", 1.0 / model->hparams().n_vocab);
   std::string head = "head  loss(init)  loss  ";
   for (int32_t j = 1; j <= ev.top_k; ++j) head += fmt::format(" top-{:<2}", j);
@@ -190,7 +196,14 @@ std::function<int()> setup(CLI::App& sub) {
   sub.add_option("-o,--output", a->out, "heads file to write")->required();
   sub.add_option("--merged", a->merged, "also write a copy of the model with the heads inside");
   sub.add_option("--heads", p.n_heads, "number of heads K (head k predicts k + 2 ahead)")->capture_default_str();
-  sub.add_option("--blocks", p.n_blocks, "residual SiLU blocks per head")->capture_default_str();
+  sub.add_option("--blocks", p.n_blocks,
+                 "residual SiLU blocks per head (default: 1 with --own-lm-head; else 512 / embedding width, 1..4)");
+  sub.add_flag("--own-lm-head", p.own_output,
+               "each head trains its own copy of the vocab projection (Medusa-1; default: the heads share the "
+               "model's output matrix and the file holds only their blocks)");
+  sub.add_option("--draft-vocab", p.draft_vocab,
+                 "shared heads draft from the N most frequent tokens of the training text (default: the whole "
+                 "vocabulary up to 32768 entries, else 32768)");
   sub.add_option("--steps", p.steps, "Adam steps")->capture_default_str();
   sub.add_option("--lr", p.lr, "peak learning rate (warm-up, cosine decay to 10%)")->capture_default_str();
   sub.add_option("--batch", p.batch, "positions per step")->capture_default_str();
@@ -211,7 +224,7 @@ std::function<int()> setup(CLI::App& sub) {
                  "recall at every layer");
   sub.add_option("--prune-steps", a->pp.steps, "prune heads: Adam steps per layer")->capture_default_str();
   sub.add_option("--prune-lr", a->pp.lr, "prune heads: peak learning rate")->capture_default_str();
-  sub.add_option("--prune-blocks", a->pp.n_blocks, "prune heads: residual blocks")->capture_default_str();
+  sub.add_option("--prune-blocks", a->pp.n_blocks, "prune heads: residual blocks (default as --blocks)");
   sub.add_option("--prune-soft", a->pp.soft_weight, "prune heads: weight of the final distribution (rest: its argmax)")
       ->capture_default_str();
   sub.add_option("--prune-k", a->pp.default_k, "prune heads: k of the default-layer rule")->capture_default_str();

@@ -32,20 +32,24 @@ void MedusaParams::validate() const {
 MedusaCandidates::MedusaCandidates(std::shared_ptr<const MedusaHeads> heads, int32_t top_k, core::ThreadPool* pool)
     : heads_(std::move(heads)), top_k_(top_k), pool_(pool) {
   TREESPEC_ASSERT(heads_ != nullptr, "MedusaCandidates: heads required");
-  if (top_k < 1 || top_k > heads_->n_vocab()) {
+  if (top_k < 1 || top_k > heads_->n_draft()) {
     throw InvalidArgument(
-        fmt::format("medusa: {} candidates per head, but the vocabulary has {} tokens", top_k, heads_->n_vocab()));
+        fmt::format("medusa: {} candidates per head, but the heads draft from {} tokens", top_k, heads_->n_draft()));
   }
   ids_.assign(static_cast<size_t>(heads_->n_heads()) * static_cast<size_t>(top_k), 0);
-  work_.resize(2 * static_cast<size_t>(heads_->n_embd()));
-  logits_.resize(static_cast<size_t>(heads_->n_vocab()));
+  const auto K = static_cast<size_t>(heads_->n_heads());
+  work_.resize((K + 1) * static_cast<size_t>(heads_->n_embd()));
+  logits_.resize(K * static_cast<size_t>(heads_->n_draft()));
 }
 
 void MedusaCandidates::compute(const float* h) {
+  heads_->forward_all(h, work_.data(), logits_.data(), pool_);
+  const auto D = static_cast<size_t>(heads_->n_draft());
   for (int32_t k = 0; k < heads_->n_heads(); ++k) {
-    heads_->forward(k, h, 1, work_.data(), logits_.data(), pool_);
-    sampling::top_k_ids(logits_.data(), heads_->n_vocab(), top_k_,
-                        ids_.data() + static_cast<size_t>(k) * static_cast<size_t>(top_k_));
+    int32_t* ids = ids_.data() + static_cast<size_t>(k) * static_cast<size_t>(top_k_);
+    sampling::top_k_ids(logits_.data() + static_cast<size_t>(k) * D, heads_->n_draft(), top_k_, ids);
+    // Columns to token ids (ascending, so ties still go to the lower id).
+    for (int32_t j = 0; j < top_k_; ++j) ids[j] = heads_->draft_token(ids[j]);
   }
 }
 
@@ -156,7 +160,7 @@ std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, cons
   }
   std::lock_guard<std::mutex> lock(mu);
   if (auto h = cache[key].lock()) return h;
-  std::shared_ptr<const MedusaHeads> h;
+  std::shared_ptr<MedusaHeads> h;
   if (p.heads_path.empty()) {
     if (!MedusaHeads::present_in(m.gguf())) {
       throw InvalidArgument(
@@ -168,7 +172,7 @@ std::shared_ptr<const MedusaHeads> load_medusa_heads(const MedusaParams& p, cons
   } else {
     h = MedusaHeads::load(p.heads_path);
   }
-  h->check_fits(m);
+  h->bind(m);
   cache[key] = h;
   return h;
 }

@@ -61,8 +61,8 @@ class MedusaCandidates {
   int32_t top_k_;
   core::ThreadPool* pool_;
   std::vector<int32_t> ids_;   // [n_heads, top_k]
-  std::vector<float> work_;    // [2 * n_embd]
-  std::vector<float> logits_;  // [n_vocab]
+  std::vector<float> work_;    // [(n_heads + 1) * n_embd]
+  std::vector<float> logits_;  // [n_heads, n_draft]
 };
 
 // The tree for one step: node i of `shape` takes token cand.top(depth - 1)[rank]; at most

@@ -24,6 +24,8 @@ const char* kKeyEmbd = "medusa.embedding_length";
 const char* kKeyVocab = "medusa.vocab_size";
 const char* kKeyLayer = "medusa.hidden_layer";
 const char* kKeySource = "medusa.hidden_source";
+const char* kKeyOutput = "medusa.output";  // "base" (shared output matrix) or "own"
+const char* kKeyDraftVocab = "medusa.draft_vocab";
 const char* kKeyBaseName = "medusa.base.name";
 const char* kKeyBaseLayers = "medusa.base.block_count";
 const char* kKeyBaseHash = "medusa.base.output_hash";
@@ -69,7 +71,8 @@ std::string output_matrix_hash(const model::Model& m) {
   return fmt::format("fnv1a64:{:016x}", fnv1a64_words(static_cast<const uint8_t*>(w.data()), n));
 }
 
-std::shared_ptr<MedusaHeads> MedusaHeads::init_from_model(const model::Model& m, int32_t n_heads, int32_t n_blocks) {
+std::shared_ptr<MedusaHeads> MedusaHeads::init_from_model(const model::Model& m, int32_t n_heads, int32_t n_blocks,
+                                                          bool shared_output) {
   const auto& hp = m.hparams();
   if (n_heads < 1 || n_heads > kMaxHeads)
     throw InvalidArgument(fmt::format("number of Medusa heads must be in 1..{}, got {}", kMaxHeads, n_heads));
@@ -84,16 +87,22 @@ std::shared_ptr<MedusaHeads> MedusaHeads::init_from_model(const model::Model& m,
   info.base_name = hp.name;
   info.base_n_layer = hp.n_layer;
   info.base_output_hash = output_matrix_hash(m);
+  info.shared_output = shared_output;
   const size_t E = static_cast<size_t>(hp.n_embd), V = static_cast<size_t>(hp.n_vocab);
-  std::vector<float> base_out(V * E);
-  m.output().dequantize(base_out.data());
   std::vector<std::vector<std::vector<float>>> bw(static_cast<size_t>(n_heads)), bb(static_cast<size_t>(n_heads));
-  std::vector<std::vector<float>> out(static_cast<size_t>(n_heads), base_out);
+  std::vector<std::vector<float>> out;
+  if (!shared_output) {
+    std::vector<float> base_out(V * E);
+    m.output().dequantize(base_out.data());
+    out.assign(static_cast<size_t>(n_heads), base_out);
+  }
   for (int32_t k = 0; k < n_heads; ++k) {
     bw[static_cast<size_t>(k)].assign(static_cast<size_t>(n_blocks), std::vector<float>(E * E, 0.0f));
     bb[static_cast<size_t>(k)].assign(static_cast<size_t>(n_blocks), std::vector<float>(E, 0.0f));
   }
-  return from_f32(std::move(info), std::move(bw), std::move(bb), std::move(out));
+  auto h = from_f32(std::move(info), std::move(bw), std::move(bb), std::move(out));
+  if (shared_output) h->bind(m);
+  return h;
 }
 
 std::shared_ptr<MedusaHeads> MedusaHeads::from_f32(MedusaHeadsInfo info,
@@ -103,8 +112,8 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_f32(MedusaHeadsInfo info,
   std::shared_ptr<MedusaHeads> h(new MedusaHeads());
   const int64_t E = info.n_embd, V = info.n_vocab;
   TREESPEC_ASSERT(block_w.size() == static_cast<size_t>(info.n_heads) && block_b.size() == block_w.size() &&
-                      out_w.size() == block_w.size(),
-                  "MedusaHeads::from_f32: one entry per head");
+                      out_w.size() == (info.shared_output ? 0 : block_w.size()),
+                  "MedusaHeads::from_f32: one entry per head (no vocab projection when shared)");
   h->source_ = "<trained>";
   h->heads_.resize(static_cast<size_t>(info.n_heads));
   for (int32_t k = 0; k < info.n_heads; ++k) {
@@ -121,6 +130,7 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_f32(MedusaHeadsInfo info,
       hd.blocks.push_back(
           Block{model::Linear::f32(h->owned_.back().data(), E, E), std::move(bb[static_cast<size_t>(r)])});
     }
+    if (info.shared_output) continue;
     TREESPEC_ASSERT(out_w[static_cast<size_t>(k)].size() == static_cast<size_t>(V * E), "from_f32: output shape");
     h->owned_.push_back(std::move(out_w[static_cast<size_t>(k)]));
     hd.out = model::Linear::f32(h->owned_.back().data(), E, V);
@@ -129,7 +139,7 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_f32(MedusaHeadsInfo info,
   size_t o = 0;
   for (auto& hd : h->heads_) {
     for (auto& b : hd.blocks) b.w = model::Linear::f32(h->owned_[o++].data(), E, E);
-    hd.out = model::Linear::f32(h->owned_[o++].data(), E, V);
+    if (!info.shared_output) hd.out = model::Linear::f32(h->owned_[o++].data(), E, V);
   }
   h->info_ = std::move(info);
   return h;
@@ -160,6 +170,26 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_gguf(std::shared_ptr<const gguf::
   if (src != "final_norm") {
     throw Unsupported(
         fmt::format("{}: heads read hidden state '{}'; treespec's Medusa heads read only 'final_norm'", path, src));
+  }
+  const std::string output = f.get_string(kKeyOutput, "own");  // files before the key: own projections
+  if (output != "own" && output != "base") {
+    throw FormatError(fmt::format("{}: metadata key '{}' = '{}' (expected 'base': the model's output matrix, or 'own')",
+                                  path, kKeyOutput, output));
+  }
+  in.shared_output = output == "base";
+  if (f.has(kKeyDraftVocab)) {
+    const auto ids = f.get_int_array(kKeyDraftVocab);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= in.n_vocab || (i > 0 && ids[i] <= ids[i - 1])) {
+        throw FormatError(fmt::format("{}: metadata key '{}' item {} = {} is not an ascending token id below {}", path,
+                                      kKeyDraftVocab, i, ids[i], in.n_vocab));
+      }
+      in.draft_vocab.push_back(static_cast<int32_t>(ids[i]));
+    }
+    if (!in.shared_output && !in.draft_vocab.empty()) {
+      throw FormatError(fmt::format("{}: metadata key '{}' needs heads that share the model's output ('{}' = 'base')",
+                                    path, kKeyDraftVocab, kKeyOutput));
+    }
   }
   in.base_name = f.get_string(kKeyBaseName, "");
   in.base_n_layer = bounded(f, kKeyBaseLayers, 1, 4096);
@@ -214,6 +244,7 @@ std::shared_ptr<MedusaHeads> MedusaHeads::from_gguf(std::shared_ptr<const gguf::
       model::to_f32(tb.type, tb.data, b.b.data(), E);
       hd.blocks.push_back(std::move(b));
     }
+    if (in.shared_output) continue;
     const auto& to = tensor(medusa_output_name(k), {E, V});
     hd.out = model::Linear::typed(to.data, to.type, E, V);
   }
@@ -248,21 +279,57 @@ void MedusaHeads::check_fits(const model::Model& m, const std::string& model_pat
   }
 }
 
-void MedusaHeads::forward(int32_t k, const float* h, int64_t M, float* work, float* logits,
-                          core::ThreadPool* pool) const {
-  TREESPEC_ASSERT(k >= 0 && k < n_heads(), "MedusaHeads::forward: head index out of range");
-  const Head& hd = heads_[static_cast<size_t>(k)];
-  const int64_t E = info_.n_embd;
-  float* x = work;          // [M, E]
-  float* z = work + M * E;  // [M, E]
-  std::memcpy(x, h, static_cast<size_t>(M * E) * sizeof(float));
-  for (const Block& b : hd.blocks) {
+void MedusaHeads::bind(const model::Model& m, const std::string& model_path) {
+  check_fits(m, model_path);
+  if (info_.shared_output) bind_output(m.output());
+}
+
+void MedusaHeads::bind_output(const model::Linear& out) {
+  TREESPEC_ASSERT(out.n_in() == info_.n_embd && out.n_out() == info_.n_vocab, "MedusaHeads: output matrix shape");
+  base_out_ = out;
+  if (!info_.draft_vocab.empty()) draft_out_ = model::RowSubset(out, info_.draft_vocab);
+}
+
+const model::Linear& MedusaHeads::output(int32_t k) const {
+  TREESPEC_ASSERT(k >= 0 && k < n_heads(), "MedusaHeads: head index out of range");
+  if (!info_.shared_output) return heads_[static_cast<size_t>(k)].out;
+  TREESPEC_ASSERT(base_out_.data() != nullptr, "MedusaHeads: heads sharing the base output used before bind(model)");
+  return base_out_;
+}
+
+namespace {
+// x [M, E] <- the head's residual blocks applied to x; z [M, E] scratch.
+void run_blocks(const std::vector<MedusaHeads::Block>& blocks, float* x, float* z, int64_t M, int64_t E,
+                core::ThreadPool* pool) {
+  for (const MedusaHeads::Block& b : blocks) {
     b.w.apply(x, M, z, pool);
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t i = 0; i < E; ++i) x[m * E + i] += block_silu(z[m * E + i] + b.b[static_cast<size_t>(i)]);
     }
   }
-  hd.out.apply(x, M, logits, pool);
+}
+}  // namespace
+
+void MedusaHeads::forward(int32_t k, const float* h, int64_t M, float* work, float* logits,
+                          core::ThreadPool* pool) const {
+  const model::Linear& out = output(k);
+  const int64_t E = info_.n_embd;
+  float* x = work;  // [M, E]
+  std::memcpy(x, h, static_cast<size_t>(M * E) * sizeof(float));
+  run_blocks(heads_[static_cast<size_t>(k)].blocks, x, work + M * E, M, E, pool);
+  out.apply(x, M, logits, pool);
+}
+
+void MedusaHeads::forward_all(const float* h, float* work, float* logits, core::ThreadPool* pool) const {
+  const int64_t E = info_.n_embd, V = info_.n_vocab, K = info_.n_heads;
+  float* z = work + K * E;  // [E]
+  for (int64_t k = 0; k < K; ++k) {
+    float* x = work + k * E;
+    std::memcpy(x, h, static_cast<size_t>(E) * sizeof(float));
+    run_blocks(heads_[static_cast<size_t>(k)].blocks, x, z, 1, E, pool);
+    if (!info_.shared_output) output(static_cast<int32_t>(k)).apply(x, 1, logits + k * V, pool);
+  }
+  if (info_.shared_output) (draft_out_.empty() ? output(0) : draft_out_.linear()).apply(work, K, logits, pool);
 }
 
 void MedusaHeads::add_to(gguf::GgufWriter& w) const {
@@ -273,6 +340,8 @@ void MedusaHeads::add_to(gguf::GgufWriter& w) const {
   w.set(kKeyVocab, Value::u32(static_cast<uint32_t>(info_.n_vocab)));
   w.set(kKeyLayer, Value::u32(static_cast<uint32_t>(info_.hidden_layer)));
   w.set(kKeySource, Value::string("final_norm"));
+  w.set(kKeyOutput, Value::string(info_.shared_output ? "base" : "own"));
+  if (!info_.draft_vocab.empty()) w.set(kKeyDraftVocab, Value::i32_array(info_.draft_vocab));
   w.set(kKeyBaseName, Value::string(info_.base_name));
   w.set(kKeyBaseLayers, Value::u32(static_cast<uint32_t>(info_.base_n_layer)));
   w.set(kKeyBaseHash, Value::string(info_.base_output_hash));
@@ -297,7 +366,7 @@ void MedusaHeads::add_to(gguf::GgufWriter& w) const {
       w.add_tensor(medusa_block_bias_name(k, r), tensor::DType::f32, {info_.n_embd}, b.b.data(),
                    b.b.size() * sizeof(float));
     }
-    add(medusa_output_name(k), hd.out);
+    if (!info_.shared_output) add(medusa_output_name(k), hd.out);
   }
 }
 

@@ -26,6 +26,7 @@ const char* kPropdPositions = "propd.calibration.positions";
 const char* kPropdLensRecall = "propd.calibration.lens_recall";
 const char* kPropdHeadLayers = "propd.prune.layers";
 const char* kPropdHeadBlocks = "propd.prune.block_count";
+const char* kPropdHeadOutput = "propd.prune.output";  // "base" (the model's output matrix) or "own"
 const char* kPropdHeadRecall = "propd.calibration.head_recall";
 const char* kPropdTarget = "propd.prune.recall_target";
 const char* kPropdDefaultK = "propd.prune.default_k";
@@ -81,6 +82,7 @@ std::shared_ptr<PruneHead> PruneHead::from_f32(int32_t layer, int32_t n_embd, in
     h->owned_.push_back(std::move(block_w[r]));
     h->blocks_.push_back(Block{model::Linear::f32(h->owned_.back().data(), E, E), std::move(block_b[r])});
   }
+  if (out_w.empty()) return h;  // shared: the model's output matrix
   TREESPEC_ASSERT(out_w.size() == static_cast<size_t>(V * E), "PruneHead::from_f32: projection shape");
   h->owned_.push_back(std::move(out_w));
   h->out_ = model::Linear::f32(h->owned_.back().data(), E, V);
@@ -98,7 +100,7 @@ void PruneHead::logits(const model::Model& m, const float* x, int32_t n, float* 
 void PruneHead::logits_normed(const model::Model& m, const float* hin, int32_t n, float* work, float* logits,
                               core::ThreadPool* pool) const {
   const int64_t E = lens_ ? m.hparams().n_embd : n_embd_;
-  const model::Linear out = lens_ ? m.output() : out_;
+  const model::Linear out = shared_output() ? m.output() : out_;
   if (blocks_.empty()) {  // the lens, or a head without blocks: only the projection
     out.apply(hin, n, logits, pool);
     return;
@@ -190,6 +192,13 @@ std::shared_ptr<PruneHeadSet> PruneHeadSet::from_gguf(std::shared_ptr<const gguf
   if (f.has(kPropdHeadLayers)) {
     const int32_t n_blocks = propd_bounded(f, kPropdHeadBlocks, 0, 64);
     const auto layers = f.get_int_array(kPropdHeadLayers);
+    const std::string output = f.get_string(kPropdHeadOutput, "own");  // files before the key: own projections
+    if (output != "own" && output != "base") {
+      throw FormatError(
+          fmt::format("{}: metadata key '{}' = '{}' (expected 'base': the model's output matrix, or 'own')", path,
+                      kPropdHeadOutput, output));
+    }
+    const bool shared = output == "base";
     if (c.top_k > 0 && !c.head_recall.empty() && c.head_recall.size() != layers.size() * static_cast<size_t>(c.top_k)) {
       throw FormatError(fmt::format("{}: metadata key '{}' has {} values, expected {} layers x top-{}", path,
                                     kPropdHeadRecall, c.head_recall.size(), layers.size(), c.top_k));
@@ -231,8 +240,10 @@ std::shared_ptr<PruneHeadSet> PruneHeadSet::from_gguf(std::shared_ptr<const gguf
         model::to_f32(tb.type, tb.data, b.b.data(), E);
         h->blocks_.push_back(std::move(b));
       }
-      const auto& to = tensor(prune_output_name(layer), {E, V});
-      h->out_ = model::Linear::typed(to.data, to.type, E, V);
+      if (!shared) {
+        const auto& to = tensor(prune_output_name(layer), {E, V});
+        h->out_ = model::Linear::typed(to.data, to.type, E, V);
+      }
       h->file_ = file;
       s->heads[layer] = std::move(h);
       c.head_layers.push_back(layer);
@@ -290,10 +301,13 @@ void PruneHeadSet::add_to(gguf::GgufWriter& w) const {
     const auto& h = heads.at(l);
     TREESPEC_ASSERT(!h->is_lens(), "PruneHeadSet: only trained heads are stored");
     TREESPEC_ASSERT(n_blocks < 0 || n_blocks == h->n_blocks(), "PruneHeadSet: every head has the same block count");
+    TREESPEC_ASSERT(l == layers.front() || h->shared_output() == heads.at(layers.front())->shared_output(),
+                    "PruneHeadSet: every head shares the output matrix or none does");
     n_blocks = h->n_blocks();
   }
   w.set(kPropdHeadLayers, Value::i32_array(layers));
   w.set(kPropdHeadBlocks, Value::u32(static_cast<uint32_t>(n_blocks)));
+  w.set(kPropdHeadOutput, Value::string(heads.at(layers.front())->shared_output() ? "base" : "own"));
   auto add = [&](const std::string& name, const model::Linear& v) {
     w.add_tensor(name, v.type(), {v.n_in(), v.n_out()}, v.data(), static_cast<size_t>(v.bytes()));
   };
@@ -305,7 +319,7 @@ void PruneHeadSet::add_to(gguf::GgufWriter& w) const {
       w.add_tensor(prune_block_bias_name(l, r), tensor::DType::f32, {static_cast<int64_t>(b.size())}, b.data(),
                    b.size() * sizeof(float));
     }
-    add(prune_output_name(l), h->out());
+    if (!h->shared_output()) add(prune_output_name(l), h->out());
   }
 }
 

@@ -47,7 +47,9 @@ class PruneHead final : public PruneScorer {
   // The logit lens after `layer` layers: final norm + the model's output matrix (one
   // shared instance per layer).
   static std::shared_ptr<const PruneHead> logit_lens(int32_t layer);
-  // A trained head from f32 parameters: blocks (W [E*E], b [E]) and projection [V*E].
+  // A trained head from f32 parameters: blocks (W [E*E], b [E]) and projection [V*E], or
+  // no projection (out_w empty): the head's logits come from the model's own output
+  // matrix, like the lens' (what train-heads writes: propd.prune.output = "base").
   static std::shared_ptr<PruneHead> from_f32(int32_t layer, int32_t n_embd, int32_t n_vocab,
                                              std::vector<std::vector<float>> block_w,
                                              std::vector<std::vector<float>> block_b, std::vector<float> out_w);
@@ -56,7 +58,8 @@ class PruneHead final : public PruneScorer {
   bool is_lens() const { return lens_; }
   int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
   const Block& block(int32_t r) const { return blocks_[static_cast<size_t>(r)]; }
-  const model::Linear& out() const { return out_; }  // unset for the lens
+  const model::Linear& out() const { return out_; }  // unset for the lens and shared heads
+  bool shared_output() const { return out_.data() == nullptr; }
   int32_t n_embd() const { return n_embd_; }
   int32_t n_vocab() const { return n_vocab_; }
 

@@ -42,6 +42,45 @@ inline std::shared_ptr<drafters::MedusaHeads> random_heads(const model::Model& m
   return drafters::MedusaHeads::from_f32(base->info(), std::move(bw), std::move(bb), std::move(out));
 }
 
+// New heads with h's blocks (dequantised to f32), `info` and vocab projections `out`.
+inline std::shared_ptr<drafters::MedusaHeads> with_blocks_of(const drafters::MedusaHeads& h,
+                                                             drafters::MedusaHeadsInfo info,
+                                                             std::vector<std::vector<float>> out) {
+  const auto E = static_cast<size_t>(h.n_embd());
+  std::vector<std::vector<std::vector<float>>> bw(static_cast<size_t>(h.n_heads())), bb(bw.size());
+  for (int32_t k = 0; k < h.n_heads(); ++k) {
+    for (const auto& b : h.head(k).blocks) {
+      std::vector<float> w(E * E);
+      b.w.dequantize(w.data());
+      bw[static_cast<size_t>(k)].push_back(std::move(w));
+      bb[static_cast<size_t>(k)].push_back(b.b);
+    }
+  }
+  return drafters::MedusaHeads::from_f32(std::move(info), std::move(bw), std::move(bb), std::move(out));
+}
+
+// The same heads with a copy of the output matrix as each head's own vocab projection
+// (the pre-sharing file layout): logits equal to `h`'s up to the output's quantisation.
+inline std::shared_ptr<drafters::MedusaHeads> with_own_output(const drafters::MedusaHeads& h, const model::Model& m) {
+  drafters::MedusaHeadsInfo info = h.info();
+  info.shared_output = false;
+  info.draft_vocab.clear();
+  std::vector<float> base(static_cast<size_t>(h.n_vocab()) * static_cast<size_t>(h.n_embd()));
+  m.output().dequantize(base.data());
+  return with_blocks_of(h, std::move(info), std::vector<std::vector<float>>(static_cast<size_t>(h.n_heads()), base));
+}
+
+// Shared-output heads with h's blocks that draft only from `ids` (ascending), bound to m.
+inline std::shared_ptr<drafters::MedusaHeads> with_draft_vocab(const drafters::MedusaHeads& h, const model::Model& m,
+                                                               std::vector<int32_t> ids) {
+  drafters::MedusaHeadsInfo info = h.info();
+  info.shared_output = true;
+  info.draft_vocab = std::move(ids);
+  auto out = with_blocks_of(h, std::move(info), {});
+  out->bind(m);
+  return out;
+}
+
 // A made-up calibration table (top-k accuracy rising linearly), so auto:N trees can be
 // built for heads that were never evaluated.
 inline void set_flat_calibration(drafters::MedusaHeads& h) {
@@ -105,6 +144,7 @@ inline const TrainedStories& trained_stories() {
       ts.m = load_stories();
       ts.params = stories_training_for(ts.m);
       ts.heads = drafters::MedusaHeads::load(path);
+      ts.heads->bind(*ts.m.model);
       return;
     }
     ts = train_stories();

@@ -41,11 +41,11 @@ std::string error_of(const std::function<void()>& f) {
 
 // Copies a GGUF file, dropping one tensor and overriding metadata.
 void rewrite(const std::string& src, const std::string& dst, const std::string& drop_tensor,
-             const std::vector<std::pair<std::string, gguf::Value>>& set = {}) {
+             const std::vector<std::pair<std::string, gguf::Value>>& set = {}, const std::string& drop_key = "") {
   auto f = gguf::GgufFile::open(src);
   gguf::GgufWriter w;
   for (const auto& [k, v] : f->metadata()) {
-    if (k != "general.alignment") w.set(k, v);
+    if (k != "general.alignment" && k != drop_key) w.set(k, v);
   }
   for (const auto& [k, v] : set) w.set(k, v);
   for (const auto& t : f->tensors()) {
@@ -101,6 +101,103 @@ TEST(MedusaHeadsFile, RoundTrip) {
   const std::string path2 = dir + "/heads2.gguf";
   g->write(path2);
   EXPECT_EQ(test::read_file(path), test::read_file(path2));
+}
+
+// Heads that share the model's output matrix (what train-heads writes): the file holds
+// only their blocks and medusa.output = "base"; bound to the model, their logits are the
+// model's output matrix applied to the blocks' result, and forward_all gives every head's
+// logits in one call, bit for bit those of forward(k).
+TEST(MedusaHeadsFile, SharedOutputHeadsStoreOnlyBlocks) {
+  const std::string dir = test::temp_dir();
+  auto m = tiny(dir, "a");
+  auto own = test::random_heads(*m, 3, 2, 11, 0.5f);
+  const int32_t E = m->hparams().n_embd, V = m->hparams().n_vocab;
+  std::vector<std::vector<std::vector<float>>> bw(3), bb(3);
+  for (int32_t k = 0; k < 3; ++k) {
+    for (const auto& b : own->head(k).blocks) {
+      std::vector<float> w(static_cast<size_t>(E) * E);
+      b.w.dequantize(w.data());
+      bw[static_cast<size_t>(k)].push_back(w);
+      bb[static_cast<size_t>(k)].push_back(b.b);
+    }
+  }
+  drafters::MedusaHeadsInfo info = own->info();
+  info.shared_output = true;
+  auto h = MedusaHeads::from_f32(info, bw, bb, {});
+  EXPECT_FALSE(h->bound());
+  h->bind(*m);
+  ASSERT_TRUE(h->bound());
+  const std::string path = dir + "/shared.gguf";
+  h->write(path);
+  const std::string own_path = dir + "/own.gguf";
+  own->write(own_path);
+  EXPECT_LT(test::read_file(path).size() + static_cast<size_t>(3) * V * E * sizeof(float) / 2,
+            test::read_file(own_path).size());
+  auto f = gguf::GgufFile::open(path);
+  EXPECT_EQ(f->get_string("medusa.output"), "base");
+  EXPECT_EQ(f->find_tensor("medusa.0.output.weight"), nullptr);
+  auto g = MedusaHeads::load(path);
+  EXPECT_TRUE(g->info().shared_output);
+  EXPECT_FALSE(g->bound());
+  g->bind(*m);
+
+  std::vector<float> x(static_cast<size_t>(E));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3f * static_cast<float>(i));
+  std::vector<float> work(4 * static_cast<size_t>(E)), all(3 * static_cast<size_t>(V));
+  for (const MedusaHeads* hh : {h.get(), g.get(), own.get()}) {
+    hh->forward_all(x.data(), work.data(), all.data(), nullptr);
+    for (int32_t k = 0; k < 3; ++k) {
+      const auto one = head_logits(*hh, k, x);
+      EXPECT_EQ(0, std::memcmp(one.data(), all.data() + static_cast<size_t>(k) * V, one.size() * sizeof(float)))
+          << "head " << k;
+    }
+  }
+  // Shared head k = the model's own output on the blocks' result: with the same blocks,
+  // the own heads' logits differ (their projections are random), the shared ones' are
+  // those of the base output matrix.
+  std::vector<float> xk = x, z(static_cast<size_t>(E)), ref(static_cast<size_t>(V));
+  for (const auto& b : g->head(1).blocks) {
+    b.w.apply(xk.data(), 1, z.data(), nullptr);
+    for (int32_t i = 0; i < E; ++i)
+      xk[static_cast<size_t>(i)] += drafters::block_silu(z[static_cast<size_t>(i)] + b.b[static_cast<size_t>(i)]);
+  }
+  m->output().apply(xk.data(), 1, ref.data(), nullptr);
+  EXPECT_EQ(head_logits(*g, 1, x), ref);
+  EXPECT_NE(head_logits(*own, 1, x), ref);
+
+  // Files from before the key (no medusa.output) are heads with their own projections.
+  const std::string old = dir + "/old.gguf";
+  rewrite(own_path, old, "", {}, "medusa.output");
+  ASSERT_FALSE(gguf::GgufFile::open(old)->has("medusa.output"));
+  auto o = MedusaHeads::load(old);
+  EXPECT_FALSE(o->info().shared_output);
+  EXPECT_EQ(head_logits(*o, 2, x), head_logits(*own, 2, x));
+  // An unknown value is refused, naming the key.
+  const std::string bad = dir + "/bad.gguf";
+  rewrite(path, bad, "", {{"medusa.output", gguf::Value::string("lm_head")}});
+  std::string msg = error_of([&] { MedusaHeads::load(bad); });
+  EXPECT_NE(msg.find("medusa.output"), std::string::npos) << msg;
+
+  // A draft vocabulary round-trips; one that is not ascending, out of range, or on heads
+  // with their own projections is refused, naming the key.
+  const std::string dv = dir + "/dv.gguf";
+  rewrite(path, dv, "", {{"medusa.draft_vocab", gguf::Value::i32_array({0, 3, 5, V - 1})}});
+  auto d = MedusaHeads::load(dv);
+  EXPECT_EQ(d->info().draft_vocab, (std::vector<int32_t>{0, 3, 5, V - 1}));
+  d->bind(*m);
+  EXPECT_EQ(d->n_draft(), 4);
+  EXPECT_EQ(d->draft_token(3), V - 1);
+  const std::string dv2 = dir + "/dv2.gguf";
+  d->write(dv2);
+  EXPECT_EQ(MedusaHeads::load(dv2)->info().draft_vocab, d->info().draft_vocab);
+  for (const auto& ids : {std::vector<int32_t>{3, 1}, std::vector<int32_t>{1, V}}) {
+    rewrite(path, bad, "", {{"medusa.draft_vocab", gguf::Value::i32_array(ids)}});
+    msg = error_of([&] { MedusaHeads::load(bad); });
+    EXPECT_NE(msg.find("medusa.draft_vocab"), std::string::npos) << msg;
+  }
+  rewrite(own_path, bad, "", {{"medusa.draft_vocab", gguf::Value::i32_array({1, 2})}});
+  msg = error_of([&] { MedusaHeads::load(bad); });
+  EXPECT_NE(msg.find("medusa.draft_vocab"), std::string::npos) << msg;
 }
 
 TEST(MedusaHeadsFile, InitialHeadsAreTheBaseHead) {

@@ -50,6 +50,39 @@ TEST(MedusaDecode, TrainedHeadsMatchPlainGreedy) {
   EXPECT_GT(st63.rows_per_step(), 50.0);  // really 64-node trees (the first step of each prompt has 1 row)
 }
 
+// Heads that draft from part of the vocabulary (the rows of the output matrix a draft
+// vocabulary keeps): they propose only those tokens, and the output is plain greedy's.
+TEST(MedusaDecode, DraftVocabularyHeadsMatchPlainGreedy) {
+  TREESPEC_REQUIRE_SHARED();
+  const auto& ts = test::trained_stories();
+  std::vector<int32_t> ids;
+  for (int32_t t = 0; t < ts.heads->n_vocab(); ++t) {
+    if (t % 3 != 1) ids.push_back(t);
+  }
+  const auto heads = test::with_draft_vocab(*ts.heads, *ts.m.model, ids);
+  ASSERT_EQ(heads->n_draft(), static_cast<int32_t>(ids.size()));
+  // Column i of forward_all is token ids[i]: the full head's logit there, bit for bit.
+  const int32_t E = heads->n_embd(), V = heads->n_vocab(), K = heads->n_heads(), D = heads->n_draft();
+  std::vector<float> h(static_cast<size_t>(E)), work(static_cast<size_t>(K + 1) * E), all(static_cast<size_t>(K) * D),
+      one(static_cast<size_t>(V));
+  for (int32_t i = 0; i < E; ++i) h[static_cast<size_t>(i)] = std::sin(0.7f * static_cast<float>(i));
+  heads->forward_all(h.data(), work.data(), all.data(), nullptr);
+  for (int32_t k = 0; k < K; ++k) {
+    heads->forward(k, h.data(), 1, work.data(), one.data(), nullptr);
+    for (int32_t i = 0; i < D; ++i)
+      ASSERT_EQ(all[static_cast<size_t>(k * D + i)], one[static_cast<size_t>(ids[static_cast<size_t>(i)])]);
+  }
+  drafters::MedusaCandidates cand(heads, 10, nullptr);
+  cand.compute(h.data());
+  for (int32_t k = 0; k < K; ++k) {
+    for (int32_t t : cand.top(k)) EXPECT_NE(t % 3, 1) << "head " << k << " proposed token " << t;
+  }
+  MedusaParams p;
+  p.tree = "auto:16";
+  const auto st = test::expect_goldens(ts.m, maker(heads, p), 2);
+  EXPECT_GT(st.mean_accepted_length(), 1.2);
+}
+
 TEST(MedusaDecode, RandomHeadsStillMatchPlainGreedy) {
   TREESPEC_REQUIRE_SHARED();
   const auto m = test::load_stories();

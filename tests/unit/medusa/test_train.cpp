@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -74,6 +75,22 @@ TEST(MedusaTrain, GradientsMatchFiniteDifferences) {
       check(p.b[static_cast<size_t>(r)], g.b[static_cast<size_t>(r)], "b");
     }
     check(p.out, g.out, "out");
+    // The same head with its vocab projection frozen (heads that share the model's output):
+    // no gradient or Adam moments for it, the same block gradients bit for bit, and an
+    // Adam step leaves it as it was.
+    HeadTensors pf = p;
+    pf.out_frozen = true;
+    HeadTensors gf = pf.like(0.0f);
+    EXPECT_TRUE(gf.out.empty());
+    EXPECT_EQ(pf.n_params(), p.n_params() - p.out.size());
+    train::HeadScratch sf;
+    train::head_forward_backward(pf, E, V, h.data(), M, tgt.data(), soft, gf, sf, pool);
+    EXPECT_EQ(gf.w, g.w);
+    EXPECT_EQ(gf.b, g.b);
+    train::AdamState st(pf);
+    train::adam_update(pf, gf, st, 0.1f, 1, pool);
+    EXPECT_EQ(pf.out, p.out);
+    EXPECT_NE(pf.w, p.w);
   }
 }
 
@@ -180,6 +197,20 @@ TEST(MedusaTrain, CommandLine) {
   auto h = drafters::MedusaHeads::load(heads);
   EXPECT_EQ(h->n_heads(), 2);
   EXPECT_TRUE(h->info().has_calibration());
+  EXPECT_TRUE(h->info().shared_output);  // the default: blocks only, the model's output matrix
+  ASSERT_EQ(test::run_command(cmd + " --own-lm-head --blocks 1 2>&1", &out), 0) << out;
+  EXPECT_NE(out.find("own vocab projection"), std::string::npos) << out;
+  h = drafters::MedusaHeads::load(heads);
+  EXPECT_FALSE(h->info().shared_output);
+  EXPECT_EQ(h->n_blocks(), 1);
+  // A draft vocabulary of the 16 most frequent tokens of the training text.
+  ASSERT_EQ(test::run_command(cmd + " --draft-vocab 16", &out), 0) << out;
+  EXPECT_NE(out.find("draft vocabulary: the 16 most frequent tokens"), std::string::npos) << out;
+  h = drafters::MedusaHeads::load(heads);
+  ASSERT_EQ(h->info().draft_vocab.size(), 16u);
+  EXPECT_TRUE(std::is_sorted(h->info().draft_vocab.begin(), h->info().draft_vocab.end()));
+  EXPECT_NE(test::run_command(cmd + " --draft-vocab 16 --own-lm-head 2>&1", &out), 0);
+  EXPECT_NE(out.find("--draft-vocab"), std::string::npos) << out;
   auto mm = model::Model::load(merged);
   EXPECT_TRUE(drafters::MedusaHeads::present_in(mm->gguf()));
   // Bad flags fail with a message naming the flag.

@@ -55,6 +55,7 @@ inline const PropdStories& propd_stories() {
     if (std::filesystem::exists(path)) {
       ps.m = load_stories();
       ps.heads = drafters::MedusaHeads::load(path);
+      ps.heads->bind(*ps.m.model);
       ps.prune = std::make_shared<drafters::PruneHeadSet>(*drafters::load_prune_heads(path, *ps.m.model));
       return;
     }

@@ -5,6 +5,7 @@
 // expanded model equal plain greedy.
 #include <gtest/gtest.h>
 
+#include "../medusa/medusa_test_util.h"
 #include "common/golden.h"
 #include "common/test_util.h"
 #include "drafters/factory.h"
@@ -25,7 +26,24 @@ TEST(ExpandHeads, WidenedHeadsGiveIdenticalLogitsOnThePaddedState) {
   const auto& ps = test::propd_stories();
   const int32_t n = ps.heads->n_embd(), V = ps.heads->n_vocab(), N = 4 * n, L = 22;
   const std::vector<int32_t> map = {2, 6, 11, 15, 19};  // docs/expand.md's 5 -> 22
-  const auto e = train::expand_heads(*ps.heads, ps.prune.get(), N, L, map, "fnv1a64:0123456789abcdef");
+  // Heads with their own vocab projections (files from before the shared output; shared
+  // heads on a real expansion: ExpandHeads.Cli... below), so the widening of those is
+  // checked too.
+  const auto own = test::with_own_output(*ps.heads, *ps.m.model);
+  auto own_prune = std::make_shared<drafters::PruneHeadSet>(*ps.prune);
+  for (auto& [l, ph] : own_prune->heads) {
+    std::vector<std::vector<float>> w, b;
+    for (int32_t r = 0; r < ph->n_blocks(); ++r) {
+      w.emplace_back(static_cast<size_t>(n) * n);
+      ph->block(r).w.dequantize(w.back().data());
+      b.push_back(ph->block(r).b);
+    }
+    std::vector<float> o(static_cast<size_t>(V) * n);
+    ps.m.model->output().dequantize(o.data());
+    ph = drafters::PruneHead::from_f32(l, n, V, std::move(w), std::move(b), std::move(o));
+  }
+  const auto e = train::expand_heads(*own, own_prune.get(), N, L, map, "fnv1a64:0123456789abcdef");
+  EXPECT_FALSE(e.medusa->info().shared_output);
   ASSERT_EQ(e.medusa->n_embd(), N);
   EXPECT_EQ(e.medusa->info().hidden_layer, L);
   EXPECT_EQ(e.medusa->info().base_output_hash, "fnv1a64:0123456789abcdef");
@@ -39,7 +57,7 @@ TEST(ExpandHeads, WidenedHeadsGiveIdenticalLogitsOnThePaddedState) {
   }
   std::vector<float> work(2 * static_cast<size_t>(M) * N), a(static_cast<size_t>(M) * V), b(a.size());
   for (int32_t k = 0; k < ps.heads->n_heads(); ++k) {
-    ps.heads->forward(k, h.data(), M, work.data(), a.data(), nullptr);
+    own->forward(k, h.data(), M, work.data(), a.data(), nullptr);
     e.medusa->forward(k, hp.data(), M, work.data(), b.data(), nullptr);
     for (size_t i = 0; i < a.size(); ++i)
       ASSERT_NEAR(a[i], b[i], 1e-5f * (1.0f + std::abs(a[i]))) << "head " << k << " logit " << i;
@@ -48,7 +66,8 @@ TEST(ExpandHeads, WidenedHeadsGiveIdenticalLogitsOnThePaddedState) {
   ASSERT_NE(e.prune, nullptr);
   EXPECT_EQ(e.prune->calib.head_layers, (std::vector<int32_t>{7, 12, 16}));  // source 2, 3, 4
   for (const auto& [src_l, nl] : std::vector<std::pair<int32_t, int32_t>>{{2, 7}, {3, 12}, {4, 16}}) {
-    const auto& hs = *ps.prune->heads.at(src_l);
+    const auto& hs = *own_prune->heads.at(src_l);
+    EXPECT_TRUE(ps.prune->heads.at(src_l)->shared_output());  // what train-heads writes
     const auto& he = *e.prune->heads.at(nl);
     EXPECT_EQ(he.layer(), nl);
     hs.logits_normed(*ps.m.model, h.data(), M, work.data(), a.data(), nullptr);
@@ -122,7 +141,8 @@ TEST(ExpandHeads, CliWidenedHeadsOnAnExpandedModelMatchTheSourceAndKeepGreedyOut
 
   const auto m = model::Model::load(big);
   const auto eh = drafters::MedusaHeads::load(dir + "/he.gguf");
-  eh->check_fits(*m, big);
+  eh->bind(*m, big);
+  EXPECT_TRUE(eh->info().shared_output);  // the expanded model's own output matrix serves them
   const auto ep =
       drafters::PruneHeadSet::from_gguf(std::shared_ptr<const gguf::GgufFile>(gguf::GgufFile::open(dir + "/he.gguf")));
   const std::vector<int32_t> map = {0, 2, 4, 6, 8};
