@@ -5,6 +5,8 @@
 //   BM_HeadsShared/vocab:V/blocks:T: the heads' blocks (T = 0: f32 as `expand` writes
 //     them, 1: q8_0 after `treespec quantize`), then all 4 heads' logits in one call of the
 //     model's Q8_0 output matrix [V, 2048] (MedusaHeads::forward_all, shared output).
+//   BM_HeadsDraftVocab/vocab:V/draft:D: shared heads (q8_0 blocks) with a draft vocabulary
+//     of D tokens: the output matrix's D rows, copied at bind (model::RowSubset).
 //   BM_HeadsOwnF32/vocab:V: the same f32 blocks, each head with its own f32 projection
 //     [V, 2048] (the layout before the shared output; 32,000 only: 1 GiB of projections).
 //   BM_LmHead/vocab:V: the Q8_0 output matrix on one row: what a decode step of a model
@@ -50,7 +52,7 @@ const model::Linear& q8_output(int32_t V) {
   return made.back().second;
 }
 
-std::shared_ptr<drafters::MedusaHeads> make_heads(int32_t V, bool shared, bool q8_blocks) {
+std::shared_ptr<drafters::MedusaHeads> make_heads(int32_t V, bool shared, bool q8_blocks, int32_t draft = 0) {
   drafters::MedusaHeadsInfo info;
   info.n_heads = kHeads;
   info.n_blocks = 1;
@@ -59,6 +61,7 @@ std::shared_ptr<drafters::MedusaHeads> make_heads(int32_t V, bool shared, bool q
   info.hidden_layer = info.base_n_layer = 22;
   info.base_output_hash = "fnv1a64:0000000000000000";
   info.shared_output = shared;
+  for (int32_t i = 0; i < draft; ++i) info.draft_vocab.push_back(i * (V / draft));
   std::vector<std::vector<std::vector<float>>> bw(kHeads), bb(kHeads);
   std::vector<std::vector<float>> out;
   for (int32_t k = 0; k < kHeads; ++k) {
@@ -94,6 +97,11 @@ void BM_HeadsShared(benchmark::State& st) {
   run_heads(st, *h);
 }
 
+void BM_HeadsDraftVocab(benchmark::State& st) {
+  const auto h = make_heads(static_cast<int32_t>(st.range(0)), true, true, static_cast<int32_t>(st.range(1)));
+  run_heads(st, *h);
+}
+
 void BM_HeadsOwnF32(benchmark::State& st) {
   const auto h = make_heads(static_cast<int32_t>(st.range(0)), false, false);
   run_heads(st, *h);
@@ -120,6 +128,12 @@ BENCHMARK(BM_HeadsShared)
     ->Args({32000, 1})
     ->Args({128256, 0})
     ->Args({128256, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_HeadsDraftVocab)
+    ->ArgNames({"vocab", "draft"})
+    ->Args({128256, 32768})
+    ->Args({128256, 16384})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_HeadsOwnF32)->ArgName("vocab")->Arg(512)->Arg(32000)->Unit(benchmark::kMillisecond)->UseRealTime();

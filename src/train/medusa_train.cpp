@@ -28,7 +28,7 @@ int32_t MedusaTrainParams::blocks_for(int32_t n_embd) const {
 }
 
 int32_t MedusaTrainParams::draft_vocab_for(int32_t n_vocab) const {
-  constexpr int32_t kAutoDraftVocab = 32768;
+  constexpr int32_t kAutoDraftVocab = 16384;
   if (own_output) return 0;
   const int32_t n = draft_vocab > 0 ? draft_vocab : kAutoDraftVocab;
   return n >= n_vocab ? 0 : n;

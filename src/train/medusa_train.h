@@ -46,7 +46,7 @@ struct MedusaTrainParams {
   bool own_output = false;
   // Shared heads draft from the N most frequent tokens of their training text (their
   // rows of the output matrix only: MedusaHeadsInfo::draft_vocab). 0: the whole vocabulary
-  // up to 32,768 entries, else the 32,768 most frequent; N >= n_vocab: the whole.
+  // up to 16,384 entries, else the 16,384 most frequent; N >= n_vocab: the whole.
   int32_t draft_vocab = 0;
   int32_t draft_vocab_for(int32_t n_vocab) const;  // 0 = the whole vocabulary
   std::vector<std::vector<int32_t>> prompts;       // token ids incl. BOS; empty = BOS alone

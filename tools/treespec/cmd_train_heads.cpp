@@ -203,7 +203,7 @@ std::function<int()> setup(CLI::App& sub) {
                "model's output matrix and the file holds only their blocks)");
   sub.add_option("--draft-vocab", p.draft_vocab,
                  "shared heads draft from the N most frequent tokens of the training text (default: the whole "
-                 "vocabulary up to 32768 entries, else 32768)");
+                 "vocabulary up to 16384 entries, else 16384)");
   sub.add_option("--steps", p.steps, "Adam steps")->capture_default_str();
   sub.add_option("--lr", p.lr, "peak learning rate (warm-up, cosine decay to 10%)")->capture_default_str();
   sub.add_option("--batch", p.batch, "positions per step")->capture_default_str();
