@@ -125,7 +125,7 @@ void head_output_backward(const HeadTensors& params, int32_t E, int32_t V, int64
   const float* G = sb.logits.data();  // [M, V]
   const float* xr = sb.x[static_cast<size_t>(R)].data();
   // dWout[v, :] = sum_m G[m, v] x_R[m, :]   (a task owns a block of vocab rows)
-  if (!params.out_frozen)
+  if (!params.out_frozen) {
     pool.parallel_for(V, 8, [&](int64_t b, int64_t e, int) {
       for (int64_t v = b; v < e; ++v) {
         float* gw = grad.out.data() + v * E;
@@ -138,6 +138,7 @@ void head_output_backward(const HeadTensors& params, int32_t E, int32_t V, int64
         }
       }
     });
+  }
   // dx_R[m, :] = sum_v G[m, v] Wout[v, :]   (only needed when there are blocks)
   if (R > 0) {
     const float* W = params.out.data();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numbers>
 
 #include "core/assert.h"
@@ -366,6 +367,18 @@ MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n,
   constexpr int64_t chunk = 256;
   std::vector<float> work(static_cast<size_t>(2 * chunk * E)), logits(static_cast<size_t>(chunk) * V);
   std::vector<int64_t> hits(static_cast<size_t>(top_k));
+  // The target's rank among what the heads can propose: with a draft vocabulary, among its
+  // tokens (a target outside it is never a hit), so the table auto trees are built from
+  // is what decoding will see.
+  const std::vector<int32_t>& dv = heads.info().draft_vocab;
+  std::vector<float> sub(dv.size());
+  auto draft_rank = [&](const float* lg, int32_t V_, int32_t y) {
+    if (dv.empty()) return sampling::rank_of(lg, V_, y);
+    const auto it = std::lower_bound(dv.begin(), dv.end(), y);
+    if (it == dv.end() || *it != y) return std::numeric_limits<int32_t>::max();
+    for (size_t i = 0; i < dv.size(); ++i) sub[i] = lg[dv[i]];
+    return sampling::rank_of(sub.data(), static_cast<int32_t>(sub.size()), static_cast<int32_t>(it - dv.begin()));
+  };
   for (int32_t k = 0; k < K; ++k) {
     const auto& tg = targets[static_cast<size_t>(k)];
     double loss = 0.0;
@@ -382,7 +395,7 @@ MedusaEval evaluate_heads(const MedusaHeads& heads, const float* h, int64_t n,
         for (int32_t v = 1; v < V; ++v) mx = std::max(mx, lg[v]);
         double sum = 0.0;
         for (int32_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(lg[v] - mx));
-        const int32_t rank = sampling::rank_of(lg, V, y);
+        const int32_t rank = draft_rank(lg, V, y);
         loss += std::log(sum) - static_cast<double>(lg[y] - mx);
         if (rank < top_k) ++hits[static_cast<size_t>(rank)];
         ++cnt;
@@ -612,8 +625,8 @@ std::shared_ptr<MedusaHeads> train_medusa_heads(const model::Model& m, const Med
   // 3. Adam on minibatches of random positions.
   run_head_adam(params, samples, rows, p, E, V, pool, progress, rep);
 
-  // 4. Held-out calibration (over the whole vocabulary; the draft vocabulary, if any, is
-  // what the heads propose from at decode time).
+  // 4. Held-out calibration (ranks among the draft vocabulary, if any: what the heads can
+  // propose at decode time).
   if (const int32_t n = p.draft_vocab_for(V); n > 0) {
     info.draft_vocab = frequent_tokens(samples, n_train, V, n);
     int64_t in = 0, all = 0;

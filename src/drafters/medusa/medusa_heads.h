@@ -6,8 +6,9 @@
 // (medusa.output = "own", and every file written before the key existed). At position t
 // head k predicts the token at t + k + 2 (the base LM head predicts t + 1). Shared heads
 // take the output matrix from the model in bind(), in its quantised type, and all K heads
-// go through it in one matmul call (forward_all). Stored as GGUF tensors (names and metadata keys in docs/medusa.md), either in a
-// heads-only file or beside the base model's tensors in the model file. The file records
+// go through it in one matmul call (forward_all). Stored as GGUF tensors (names and
+// metadata keys in docs/medusa.md), either in a heads-only file or beside the base
+// model's tensors in the model file. The file records
 // the base model's identity (embedding width, vocab size, layer count, a hash of the
 // output matrix bytes); check_fits() rejects heads trained for another model.
 //

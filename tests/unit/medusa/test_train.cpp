@@ -175,6 +175,45 @@ TEST(MedusaTrain, StoriesTrainingLowersHeldOutLossAndBeatsChance) {
   EXPECT_EQ(ts.heads->info().calib_top_k, 10);
 }
 
+// With a draft vocabulary the calibration ranks a target among the draft tokens only: a
+// target outside it is never a hit, one inside ranks among fewer tokens.
+TEST(MedusaTrain, CalibrationRanksAmongTheDraftVocabulary) {
+  const std::string dir = test::temp_dir();
+  test::write_tiny_model(dir + "/tiny.gguf", {});
+  auto m = model::Model::load(dir + "/tiny.gguf");
+  const int32_t E = m->hparams().n_embd, V = m->hparams().n_vocab;
+  const auto base = test::random_heads(*m, 2, 1, 5, 0.3f);
+  core::Rng rng(4);
+  const int64_t n = 40;
+  std::vector<float> h(static_cast<size_t>(n) * E);
+  for (auto& x : h) x = static_cast<float>(rng.normal());
+  std::vector<std::vector<int32_t>> even(2), odd(2);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int32_t k = 0; k < 2; ++k) {
+      even[static_cast<size_t>(k)].push_back(static_cast<int32_t>(2 * ((i * 7 + k) % (V / 2))));
+      odd[static_cast<size_t>(k)].push_back(even[static_cast<size_t>(k)].back() + 1);
+    }
+  }
+  std::vector<int32_t> all(static_cast<size_t>(V)), evens;
+  for (int32_t t = 0; t < V; ++t) {
+    all[static_cast<size_t>(t)] = t;
+    if (t % 2 == 0) evens.push_back(t);
+  }
+  const auto whole = test::with_draft_vocab(*base, *m, {});
+  const auto every = test::with_draft_vocab(*base, *m, all);
+  const auto half = test::with_draft_vocab(*base, *m, evens);
+  core::ThreadPool pool(1);
+  const int32_t K = static_cast<int32_t>(evens.size());  // top-|draft|: every target in it is a hit
+  // All ids as the draft vocabulary: the same table as none.
+  EXPECT_EQ(train::evaluate_heads(*every, h.data(), n, even, 10, &pool).topk_acc,
+            train::evaluate_heads(*whole, h.data(), n, even, 10, &pool).topk_acc);
+  // Targets outside it: no hits at any k; inside: all within top-|draft|.
+  for (float a : train::evaluate_heads(*half, h.data(), n, odd, K, &pool).topk_acc) EXPECT_EQ(a, 0.0f);
+  const auto in = train::evaluate_heads(*half, h.data(), n, even, K, &pool).topk_acc;
+  EXPECT_EQ(in[static_cast<size_t>(K - 1)], 1.0f);
+  EXPECT_EQ(in[static_cast<size_t>(2 * K - 1)], 1.0f);
+}
+
 TEST(MedusaTrain, CommandLine) {
   const std::string dir = test::temp_dir();
   const std::string model = dir + "/tiny.gguf";
@@ -198,6 +237,7 @@ TEST(MedusaTrain, CommandLine) {
   EXPECT_EQ(h->n_heads(), 2);
   EXPECT_TRUE(h->info().has_calibration());
   EXPECT_TRUE(h->info().shared_output);  // the default: blocks only, the model's output matrix
+  const std::vector<float> full_calibration = h->info().calibration;
   ASSERT_EQ(test::run_command(cmd + " --own-lm-head --blocks 1 2>&1", &out), 0) << out;
   EXPECT_NE(out.find("own vocab projection"), std::string::npos) << out;
   h = drafters::MedusaHeads::load(heads);
@@ -209,6 +249,7 @@ TEST(MedusaTrain, CommandLine) {
   h = drafters::MedusaHeads::load(heads);
   ASSERT_EQ(h->info().draft_vocab.size(), 16u);
   EXPECT_TRUE(std::is_sorted(h->info().draft_vocab.begin(), h->info().draft_vocab.end()));
+  EXPECT_NE(h->info().calibration, full_calibration);  // ranked among the 16 (CalibrationRanksAmong...)
   EXPECT_NE(test::run_command(cmd + " --draft-vocab 16 --own-lm-head 2>&1", &out), 0);
   EXPECT_NE(out.find("--draft-vocab"), std::string::npos) << out;
   auto mm = model::Model::load(merged);
