@@ -138,6 +138,23 @@ TEST(ExpandHeads, CliWidenedHeadsOnAnExpandedModelMatchTheSourceAndKeepGreedyOut
                               " --dim 256 --ffn 512 --layers 10 --heads-in " + heads + " -o " + big +
                               " --heads-only --heads-out " + dir + "/x.gguf 2>/dev/null"),
             0);
+  // --heads-type q8_0: the same heads with their block matrices in q8_0 (biases stay f32);
+  // an unknown type is refused before any work.
+  ASSERT_EQ(test::run_command(bin + " -o " + big + " --heads-only --heads-out " + dir + "/hq.gguf --heads-type q8_0",
+                              &out),
+            0)
+      << out;
+  {
+    const auto q = gguf::GgufFile::open(dir + "/hq.gguf");
+    ASSERT_NE(q->find_tensor(drafters::medusa_block_weight_name(0, 0)), nullptr);
+    EXPECT_EQ(q->find_tensor(drafters::medusa_block_weight_name(0, 0))->type, tensor::DType::q8_0);
+    EXPECT_EQ(q->find_tensor(drafters::medusa_block_bias_name(0, 0))->type, tensor::DType::f32);
+    EXPECT_EQ(drafters::MedusaHeads::load(dir + "/hq.gguf")->info().shared_output, true);
+  }
+  EXPECT_NE(test::run_command(bin + " -o " + big + " --heads-only --heads-out " + dir + "/hx.gguf --heads-type q9 2>&1",
+                              &out),
+            0);
+  EXPECT_NE(out.find("--heads-type"), std::string::npos) << out;
 
   const auto m = model::Model::load(big);
   const auto eh = drafters::MedusaHeads::load(dir + "/he.gguf");
