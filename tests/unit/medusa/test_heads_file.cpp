@@ -112,18 +112,9 @@ TEST(MedusaHeadsFile, SharedOutputHeadsStoreOnlyBlocks) {
   auto m = tiny(dir, "a");
   auto own = test::random_heads(*m, 3, 2, 11, 0.5f);
   const int32_t E = m->hparams().n_embd, V = m->hparams().n_vocab;
-  std::vector<std::vector<std::vector<float>>> bw(3), bb(3);
-  for (int32_t k = 0; k < 3; ++k) {
-    for (const auto& b : own->head(k).blocks) {
-      std::vector<float> w(static_cast<size_t>(E) * E);
-      b.w.dequantize(w.data());
-      bw[static_cast<size_t>(k)].push_back(w);
-      bb[static_cast<size_t>(k)].push_back(b.b);
-    }
-  }
   drafters::MedusaHeadsInfo info = own->info();
   info.shared_output = true;
-  auto h = MedusaHeads::from_f32(info, bw, bb, {});
+  auto h = test::with_blocks_of(*own, info, {});
   EXPECT_FALSE(h->bound());
   h->bind(*m);
   ASSERT_TRUE(h->bound());
