@@ -81,6 +81,10 @@ struct DraftInput {
   std::span<const int32_t> context;  // prompt + generated tokens; context.back() is the root
   int32_t n_past = 0;                // committed KV cells (= context.size() - 1)
   int32_t budget = 1;                // max tree nodes including the root
+  // The budget policy's floor on a node's chance of acceptance for this step (0 = none):
+  // a drafter that knows each node's chance (dynamic trees) leaves out the nodes below
+  // it, as not worth their rows (BudgetPolicy::min_node_value).
+  double min_value = 0.0;
   // The sequence's sampling parameters (nullptr: greedy). Drafters that sample their
   // proposals draw them from distributions warped the same way.
   const sampling::SamplingParams* sampling = nullptr;

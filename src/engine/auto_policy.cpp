@@ -37,10 +37,12 @@ AutoPolicy::AutoPolicy(AutoPolicyParams p) : p_(p), lat_(p.latency) {
 void AutoPolicy::calibrate(Engine& eng) {
   const double t0 = core::now_s();
   const ControllerParams sweep;  // the ProPD controller's sweep settings
-  n_probe_ += probe_latency(eng, lat_, p_.probe_max_nodes, sweep.probe_ctx, sweep.probe_max_ratio, sweep.probe_reps);
+  n_probe_ += probe_latency(eng, lat_, p_.probe_max_nodes, sweep.probe_ctx, sweep.probe_max_ratio, sweep.probe_reps,
+                            &probe_cached_);
   refit();
   probe_s_ += core::now_s() - t0;
-  TS_LOG_INFO("spec auto: start-up latency sweep of {} points in {:.3f} s", n_probe_, probe_s_);
+  TS_LOG_INFO("spec auto: start-up latency sweep of {} points {} {:.3f} s", n_probe_,
+              probe_cached_ ? "from the latency cache in" : "in", probe_s_);
 }
 
 void AutoPolicy::refit() {
@@ -322,6 +324,7 @@ nlohmann::json AutoPolicy::stats_json() const {
   j["samples"] = n_samples_;
   j["probe_points"] = n_probe_;
   j["probe_s"] = probe_s_;
+  j["probe_cached"] = probe_cached_;
   j["by_batch"] = nlohmann::json::array();
   for (const auto& [b, t] : by_batch_) {
     nlohmann::json e;

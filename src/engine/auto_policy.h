@@ -123,6 +123,7 @@ class AutoPolicy final : public BudgetPolicy {
   // Statistics.
   int64_t n_steps_ = 0, n_explore_ = 0, n_trials_ = 0, n_probe_ = 0, n_samples_ = 0;
   double probe_s_ = 0.0;
+  bool probe_cached_ = false;  // the sweep came from the latency cache
 };
 
 }  // namespace treespec::engine

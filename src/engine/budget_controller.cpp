@@ -2,6 +2,7 @@
 
 #include "engine/auto_policy.h"
 #include "engine/budget.h"
+#include "engine/latency_profile.h"
 
 #include <fmt/format.h>
 
@@ -210,8 +211,16 @@ double BudgetController::acceptance_correction() const {
   return std::clamp(acc_meas_ / acc_pred_, 0.25, 1.5);
 }
 
-int32_t probe_latency(Engine& eng, LatencyModel& lat, int32_t n_max, int32_t probe_ctx, double max_ratio,
-                      int32_t reps) {
+int32_t probe_latency(Engine& eng, LatencyModel& lat, int32_t n_max, int32_t probe_ctx, double max_ratio, int32_t reps,
+                      bool* cached) {
+  if (cached != nullptr) *cached = false;
+  const std::string key = latency_profile_key(eng, n_max, probe_ctx, max_ratio, reps);
+  if (const auto pts = load_latency_profile(key)) {
+    for (const LatencyPoint& q : *pts) lat.add(q[0], q[1], q[2], q[3], /*prior=*/true);
+    if (cached != nullptr) *cached = true;
+    return static_cast<int32_t>(pts->size());
+  }
+  std::vector<LatencyPoint> measured;
   const int32_t cells = eng.kv().n_cells();
   const int32_t ctx = std::max(0, std::min(probe_ctx, cells - n_max - 1));
   std::vector<int32_t> batches = {1};
@@ -231,19 +240,22 @@ int32_t probe_latency(Engine& eng, LatencyModel& lat, int32_t n_max, int32_t pro
       if (best <= 0.0) break;
       ++points;
       lat.add(b, static_cast<double>(b) * n, ctx, best, /*prior=*/true);
+      measured.push_back({static_cast<double>(b), static_cast<double>(b) * n, static_cast<double>(ctx), best});
       if (n == 1) t1 = best;
       if (n >= n_max || (t1 > 0.0 && best > max_ratio * t1)) break;
     }
   }
+  save_latency_profile(key, measured);
   return points;
 }
 
 void BudgetController::calibrate(Engine& eng) {
   if (!p_.probe) return;
   const double t0 = core::now_s();
-  n_probe_ += probe_latency(eng, latency_, p_.n_max, p_.probe_ctx, p_.probe_max_ratio, p_.probe_reps);
+  n_probe_ += probe_latency(eng, latency_, p_.n_max, p_.probe_ctx, p_.probe_max_ratio, p_.probe_reps, &probe_cached_);
   probe_s_ += core::now_s() - t0;
-  TS_LOG_INFO("budget controller: start-up sweep of {} points in {:.3f} s", n_probe_, probe_s_);
+  TS_LOG_INFO("budget controller: start-up sweep of {} points {} {:.3f} s", n_probe_,
+              probe_cached_ ? "from the latency cache in" : "in", probe_s_);
 }
 
 void BudgetController::curve_for(const Sequence& s, int32_t cap, std::vector<double>& out, bool& modelled) {
@@ -351,6 +363,22 @@ BudgetController::Choice BudgetController::choose(double mean_ctx, const std::ve
   ch.rows_eff = cum_rows[static_cast<size_t>(best_x)];
   ch.predicted_s = time_at(ch.rows_eff);
   ch.expected_tokens = bd + corr * cum_gain[static_cast<size_t>(best_x)];
+  // The value floor: one more node is worth its row when corr * value >= score * dT, dT
+  // the marginal seconds of one node around this size (over the next b nodes, or the
+  // last b below when there are none).
+  int32_t x_lo = best_x, x_hi = std::min(x_max, best_x + static_cast<int32_t>(b));
+  if (x_hi == x_lo) x_lo = std::max(0, best_x - static_cast<int32_t>(b));
+  if (x_hi > x_lo && corr > 0.0) {
+    const double dt = (time_at(cum_rows[static_cast<size_t>(x_hi)]) - time_at(cum_rows[static_cast<size_t>(x_lo)])) /
+                      static_cast<double>(x_hi - x_lo);
+    const double score = ch.expected_tokens / std::max(1e-9, ch.predicted_s);
+    ch.min_value = std::max(0.0, score * dt / corr);
+    // Never above the last granted node's own gain: a step as confident as the average
+    // keeps the planned tree (the interpolated time curve is not smooth enough to say more).
+    if (best_x > 0)
+      ch.min_value =
+          std::min(ch.min_value, cum_gain[static_cast<size_t>(best_x)] - cum_gain[static_cast<size_t>(best_x - 1)]);
+  }
   return ch;
 }
 
@@ -424,6 +452,7 @@ void BudgetController::plan(std::span<Sequence* const> seqs, std::span<int32_t> 
     budgets[i] = planned_budgets_[i];
   }
   planned_t_ = ch.predicted_s;
+  min_value_ = exploring_ ? 0.0 : ch.min_value;  // an exploration measures the sizes it asked for
   if (exploring_) ++n_explore_;
   steps_since_plan_ = 1;
 }
@@ -449,6 +478,7 @@ void BudgetController::observe(const StepReport& r) {
     late += s.n_late;
     ++hist_[s.budget];
     sum_nodes_ += s.budget;
+    sum_tree_ += s.n_nodes;
     sum_late_ += s.n_late;
     ++n_seq_steps_;
     // Survival per node index.
@@ -500,8 +530,10 @@ nlohmann::json BudgetController::stats_json() const {
   j["explorations"] = n_explore_;
   j["n_max"] = p_.n_max;
   j["interval"] = p_.interval;
-  j["calibration"] = {{"points", n_probe_}, {"seconds", probe_s_}};
+  j["calibration"] = {{"points", n_probe_}, {"seconds", probe_s_}, {"cached", probe_cached_}};
   j["mean_nodes"] = n_seq_steps_ ? sum_nodes_ / static_cast<double>(n_seq_steps_) : 0.0;
+  j["mean_tree_nodes"] = n_seq_steps_ ? sum_tree_ / static_cast<double>(n_seq_steps_) : 0.0;
+  j["min_node_value"] = min_value_;
   j["mean_late_rows"] = n_seq_steps_ ? sum_late_ / static_cast<double>(n_seq_steps_) : 0.0;
   nlohmann::json hist = nlohmann::json::object();
   for (const auto& [n, c] : hist_) hist[std::to_string(n)] = c;

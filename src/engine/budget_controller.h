@@ -94,7 +94,10 @@ class LatencyModel {
 // 2, 4, ... n_max rows per sequence after `ctx` committed cells, for one sequence and for
 // all free slots, each the fastest of `reps`, a batch size's sweep stopping past
 // `max_ratio` x its one-row time; added to `lat` as prior samples. Returns the points.
-int32_t probe_latency(Engine& eng, LatencyModel& lat, int32_t n_max, int32_t ctx, double max_ratio, int32_t reps);
+// A sweep with the same key ran by an earlier process is reused from the latency cache
+// (engine/latency_profile.h; *cached says so) instead of measured again.
+int32_t probe_latency(Engine& eng, LatencyModel& lat, int32_t n_max, int32_t ctx, double max_ratio, int32_t reps,
+                      bool* cached = nullptr);
 
 struct ControllerParams {
   int32_t n_max = 64;            // largest tree per sequence (nodes incl. the root)
@@ -119,6 +122,7 @@ class BudgetController final : public BudgetPolicy {
   void calibrate(Engine& eng);
 
   void plan(std::span<Sequence* const> seqs, std::span<int32_t> budgets) override;
+  double min_node_value() const override { return min_value_; }
   void observe(const StepReport& r) override;
   nlohmann::json stats_json() const override;
 
@@ -130,6 +134,9 @@ class BudgetController final : public BudgetPolicy {
     double predicted_s = 0.0;
     double expected_tokens = 0.0;  // b + c * sum E_i
     double rows_eff = 0.0;
+    // Break-even chance of acceptance of one more node at this size (drafter units):
+    // score * (marginal seconds per node) / correction; 0 where extra rows cost nothing.
+    double min_value = 0.0;
   };
   Choice choose(double mean_ctx, const std::vector<std::vector<double>>& gains, const std::vector<double>& f_early,
                 int32_t force_extra = -1) const;
@@ -166,6 +173,7 @@ class BudgetController final : public BudgetPolicy {
   std::vector<double> planned_pred_;  // E_i at the planned budget (for the correction)
   double planned_t_ = 0.0;
   double planned_mean_ctx_ = 0.0;  // mean context of the last measured step
+  double min_value_ = 0.0;         // the plan's node value floor (min_node_value)
   int64_t steps_since_plan_ = 0;
   int64_t interval_now_ = 1;  // R, doubled while plans repeat (up to 8R)
   int64_t n_plans_ = 0;
@@ -174,9 +182,10 @@ class BudgetController final : public BudgetPolicy {
   // Statistics.
   int64_t n_steps_ = 0, n_explore_ = 0, n_probe_ = 0;
   double probe_s_ = 0.0;
+  bool probe_cached_ = false;  // the sweep came from the latency cache
   double sum_pred_ = 0.0, sum_meas_ = 0.0, sum_abs_err_ = 0.0;
   int64_t n_pred_ = 0;
-  double sum_nodes_ = 0.0, sum_late_ = 0.0;
+  double sum_nodes_ = 0.0, sum_tree_ = 0.0, sum_late_ = 0.0;  // granted budgets, proposed nodes, late rows
   int64_t n_seq_steps_ = 0;
   std::map<int32_t, int64_t> hist_;  // budget granted -> sequence-steps
   struct TraceRow {

@@ -442,6 +442,7 @@ void Engine::draft_trees(std::span<Sequence* const> seqs, Drafted& d) {
     d.budgets[i] = in.budget;
     const Status reserved = kv_.reserve(s.slot_, in.budget);
     TREESPEC_ASSERT(reserved.ok(), "tree budget clamped to the available cells");
+    in.min_value = budget_policy_ ? budget_policy_->min_node_value() : 0.0;
     in.sampling = &s.params_.sampling;
     in.coupled = s.params_.mode == verify::Mode::coupled && !s.params_.sampling.greedy();
     tree::TokenTree t = s.drafter_->propose(in);

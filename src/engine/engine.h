@@ -163,6 +163,10 @@ class BudgetPolicy {
   // budgets[i] arrives as the most sequence i can use (its drafter's max_nodes(), or the
   // free context when that is 0); the policy writes the budget to grant.
   virtual void plan(std::span<Sequence* const> seqs, std::span<int32_t> budgets) = 0;
+  // After plan(): the least chance of acceptance a tree node must have to be worth its
+  // row this step (DraftInput::min_value; one value for the batch, 0 = no floor).
+  // Drafters that know their nodes' chances (dynamic trees) cut their trees there.
+  virtual double min_node_value() const { return 0.0; }
   // The measured step (batch size, rows fed, mean context, forward seconds, ...).
   virtual void observe(const StepReport& r) {}
   // Statistics for reports (run --json "budget", the bench); null when the policy keeps none.

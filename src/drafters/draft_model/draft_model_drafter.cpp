@@ -281,7 +281,8 @@ tree::TokenTree DraftModelDrafter::propose(const DraftInput& in) {
     const size_t limit = std::min(ranked.size(), static_cast<size_t>(std::max(0, budget - 2)));
     for (size_t i = 0; i < limit && static_cast<int32_t>(frontier.size()) < width; ++i) {
       const Node& nd = nodes_[static_cast<size_t>(ranked[i])];
-      if (!nd.forwarded && nd.depth < p_.n_draft_max) frontier.push_back(ranked[i]);
+      // Under the value floor, a node's children (worth less) would be cut: not expanded.
+      if (!nd.forwarded && nd.depth < p_.n_draft_max && nd.path_p >= in.min_value) frontier.push_back(ranked[i]);
     }
     if (frontier.empty()) break;
     std::sort(frontier.begin(), frontier.end());
@@ -300,6 +301,11 @@ tree::TokenTree DraftModelDrafter::propose(const DraftInput& in) {
   for (int32_t i : ranked_drafts()) {
     if (n_keep >= budget - 1) break;
     if (!keep[static_cast<size_t>(dtree_.parent(i))]) continue;
+    // The budget policy's value floor cuts point-mass drafts only: whether a sampled draft
+    // is proposed must not depend on what was sampled (that would bias the output).
+    if (nodes_[static_cast<size_t>(dtree_.parent(i))].q_index < 0 &&
+        nodes_[static_cast<size_t>(i)].path_p < in.min_value)
+      continue;
     keep[static_cast<size_t>(i)] = 1;
     ++n_keep;
     any_sampled |= nodes_[static_cast<size_t>(dtree_.parent(i))].q_index >= 0;

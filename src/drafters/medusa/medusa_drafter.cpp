@@ -24,8 +24,28 @@ void MedusaParams::validate() const {
     throw InvalidArgument(fmt::format("medusa: --tree-nodes must be in 0..4096, got {}", tree_nodes));
   if (!(adapt_alpha >= 0.0f && adapt_alpha <= 1.0f))
     throw InvalidArgument(fmt::format("medusa: adapt alpha must be in [0, 1], got {}", adapt_alpha));
-  if (tree.empty()) throw InvalidArgument("medusa: --tree is empty (auto:N, a tree name, or a JSON file)");
+  if (tree.empty()) throw InvalidArgument("medusa: --tree is empty (dynamic:N, auto:N, a tree name, or a JSON file)");
+  (void)dynamic_nodes();
 }
+
+namespace {
+
+// N of "<prefix>N" (1..4096), or 0 when spec does not start with prefix.
+int32_t nodes_after(const std::string& spec, const std::string& prefix) {
+  if (spec.rfind(prefix, 0) != 0) return 0;
+  const std::string num = spec.substr(prefix.size());
+  char* end = nullptr;
+  const long n = std::strtol(num.c_str(), &end, 10);
+  if (num.empty() || *end != '\0' || n < 1 || n > 4096) {
+    throw InvalidArgument(
+        fmt::format("--tree '{}': expected {}N with N (nodes incl. the root) in 1..4096", spec, prefix));
+  }
+  return static_cast<int32_t>(n);
+}
+
+}  // namespace
+
+int32_t MedusaParams::dynamic_nodes() const { return nodes_after(tree, "dynamic:"); }
 
 // ---------------------------------------------------------------------------------------
 
@@ -37,6 +57,7 @@ MedusaCandidates::MedusaCandidates(std::shared_ptr<const MedusaHeads> heads, int
         fmt::format("medusa: {} candidates per head, but the heads draft from {} tokens", top_k, heads_->n_draft()));
   }
   ids_.assign(static_cast<size_t>(heads_->n_heads()) * static_cast<size_t>(top_k), 0);
+  probs_.assign(ids_.size(), 0.0f);
   const auto K = static_cast<size_t>(heads_->n_heads());
   work_.resize((K + 1) * static_cast<size_t>(heads_->n_embd()));
   logits_.resize(K * static_cast<size_t>(heads_->n_draft()));
@@ -47,7 +68,22 @@ void MedusaCandidates::compute(const float* h) {
   const auto D = static_cast<size_t>(heads_->n_draft());
   for (int32_t k = 0; k < heads_->n_heads(); ++k) {
     int32_t* ids = ids_.data() + static_cast<size_t>(k) * static_cast<size_t>(top_k_);
-    sampling::top_k_ids(logits_.data() + static_cast<size_t>(k) * D, heads_->n_draft(), top_k_, ids);
+    const float* row = logits_.data() + static_cast<size_t>(k) * D;
+    sampling::top_k_ids(row, heads_->n_draft(), top_k_, ids);
+    // The candidates' softmax probabilities over the draft vocabulary: a confidence
+    // signal for dynamic trees (calibrated online, so logits more than 16 below the
+    // largest, each under 1e-7 of its mass, are left out of the sum).
+    float* probs = probs_.data() + static_cast<size_t>(k) * static_cast<size_t>(top_k_);
+    const float top = row[ids[0]];
+    float sum = 0.0f;
+    if (std::isfinite(top)) {
+      for (int32_t j = 0; j < heads_->n_draft(); ++j) {
+        if (row[j] > top - 16.0f) sum += std::exp(row[j] - top);
+      }
+    }
+    for (int32_t j = 0; j < top_k_; ++j) {
+      probs[j] = sum > 0.0f && std::isfinite(row[ids[j]]) ? std::exp(row[ids[j]] - top) / sum : 0.0f;
+    }
     // Columns to token ids (ascending, so ties still go to the lower id).
     for (int32_t j = 0; j < top_k_; ++j) ids[j] = heads_->draft_token(ids[j]);
   }
@@ -75,12 +111,16 @@ tree::TokenTree fill_medusa_tree(int32_t root, const tree::TreeShape& shape, con
 // ---------------------------------------------------------------------------------------
 
 void HeadAccuracyTracker::add(int64_t root_index, const MedusaCandidates& cand) {
-  Pending p{root_index, 0, {}};
-  for (int32_t k = 0; k < cand.n_heads(); ++k) p.cand.emplace_back(cand.top(k).begin(), cand.top(k).end());
+  Pending p{root_index, 0, true, {}, {}};
+  for (int32_t k = 0; k < cand.n_heads(); ++k) {
+    p.cand.emplace_back(cand.top(k).begin(), cand.top(k).end());
+    p.prob.emplace_back(cand.prob(k).begin(), cand.prob(k).end());
+  }
   pending_.push_back(std::move(p));
 }
 
-void HeadAccuracyTracker::grade(std::span<const int32_t> context, tree::AcceptanceTable& table, float alpha) {
+void HeadAccuracyTracker::grade(std::span<const int32_t> context, tree::AcceptanceTable& table, float alpha,
+                                HeadConfidence* conf) {
   const auto n = static_cast<int64_t>(context.size());
   for (auto& p : pending_) {
     while (p.graded < static_cast<int32_t>(p.cand.size())) {
@@ -89,7 +129,13 @@ void HeadAccuracyTracker::grade(std::span<const int32_t> context, tree::Acceptan
       const auto& c = p.cand[static_cast<size_t>(p.graded)];
       const int32_t tok = context[static_cast<size_t>(target)];
       const auto it = std::find(c.begin(), c.end(), tok);
-      table.update(p.graded + 1, it == c.end() ? -1 : static_cast<int32_t>(it - c.begin()), alpha);
+      const int32_t rank = it == c.end() ? -1 : static_cast<int32_t>(it - c.begin());
+      table.update(p.graded + 1, rank, alpha);
+      if (conf != nullptr && p.chain) {
+        const auto& pr = p.prob[static_cast<size_t>(p.graded)];
+        for (size_t j = 0; j < c.size(); ++j) conf->update(p.graded, pr[j], static_cast<int32_t>(j) == rank, alpha);
+      }
+      p.chain = p.chain && rank >= 0;
       ++p.graded;
     }
   }
@@ -101,7 +147,13 @@ void HeadAccuracyTracker::grade(std::span<const int32_t> context, tree::Acceptan
 
 MedusaDrafter::MedusaDrafter(const std::shared_ptr<const MedusaHeads>& heads, tree::TreeShape shape,
                              const MedusaParams& p, core::ThreadPool* pool, tree::AcceptanceTable initial)
-    : heads_(heads), shape_(std::move(shape)), p_(p), cand_(heads, p.top_k, pool), live_(std::move(initial)) {
+    : heads_(heads),
+      shape_(std::move(shape)),
+      p_(p),
+      cand_(heads, p.top_k, pool),
+      live_(std::move(initial)),
+      dynamic_(p.dynamic_nodes()),
+      conf_(heads->n_heads()) {
   p_.validate();
   if (shape_.max_depth() > heads_->n_heads()) {
     throw InvalidArgument(fmt::format("medusa: the tree has depth {} but there are only {} heads", shape_.max_depth(),
@@ -124,7 +176,21 @@ void MedusaDrafter::begin(std::span<const int32_t> prompt) {
 tree::TokenTree MedusaDrafter::propose(const DraftInput& in) {
   const int32_t root = in.context.back();
   if (!have_cand_) return tree::TokenTree(root);  // first step: no hidden state yet
-  return fill_medusa_tree(root, shape_, cand_, in.budget);
+  if (dynamic_ == 0) return fill_medusa_tree(root, shape_, cand_, in.budget);
+  DynamicTree t = grow_dynamic_tree(root, cand_, conf_, dynamic_);
+  curve_.add(t.expected);
+  return t.tree.prefix(t.size_for(in.budget, in.min_value));
+}
+
+bool MedusaDrafter::expected_accepted(std::span<double> out) const {
+  if (dynamic_ == 0) return false;
+  // Without candidates (the first step) the next tree is the root alone.
+  if (have_cand_ && !curve_.empty()) {
+    curve_.fill(out);
+  } else {
+    std::fill(out.begin(), out.end(), 0.0);
+  }
+  return true;
 }
 
 void MedusaDrafter::observe(const StepFeedback& fb) {
@@ -138,7 +204,7 @@ void MedusaDrafter::observe(const StepFeedback& fb) {
   cand_.compute(h);
   have_cand_ = true;
   if (p_.adapt_alpha > 0.0f) {
-    tracker_.grade(fb.context, live_, p_.adapt_alpha);
+    tracker_.grade(fb.context, live_, p_.adapt_alpha, dynamic_ > 0 ? &conf_ : nullptr);
     tracker_.add(static_cast<int64_t>(fb.context.size()) - 1, cand_);
   }
 }
@@ -220,14 +286,9 @@ tree::TreeShape resolve_medusa_tree(const MedusaParams& p, const MedusaHeads& he
   p.validate();
   tree::TreeShape shape;
   const std::string& spec = p.tree;
-  if (spec.rfind("auto:", 0) == 0) {
-    const std::string num = spec.substr(5);
-    char* end = nullptr;
-    const long n = std::strtol(num.c_str(), &end, 10);
-    if (num.empty() || *end != '\0' || n < 1 || n > 4096) {
-      throw InvalidArgument(fmt::format("--tree '{}': expected auto:N with N (nodes incl. the root) in 1..4096", spec));
-    }
-    shape = tree::build_best_first(calibration_table(heads, p.top_k), static_cast<int32_t>(n), heads.n_heads()).shape;
+  if (p.dynamic_nodes() > 0) return shape;  // grown every step (dynamic_tree.h)
+  if (const int32_t n = nodes_after(spec, "auto:"); n > 0) {
+    shape = tree::build_best_first(calibration_table(heads, p.top_k), n, heads.n_heads()).shape;
   } else if (is_file(spec)) {
     shape = tree::load_tree_choices(spec);
   } else if (const auto colon = spec.rfind(':'); colon != std::string::npos && is_file(spec.substr(0, colon))) {

@@ -20,6 +20,7 @@
 
 #include "core/thread_pool.h"
 #include "drafters/drafter.h"
+#include "drafters/medusa/dynamic_tree.h"
 #include "drafters/medusa/medusa_heads.h"
 #include "tree/tree_choices.h"
 
@@ -30,14 +31,17 @@ class Model;
 namespace treespec::drafters {
 
 struct MedusaParams {
-  std::string heads_path;        // heads file; empty = heads stored in the model file
-  std::string tree = "auto:16";  // auto:N | NAME (in tree_file) | FILE | FILE:NAME
+  std::string heads_path;           // heads file; empty = heads stored in the model file
+  std::string tree = "dynamic:16";  // dynamic:N | auto:N | NAME (in tree_file) | FILE | FILE:NAME
   std::string
       tree_file;  // where NAMEs are looked up (default: $TREESPEC_SHARED/data/tree_choices.json, ../shared/data/tree_choices.json)
   int32_t tree_nodes = 0;     // keep only the first N nodes incl. the root (0 = all)
   int32_t top_k = 10;         // candidates per head (Medusa's TOPK)
   float adapt_alpha = 0.02f;  // EMA rate of the live acceptance table
   void validate() const;
+  // N of a `dynamic:N` tree (this step's best N nodes by the heads' confidence,
+  // dynamic_tree.h), 0 for the static trees; InvalidArgument for a bad N.
+  int32_t dynamic_nodes() const;
 };
 
 // The top-k tokens of every head at one hidden state, most likely first (ties: lower id).
@@ -53,6 +57,11 @@ class MedusaCandidates {
     return std::span<const int32_t>(ids_).subspan(static_cast<size_t>(k) * static_cast<size_t>(top_k_),
                                                   static_cast<size_t>(top_k_));
   }
+  // Head k's candidates' softmax probabilities over the draft vocabulary [top_k].
+  std::span<const float> prob(int32_t k) const {
+    return std::span<const float>(probs_).subspan(static_cast<size_t>(k) * static_cast<size_t>(top_k_),
+                                                  static_cast<size_t>(top_k_));
+  }
   // Rank of `token` among head k's candidates, -1 if absent.
   int32_t rank_of(int32_t k, int32_t token) const;
 
@@ -61,6 +70,7 @@ class MedusaCandidates {
   int32_t top_k_;
   core::ThreadPool* pool_;
   std::vector<int32_t> ids_;   // [n_heads, top_k]
+  std::vector<float> probs_;   // [n_heads, top_k]
   std::vector<float> work_;    // [(n_heads + 1) * n_embd]
   std::vector<float> logits_;  // [n_heads, n_draft]
 };
@@ -77,15 +87,21 @@ class HeadAccuracyTracker {
   // Candidates computed for the tree whose root sits at context index `root_index`: head k
   // predicts context[root_index + k + 1].
   void add(int64_t root_index, const MedusaCandidates& cand);
-  // Grades whatever `context` now reveals into table (depth k + 1 for head k).
-  void grade(std::span<const int32_t> context, tree::AcceptanceTable& table, float alpha);
+  // Grades whatever `context` now reveals into table (depth k + 1 for head k) and, when
+  // given, into conf: each of head k's candidates with its probability, counted only
+  // while heads 0..k-1 all had their target among their candidates (conf is the chance
+  // given the path so far was right, which is what a tree node's value multiplies).
+  void grade(std::span<const int32_t> context, tree::AcceptanceTable& table, float alpha,
+             HeadConfidence* conf = nullptr);
   void clear() { pending_.clear(); }
 
  private:
   struct Pending {
     int64_t root_index;
     int32_t graded;                          // heads graded so far (in order)
+    bool chain;                              // every head graded so far had its target among its candidates
     std::vector<std::vector<int32_t>> cand;  // [n_heads][top_k]
+    std::vector<std::vector<float>> prob;    // [n_heads][top_k]
   };
   std::deque<Pending> pending_;
 };
@@ -99,9 +115,13 @@ class MedusaDrafter final : public Drafter {
   void begin(std::span<const int32_t> prompt) override;
   tree::TokenTree propose(const DraftInput& in) override;
   void observe(const StepFeedback& fb) override;
-  int32_t max_nodes() const override { return shape_.size(); }
+  int32_t max_nodes() const override { return dynamic_ > 0 ? dynamic_ : shape_.size(); }
+  // Dynamic trees only: the mean expected accepted length of recent steps' trees.
+  bool expected_accepted(std::span<double> out) const override;
 
+  // The static tree (empty with dynamic trees).
   const tree::TreeShape& shape() const { return shape_; }
+  const HeadConfidence& confidence() const { return conf_; }
   // Per-(depth, rank) acceptance measured on this sequence (EMA from the calibration).
   const tree::AcceptanceTable& live_table() const { return live_; }
 
@@ -113,6 +133,9 @@ class MedusaDrafter final : public Drafter {
   bool have_cand_ = false;
   HeadAccuracyTracker tracker_;
   tree::AcceptanceTable live_;
+  int32_t dynamic_ = 0;  // N of dynamic:N, else 0
+  HeadConfidence conf_;
+  ExpectedCurve curve_;
 };
 
 // Heads for this model: from p.heads_path, else from the model file. Checked against the

@@ -25,8 +25,9 @@ MethodInfo medusa_method() {
     heads.any_with_prune = true;
     s.value(heads, p.heads_path);
     s.value({"--tree,--medusa-tree",
-             "medusa: tree shape: auto:N (best-first from the heads' calibration, N nodes incl. root), a name in "
-             "the tree file (e.g. medusa_mc_sim_7b_63), FILE.json or FILE.json:NAME"},
+             "medusa: tree shape: dynamic:N (grown every step from the heads' own confidence, N nodes incl. root), "
+             "auto:N (fixed, best-first from the heads' calibration), a name in the tree file (e.g. "
+             "medusa_mc_sim_7b_63), FILE.json or FILE.json:NAME"},
             p.tree);
     OptionDesc tree_file{"--tree-file,--medusa-tree-file",
                          "medusa: tree choices JSON for --tree NAME (default: $TREESPEC_SHARED/data/tree_choices.json, "

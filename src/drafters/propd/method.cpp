@@ -20,6 +20,10 @@ MethodInfo propd_method() {
     s.flag({"--propd-no-prune,--no-prune", "propd: no early pruning (ablation)"}, p.no_prune);
     s.flag({"--propd-static-tree,--static-tree", "propd: fixed Nmax tree, no dynamic sizing (ablation)"},
            p.static_tree);
+    s.flag({"--propd-table-tree,--table-tree",
+            "propd: trees from the live per-(depth, rank) acceptance table, the same every step, instead of grown "
+            "from the heads' confidence each step (ablation)"},
+           p.table_tree);
     OptionDesc tree{"--propd-tree",
                     "propd --static-tree: the tree (a --tree spec; default: best-first from the calibration)"};
     tree.show_default = false;

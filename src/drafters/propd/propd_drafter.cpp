@@ -25,7 +25,12 @@ void PropdParams::validate() const {
 PropdDrafter::PropdDrafter(const std::shared_ptr<const MedusaHeads>& heads, const PropdParams& p, int32_t top_k,
                            core::ThreadPool* pool, tree::AcceptanceTable initial,
                            std::optional<tree::TreeShape> static_shape)
-    : heads_(heads), p_(p), cand_(heads, top_k, pool), live_(std::move(initial)), static_(std::move(static_shape)) {
+    : heads_(heads),
+      p_(p),
+      cand_(heads, top_k, pool),
+      live_(std::move(initial)),
+      static_(std::move(static_shape)),
+      conf_(heads->n_heads()) {
   p_.validate();
   if (live_.n_depth() != heads_->n_heads() || live_.top_k() != top_k)
     live_ = tree::AcceptanceTable(heads_->n_heads(), top_k);
@@ -38,6 +43,8 @@ PropdDrafter::PropdDrafter(const std::shared_ptr<const MedusaHeads>& heads, cons
   }
   hidden_.resize(static_cast<size_t>(heads_->n_embd()));
   rebuild();
+  n_max_ = best_.shape.size();
+  curve_ = ExpectedCurve(best_.expected);
 }
 
 void PropdDrafter::rebuild() {
@@ -68,8 +75,14 @@ void PropdDrafter::begin(std::span<const int32_t> prompt) {
 
 bool PropdDrafter::expected_accepted(std::span<double> out) const {
   // Without a hidden state (the first step) the next tree is the root alone.
-  const std::vector<double>& e = static_ ? static_expected_ : best_.expected;
-  for (size_t n = 0; n < out.size(); ++n) out[n] = have_hidden_ ? e[std::min(n, e.size() - 1)] : 0.0;
+  if (!have_hidden_) {
+    std::fill(out.begin(), out.end(), 0.0);
+  } else if (dynamic()) {
+    curve_.fill(out);
+  } else {
+    const std::vector<double>& e = static_ ? static_expected_ : best_.expected;
+    for (size_t n = 0; n < out.size(); ++n) out[n] = e[std::min(n, e.size() - 1)];
+  }
   return true;
 }
 
@@ -85,9 +98,14 @@ tree::TokenTree PropdDrafter::propose(const DraftInput& in) {
     since_heads_ = 0;
     ++head_runs_;
     if (p_.adapt_alpha > 0.0f) tracker_.add(root_index_, cand_);
+    if (dynamic()) {
+      dyn_ = grow_dynamic_tree(root, cand_, conf_, n_max_);
+      curve_.add(dyn_.expected);
+    }
   }
   if (!want_tree) return tree::TokenTree(root);
-  return fill_medusa_tree(root, shape(), cand_, in.budget);
+  if (!dynamic()) return fill_medusa_tree(root, shape(), cand_, in.budget);
+  return dyn_.tree.prefix(dyn_.size_for(in.budget, in.min_value));
 }
 
 void PropdDrafter::observe(const StepFeedback& fb) {
@@ -101,11 +119,12 @@ void PropdDrafter::observe(const StepFeedback& fb) {
   if (h != nullptr) std::memcpy(hidden_.data(), h, hidden_.size() * sizeof(float));
   root_index_ = static_cast<int64_t>(fb.context.size()) - 1;
   if (p_.adapt_alpha > 0.0f) {
-    tracker_.grade(fb.context, live_, p_.adapt_alpha);
-    // Rebuild T_Nmax every R steps if the table can have moved (the heads ran); while the
-    // trees are one node (the heads only refresh the table) every 8R steps is enough.
+    tracker_.grade(fb.context, live_, p_.adapt_alpha, dynamic() ? &conf_ : nullptr);
+    // Rebuild the table's tree (or the static tree's E_n) every R steps if the table can
+    // have moved (the heads ran); while the trees are one node (the heads only refresh
+    // the table) every 8R steps is enough. Dynamic trees are grown every step instead.
     const int64_t every = last_budget_ > 1 ? p_.interval : 8 * static_cast<int64_t>(p_.interval);
-    if (steps_ % every == 0 && head_runs_ != rebuilt_at_runs_) {
+    if (!dynamic() && steps_ % every == 0 && head_runs_ != rebuilt_at_runs_) {
       rebuild();
       rebuilt_at_runs_ = head_runs_;
     }

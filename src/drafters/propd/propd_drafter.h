@@ -1,13 +1,20 @@
 // ProPD (Zhong et al., 2024): Medusa-style head drafting with early pruning of the token
 // tree and dynamic tree sizing (README.md here, docs/propd.md).
 //
-// The drafter proposes the n-node prefix of a best-first tree T_Nmax built from a live
-// per-(depth, rank) acceptance table (seeded from the heads' calibration, updated online
-// by a HeadAccuracyTracker, rebuilt every `interval` steps), so T_1 ⊂ T_2 ⊂ ... ⊂ T_Nmax
-// and E_n (expected_accepted) is known for every n. n is the budget the engine grants:
-// the BudgetController (engine/budget_controller.h) chooses it from E_n and a fitted
-// latency model. Early pruning happens inside the engine's verification forward (the
-// drafter carries a PruneSpec, set by make_propd_drafter).
+// Every step the drafter grows this step's best-first tree T_Nmax from the heads' own
+// confidence (a dynamic tree, medusa/dynamic_tree.h: EAGLE-2's idea, with the heads'
+// softmax calibrated online into acceptance chances), so T_1 ⊂ T_2 ⊂ ... ⊂ T_Nmax and
+// E_n (expected_accepted: the mean over recent steps, seeded from the heads'
+// calibration table) is known for every n. It proposes the prefix the engine grants:
+// the BudgetController (engine/budget_controller.h) chooses the size from E_n and a
+// fitted latency model, one value floor for the whole batch, and the drafter cuts this
+// step's tree where its nodes fall below the floor (DraftInput::min_value). With
+// --table-tree the trees are controller-sized prefixes of the best-first tree of a live
+// per-(depth, rank) acceptance table instead (the same for every step; the arrangement
+// before dynamic trees), with --static-tree that table's fixed Nmax tree (both kept as
+// ablations). Early
+// pruning happens inside the engine's verification forward (the drafter carries a
+// PruneSpec, set by make_propd_drafter).
 //
 // The heads run lazily: observe() keeps the accepted node's final hidden state and
 // propose() runs the heads only when the budget allows a tree (or every
@@ -39,6 +46,7 @@ struct PropdParams {
   int32_t interval = 8;        // --propd-interval: R, steps between re-plans / tree rebuilds
   bool no_prune = false;       // --propd-no-prune (alias --no-prune): ablation without early pruning
   bool static_tree = false;    // --propd-static-tree (alias --static-tree): ablation with the fixed Nmax tree
+  bool table_tree = false;     // --propd-table-tree: ablation, sized prefixes of the live table's best-first tree
   std::string tree;            // --propd-tree: the static tree (default: best-first auto:Nmax from the calibration)
   float adapt_alpha = 0.02f;   // EMA rate of the live acceptance table
   int32_t refresh_every = 64;  // heads run at least this often while trees are 1 node (0 = only when needed)
@@ -55,10 +63,14 @@ class PropdDrafter final : public Drafter {
   void begin(std::span<const int32_t> prompt) override;
   tree::TokenTree propose(const DraftInput& in) override;
   void observe(const StepFeedback& fb) override;
-  int32_t max_nodes() const override { return shape().size(); }
+  int32_t max_nodes() const override { return static_ ? static_->size() : n_max_; }
   bool expected_accepted(std::span<double> out) const override;
 
+  // The static tree (--static-tree), else the seed's best-first tree of the calibration.
   const tree::TreeShape& shape() const { return static_ ? *static_ : best_.shape; }
+  const HeadConfidence& confidence() const { return conf_; }
+  // Trees grown every step from the heads' confidence (not --static-tree / --table-tree).
+  bool dynamic() const { return !static_ && !p_.table_tree; }
   const tree::AcceptanceTable& live_table() const { return live_; }
   int64_t head_runs() const { return head_runs_; }
 
@@ -71,7 +83,11 @@ class PropdDrafter final : public Drafter {
   HeadAccuracyTracker tracker_;
   tree::AcceptanceTable live_;
   std::optional<tree::TreeShape> static_;
-  tree::BestFirstTree best_;             // T_Nmax and E_n (dynamic trees)
+  tree::BestFirstTree best_;             // T_Nmax of the live table (seeds the dynamic trees' curve)
+  int32_t n_max_ = 1;                    // largest dynamic tree
+  HeadConfidence conf_;                  // dynamic trees: the heads' calibrated confidence
+  ExpectedCurve curve_;                  // dynamic trees: E_n over recent steps
+  DynamicTree dyn_;                      // dynamic trees: this step's (grown when the heads run)
   std::vector<double> static_expected_;  // E_n of the static tree's prefixes
   std::vector<float> hidden_;            // [n_embd] accepted node's final normed state
   bool have_hidden_ = false;

@@ -2,7 +2,8 @@
 //
 // A tiny random model at temperature 1 (no top-k/top-p/min-p) generates 3 tokens from a
 // fixed prompt, N times with different seeds. Step 1 is the root alone; steps 2 and 3
-// verify Medusa trees (point-mass drafts) with the lossless verifier. The empirical
+// verify Medusa trees (point-mass drafts; the static best-first tree and the
+// per-step dynamic tree) with the lossless verifier. The empirical
 // distributions of the 2nd and 3rd emitted tokens are compared with the exact marginals
 // (summed over the earlier tokens with the model's own softmax) by a chi-square test at
 // significance 0.001 (bins with expected count < 5 merged). The same counts must reject
@@ -98,38 +99,12 @@ TEST(MedusaLossless, EmittedTokensKeepTheTargetDistribution) {
   tp.batch = 64;
   tp.seed = 2;
   std::shared_ptr<const drafters::MedusaHeads> heads = train::train_medusa_heads(*m, tp);
-  drafters::MedusaParams mp;
-  mp.tree = "auto:12";
-  const tree::TreeShape shape = drafters::resolve_medusa_tree(mp, *heads);
-  const tree::AcceptanceTable table = drafters::calibration_table(*heads, mp.top_k);
-
+  const tree::AcceptanceTable table = drafters::calibration_table(*heads, 10);
   const std::vector<int32_t> prompt = {1, 7, 11};
   engine::EngineParams ep;
   ep.n_ctx = 16;
   engine::Engine eng(*m, ep);
   eng.set_eog_ids({});
-  const int64_t N = 20000;
-  std::vector<int64_t> c2(static_cast<size_t>(V), 0), c3(static_cast<size_t>(V), 0);
-  int64_t accepted = 0, drafted = 0;
-  for (int64_t i = 0; i < N; ++i) {
-    engine::SequenceParams sp;
-    sp.sampling.temp = 1.0f;
-    sp.sampling.top_k = 0;
-    sp.sampling.top_p = 1.0f;
-    sp.sampling.min_p = 0.0f;
-    sp.sampling.seed = static_cast<uint64_t>(i) * 7919 + 1;
-    sp.mode = verify::Mode::lossless;
-    sp.n_predict = 3;
-    engine::Sequence seq(prompt, sp, std::make_unique<drafters::MedusaDrafter>(heads, shape, mp, nullptr, table));
-    ASSERT_TRUE(eng.generate(seq).ok());
-    ASSERT_EQ(seq.generated().size(), 3u);
-    ++c2[static_cast<size_t>(seq.generated()[1])];
-    ++c3[static_cast<size_t>(seq.generated()[2])];
-    accepted += seq.stats().n_accepted;
-    drafted += seq.stats().n_draft_tokens;
-  }
-  // The tree path was exercised: drafted tokens were accepted in a good share of runs.
-  EXPECT_GT(accepted, N / 5) << "accepted " << accepted << " of " << drafted << " drafted";
 
   // Exact marginals of tokens 2 and 3 (and the same at temperature 1.25 for the power check).
   auto marginals = [&](double t) {
@@ -152,16 +127,46 @@ TEST(MedusaLossless, EmittedTokensKeepTheTargetDistribution) {
     return std::make_pair(m2, m3);
   };
   const auto [m2, m3] = marginals(1.0);
-  for (const auto& [name, counts, exact] : {std::tuple{"token 2", &c2, &m2}, std::tuple{"token 3", &c3, &m3}}) {
-    const Chi2 r = chi_square(*counts, *exact, N);
-    const double crit = chi2_crit_001(r.df);
-    std::printf("%s: chi2 %.1f, df %d, critical (0.001) %.1f\n", name, r.stat, r.df, crit);
-    EXPECT_LT(r.stat, crit) << name;
-  }
   const auto [w2, w3] = marginals(1.25);
-  const Chi2 wrong = chi_square(c2, w2, N);
-  std::printf("token 2 against temperature 1.25: chi2 %.1f, df %d\n", wrong.stat, wrong.df);
-  EXPECT_GT(wrong.stat, chi2_crit_001(wrong.df)) << "the test cannot tell a different distribution apart";
+
+  // The static best-first tree and this step's dynamic tree (dynamic_tree.h).
+  for (const char* tree_spec : {"auto:12", "dynamic:12"}) {
+    SCOPED_TRACE(tree_spec);
+    drafters::MedusaParams mp;
+    mp.tree = tree_spec;
+    const tree::TreeShape shape = drafters::resolve_medusa_tree(mp, *heads);
+    const int64_t N = 20000;
+    std::vector<int64_t> c2(static_cast<size_t>(V), 0), c3(static_cast<size_t>(V), 0);
+    int64_t accepted = 0, drafted = 0;
+    for (int64_t i = 0; i < N; ++i) {
+      engine::SequenceParams sp;
+      sp.sampling.temp = 1.0f;
+      sp.sampling.top_k = 0;
+      sp.sampling.top_p = 1.0f;
+      sp.sampling.min_p = 0.0f;
+      sp.sampling.seed = static_cast<uint64_t>(i) * 7919 + 1;
+      sp.mode = verify::Mode::lossless;
+      sp.n_predict = 3;
+      engine::Sequence seq(prompt, sp, std::make_unique<drafters::MedusaDrafter>(heads, shape, mp, nullptr, table));
+      ASSERT_TRUE(eng.generate(seq).ok());
+      ASSERT_EQ(seq.generated().size(), 3u);
+      ++c2[static_cast<size_t>(seq.generated()[1])];
+      ++c3[static_cast<size_t>(seq.generated()[2])];
+      accepted += seq.stats().n_accepted;
+      drafted += seq.stats().n_draft_tokens;
+    }
+    // The tree path was exercised: drafted tokens were accepted in a good share of runs.
+    EXPECT_GT(accepted, N / 5) << "accepted " << accepted << " of " << drafted << " drafted";
+    for (const auto& [name, counts, exact] : {std::tuple{"token 2", &c2, &m2}, std::tuple{"token 3", &c3, &m3}}) {
+      const Chi2 r = chi_square(*counts, *exact, N);
+      const double crit = chi2_crit_001(r.df);
+      std::printf("%s %s: chi2 %.1f, df %d, critical (0.001) %.1f\n", tree_spec, name, r.stat, r.df, crit);
+      EXPECT_LT(r.stat, crit) << name;
+    }
+    const Chi2 wrong = chi_square(c2, w2, N);
+    std::printf("%s token 2 against temperature 1.25: chi2 %.1f, df %d\n", tree_spec, wrong.stat, wrong.df);
+    EXPECT_GT(wrong.stat, chi2_crit_001(wrong.df)) << "the test cannot tell a different distribution apart";
+  }
 }
 
 TEST(MedusaLossless, TypicalAcceptanceRunsAndAccepts) {

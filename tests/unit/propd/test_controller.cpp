@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/test_util.h"
@@ -13,6 +16,7 @@
 #include "drafters/factory.h"
 #include "drafters/propd/propd_drafter.h"
 #include "engine/budget_controller.h"
+#include "engine/latency_profile.h"
 #include "model/model.h"
 
 using namespace treespec;
@@ -123,6 +127,29 @@ TEST(BudgetController, SmallerTreesWhenCostGrowsFasterLargerWhenFlat) {
   fill(lin, 1e-3, 3e-5, 1.0);
   fill(sup, 1e-3, 3e-5, 1.6);
   EXPECT_LT(sup.choose(64, {gain}, {1.0}).budgets[0], lin.choose(64, {gain}, {1.0}).budgets[0]);
+}
+
+TEST(BudgetController, ValueFloorIsTheBreakEvenOfOneMoreNode) {
+  // The floor a dynamic tree cuts at (DraftInput::min_value): none where rows are free;
+  // where each row costs, near the value of the first node the plan did not grant (the
+  // plan stops where one more node stops paying) and never above the last it granted.
+  const auto gain = concave_gain(64);
+  BudgetController flat(quiet_params(), 5);
+  fill(flat, 1e-3, 0.0, 1.0);
+  EXPECT_LT(flat.choose(64, {gain}, {1.0}).min_value, 1e-6);
+  for (double per_row : {2e-5, 6e-5}) {
+    BudgetController c(quiet_params(), 5);
+    fill(c, 1e-3, per_row, 1.0);
+    const auto ch = c.choose(64, {gain}, {1.0});
+    const auto n = static_cast<size_t>(ch.budgets[0]);
+    ASSERT_GT(n, 1u);
+    ASSERT_LT(n, 64u);
+    const double last = gain[n - 1] - gain[n - 2], next = gain[n] - gain[n - 1];
+    std::printf("per-row %.0e s: n* = %zu, last node %.4f, floor %.4f, next node %.4f\n", per_row, n, last,
+                ch.min_value, next);
+    EXPECT_GT(ch.min_value, 0.8 * next);
+    EXPECT_LE(ch.min_value, last);
+  }
 }
 
 TEST(BudgetController, PruningMakesLargerTreesAffordable) {
@@ -262,5 +289,60 @@ TEST(BudgetController, LearnsAcceptanceForDraftersWithoutAModel) {
     }
     for (int32_t n : {2, 4, 8, 16}) EXPECT_NE(std::find(seen.begin(), seen.end(), n), seen.end()) << n;
     EXPECT_EQ(seen.back(), perfect ? 16 : 1);
+  }
+}
+
+// The start-up sweep is cached per machine, model, threads, KV and sweep settings
+// (engine/latency_profile.h): a second controller on the same engine reads the first's
+// points instead of measuring; a different sweep, a damaged file or TREESPEC_CACHE_DIR=off
+// measure again.
+TEST(BudgetController, StartUpSweepIsCachedPerMachineAndModel) {
+  test::TinyModelConfig cfg;
+  const std::string dir = test::temp_dir();
+  const std::string path = dir + "/tiny_sweep.gguf";
+  test::write_tiny_model(path, cfg);
+  const auto m = model::Model::load(path);
+  engine::EngineParams ep;
+  ep.n_ctx = 128;
+  ep.n_slots = 2;
+  engine::Engine eng(*m, ep);
+  const std::string cache = dir + "/latency_cache";
+  const char* before = std::getenv("TREESPEC_CACHE_DIR");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("TREESPEC_CACHE_DIR", cache.c_str(), 1);
+  ASSERT_EQ(engine::latency_cache_dir(), cache);
+  auto sweep = [&](int32_t n_max, bool& cached) {
+    ControllerParams p = quiet_params(n_max);
+    p.probe = true;
+    BudgetController c(p, m->hparams().n_layer);
+    c.calibrate(eng);
+    const auto cal = c.stats_json().at("calibration");
+    cached = cal.at("cached").get<bool>();
+    return std::make_pair(cal.at("points").get<int64_t>(), c.latency().fit_global());
+  };
+  bool cached = true;
+  const auto first = sweep(16, cached);
+  EXPECT_FALSE(cached);
+  EXPECT_GT(first.first, 4);
+  ASSERT_EQ(std::distance(std::filesystem::directory_iterator(cache), std::filesystem::directory_iterator()), 1);
+  const auto second = sweep(16, cached);
+  EXPECT_TRUE(cached);
+  EXPECT_EQ(second.first, first.first);
+  EXPECT_EQ(second.second, first.second);  // the same points, the same fit
+  sweep(8, cached);                        // another sweep: its own profile
+  EXPECT_FALSE(cached);
+  for (const auto& e : std::filesystem::directory_iterator(cache)) std::ofstream(e.path()) << "{not json";
+  sweep(16, cached);
+  EXPECT_FALSE(cached);  // damaged: measured again (and rewritten)
+  sweep(16, cached);
+  EXPECT_TRUE(cached);
+  ::setenv("TREESPEC_CACHE_DIR", "off", 1);
+  EXPECT_EQ(engine::latency_cache_dir(), "");
+  sweep(16, cached);
+  EXPECT_FALSE(cached);
+  if (before != nullptr) {
+    ::setenv("TREESPEC_CACHE_DIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TREESPEC_CACHE_DIR");
   }
 }
