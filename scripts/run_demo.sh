@@ -15,7 +15,7 @@ MODEL=""
 PROMPT=""
 for f in models/*.gguf; do
   [ -e "$f" ] || continue
-  case "$f" in *heads* | *.medusa.gguf) continue ;; esac
+  case "$f" in *heads* | *.medusa.gguf | *.eagle.gguf) continue ;; esac
   MODEL="$f"
   PROMPT="And it came to pass, when the king"
   break
@@ -34,15 +34,20 @@ if [ -z "$MODEL" ]; then
 fi
 HEADS="${MODEL%.gguf}.medusa.gguf"
 [ -f "$HEADS" ] || HEADS=""
+EAGLE="${MODEL%.gguf}.eagle.gguf"
+[ -f "$EAGLE" ] || EAGLE=""
 
-exec python3 - "$BIN" "$MODEL" "$PROMPT" "${TREESPEC_DEMO_N:-200}" "$HEADS" "${TREESPEC_DEMO_SPEC:-}" <<'PY'
+exec python3 - "$BIN" "$MODEL" "$PROMPT" "${TREESPEC_DEMO_N:-200}" "$HEADS" "${TREESPEC_DEMO_SPEC:-}" "$EAGLE" <<'PY'
 import json, subprocess, sys
 
-bin_, model, prompt, n, heads, only = sys.argv[1:7]
+bin_, model, prompt, n, heads, only, eagle = sys.argv[1:8]
 methods = [("none", [])]
 for name, args in [("lookup", []), ("lookahead", []), ("ptd", []),
-                   ("medusa", ["--heads", heads]), ("propd", ["--heads", heads]), ("auto", [])]:
+                   ("medusa", ["--heads", heads]), ("propd", ["--heads", heads]),
+                   ("eagle", ["--eagle", eagle]), ("auto", [])]:
     if name in ("medusa", "propd") and not heads:
+        continue
+    if name == "eagle" and not eagle:
         continue
     if not only or name == only:
         methods.append((name, args))
@@ -54,7 +59,8 @@ def run(name, args):
         sys.exit("demo: `%s` failed:\n%s" % (" ".join(cmd), p.stderr))
     return json.loads(p.stdout)
 
-print("== model: %s (%s)" % (model, "with Medusa heads " + heads if heads else "no Medusa heads"))
+print("== model: %s (%s; %s)" % (model, "with Medusa heads " + heads if heads else "no Medusa heads",
+                                 "EAGLE layer " + eagle if eagle else "no EAGLE layer"))
 print("== prompt: %s" % prompt)
 # Interleaved rounds (every method once per round), median tokens/s of each: one run of
 # a model this small takes a fraction of a second, so single runs differ by 20-30%.

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -79,5 +80,13 @@ class ThreadPool {
 
 // Number of hardware threads available to this process (at least 1).
 int hardware_threads();
+
+// `pool` when given, else a one-thread pool made into `own` (code that runs between the
+// engine's passes on its pool, or alone in tests).
+inline ThreadPool& pool_or_own(ThreadPool* pool, std::unique_ptr<ThreadPool>& own) {
+  if (pool) return *pool;
+  own = std::make_unique<ThreadPool>(1);
+  return *own;
+}
 
 }  // namespace treespec::core

@@ -112,6 +112,13 @@ class Drafter {
   virtual void begin(std::span<const int32_t> prompt) {}
   virtual tree::TokenTree propose(const DraftInput& in) = 0;
   virtual void observe(const StepFeedback& fb) {}
+  // Drafters that read the target's hidden states (EAGLE) also want those of the prompt:
+  // when true, the engine's prefill passes the final-normed hidden state of every row it
+  // computes to observe_prompt(): rows first .. first + n - 1 of the tokens begin() gave,
+  // hidden [n, n_embd], in order, after begin(). Rows of a cached prefix are not computed
+  // and never passed (the first call may start after row 0).
+  virtual bool wants_prompt_hidden() const { return false; }
+  virtual void observe_prompt(int32_t first, int32_t n, const float* hidden) {}
   // For lossless sampling with stochastic drafts: per node of the last proposed tree,
   // the distribution its children were drawn from (nullptr = deterministic children).
   // Empty = all deterministic (point masses).

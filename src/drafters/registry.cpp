@@ -16,7 +16,7 @@ namespace treespec::drafters {
 // Every method, one line each, in the order of help texts: training-free first, then the
 // ones that need trained heads or a second model. Adding a method: a folder with its
 // drafter and a method.cpp defining `MethodInfo <name>_method()`, and its name here.
-#define TREESPEC_DRAFTER_METHODS(X) X(none) X(auto) X(lookup) X(lookahead) X(ptd) X(medusa) X(propd) X(draft)
+#define TREESPEC_DRAFTER_METHODS(X) X(none) X(auto) X(lookup) X(lookahead) X(ptd) X(medusa) X(propd) X(draft) X(eagle)
 
 #define TREESPEC_DECLARE_METHOD(name) MethodInfo name##_method();
 TREESPEC_DRAFTER_METHODS(TREESPEC_DECLARE_METHOD)

@@ -186,6 +186,11 @@ Status Engine::add(Sequence& seq) {
     model_.embed(batch_, x);
     Status st = model_.run_layers(ctx_, batch_, 0, model_.hparams().n_layer, x, kv_);
     TREESPEC_ASSERT(st.ok(), "prefill rows must fit (prompt length and free blocks checked above)");
+    if (seq.drafter_->wants_prompt_hidden()) {
+      normed_.reserve(static_cast<size_t>(n) * hp.n_embd, "normed hidden states");
+      model_.final_norm(x, n, {}, normed_.data());
+      seq.drafter_->observe_prompt(b, n, normed_.data());
+    }
     std::vector<int32_t> chain(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) chain[static_cast<size_t>(i)] = i;
     st = kv_.commit(slot, chain);

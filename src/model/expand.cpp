@@ -132,6 +132,7 @@ class Expander {
   Expander(const Model& model, const ExpandOptions& o, gguf::GgufWriter& w, ExpandSummary& sum);
   void write_metadata();
   void write_embeddings_and_output();
+  void write_stack_input_and_norm();        // layer stacks: enorm, fc, output_norm
   void write_layer(int64_t li, int64_t l);  // l: source layer, or -1 for a pass-through
   void write_rope_factors();
 
@@ -154,6 +155,7 @@ class Expander {
 
   const Hparams& hp_;
   const gguf::GgufFile& f_;
+  std::string prefix_;  // metadata prefix: general.architecture + "." (a layer stack's own)
   const ExpandOptions& o_;
   const ArchTraits& arch_;
   gguf::GgufWriter& w_;
@@ -173,13 +175,14 @@ Expander::Expander(const Model& model, const ExpandOptions& o, gguf::GgufWriter&
     : hp_(model.hparams()),
       f_(model.gguf()),
       o_(o),
+      prefix_(model.gguf().get_string("general.architecture") + "."),
       arch_(*find_arch(model.hparams().arch)),
       w_(w),
       sum_(sum),
       rng_(o.seed) {
   const std::string& in = f_.path();
   E0 = hp_.n_embd, F0 = hp_.n_ff, L0 = hp_.n_layer, H0 = hp_.n_head, KV0 = hp_.n_head_kv, hd0 = hp_.head_dim;
-  E = o.n_embd, F = o.n_ff, L = o.n_layer;
+  E = o.n_embd, F = o.n_ff, L = hp_.layers_only ? L0 : o.n_layer;  // a layer stack keeps its layers
   hd = o.head_dim > 0 ? o.head_dim : hd0;
   if (E < E0 || F < F0 || L < L0) {
     throw InvalidArgument(
@@ -341,7 +344,7 @@ void Expander::write_metadata() {
   for (const auto& [k, v] : f_.metadata()) {
     if (k != "general.alignment") w_.set(k, v);
   }
-  const std::string a = hp_.arch + ".";
+  const std::string& a = prefix_;
   w_.set("general.name", gguf::Value::string(hp_.name.empty() ? "expanded" : hp_.name + "-expanded"));
   if (o_.type && file_type_for(*o_.type) >= 0) {  // what llama.cpp tools show as the file's type
     w_.set("general.file_type", gguf::Value::u32(static_cast<uint32_t>(file_type_for(*o_.type))));
@@ -359,6 +362,7 @@ void Expander::write_metadata() {
     w_.set(a + "rope.dimension_count", gguf::Value::u32(static_cast<uint32_t>(hp_.n_rot * r)));
   }
   w_.set(a + "attention.layer_norm_rms_epsilon", gguf::Value::f32(eps_));
+  for (const auto& [k, v] : o_.metadata) w_.set(k, v);
 }
 
 // Token embedding: every entry outside the source block writes into the residual padding,
@@ -386,6 +390,37 @@ void Expander::write_embeddings_and_output() {
     const DType t = type_for("output.weight", {E, V}, src_type(src));
     add("output.weight", t, {E, V}, placed(w.data(), E0, V, ax_e_, rows, rows.live, 1.0f, "output", t));
   }
+}
+
+// A layer stack's input and output (an EAGLE draft layer, docs/eagle.md): its inputs, the
+// base model's embedding row and final-normed state, are the source's followed by exact
+// zeros in the expanded base (families without a residual or embedding scale; the caller
+// checks), so enorm is a pre-norm gain like the others, and fc [2 E0 -> E0] puts the
+// embedding half at columns 0.. and the state half at E..; its rows write the stack's
+// residual stream (exact). output_norm gives the predicted state, zeros in the padding,
+// which the expanded base's output matrix reads as the source's.
+void Expander::write_stack_input_and_norm() {
+  const auto enorm = read("enorm.weight");
+  gain_mean_["enorm"] = 0;
+  for (float x : enorm) gain_mean_["enorm"] += x / static_cast<float>(enorm.size());
+  add("enorm.weight", DType::f32, {E}, gain(&enorm, "enorm", norm_scale_));
+  const auto fc = read("fc.weight");
+  fill_std_["fc"] = rms(fc);
+  AxisMap in;
+  in.n_new = 2 * E;
+  in.live.assign(static_cast<size_t>(2 * E), 0);
+  for (int64_t half = 0; half < 2; ++half) {
+    for (int64_t i = 0; i < E0; ++i) {
+      in.src_to_new.push_back(half * E + i);
+      in.live[static_cast<size_t>(half * E + i)] = 1;
+    }
+  }
+  const DType t = type_for("fc.weight", {2 * E, E}, src_type("fc.weight"));
+  add("fc.weight", t, {2 * E, E}, placed(fc.data(), 2 * E0, E0, in, ax_e_, all_exact_e_, res_scale_, "fc", t));
+  const auto norm = read("output_norm.weight");
+  gain_mean_["output_norm"] = 0;
+  for (float x : norm) gain_mean_["output_norm"] += x / static_cast<float>(norm.size());
+  add("output_norm.weight", DType::f32, {E}, gain(&norm, "output_norm", norm_scale_));
 }
 
 void Expander::write_layer(int64_t li, int64_t l) {
@@ -516,17 +551,29 @@ void Expander::write_rope_factors() {
 }  // namespace
 
 ExpandSummary expand_gguf(const std::string& in, const std::string& out, const ExpandOptions& o) {
-  const auto model = Model::load(in);
+  std::shared_ptr<const gguf::GgufFile> file(gguf::GgufFile::open(in));
+  const bool stack = file->get_string("general.architecture", "") == kLayerStackArch;
+  const auto model = stack ? Model::layer_stack_from_gguf(file) : Model::from_gguf(file);
   const Hparams& hp = model->hparams();
+  if (stack && (find_arch(hp.arch)->embd_scale || hp.qk_norm || hp.post_norms)) {
+    throw Unsupported(
+        fmt::format("{}: widening a layer stack of family '{}' is not supported (llama layers only)", in, hp.arch));
+  }
   gguf::GgufWriter w;
   ExpandSummary sum;
   Expander x(*model, o, w, sum);
   x.write_metadata();
-  x.write_embeddings_and_output();
-  sum.real_layer_pos = expanded_layer_positions(hp, o.n_layer);
-  std::vector<int64_t> src_of(static_cast<size_t>(o.n_layer), -1);
+  const int32_t n_layer = stack ? hp.n_layer : o.n_layer;
+  if (stack) {
+    x.write_stack_input_and_norm();
+    for (int32_t l = 0; l < n_layer; ++l) sum.real_layer_pos.push_back(l);
+  } else {
+    x.write_embeddings_and_output();
+    sum.real_layer_pos = expanded_layer_positions(hp, o.n_layer);
+  }
+  std::vector<int64_t> src_of(static_cast<size_t>(n_layer), -1);
   for (int64_t l = 0; l < hp.n_layer; ++l) src_of[static_cast<size_t>(sum.real_layer_pos[static_cast<size_t>(l)])] = l;
-  for (int64_t li = 0; li < o.n_layer; ++li) x.write_layer(li, src_of[static_cast<size_t>(li)]);
+  for (int64_t li = 0; li < n_layer; ++li) x.write_layer(li, src_of[static_cast<size_t>(li)]);
   x.write_rope_factors();
   w.write(out);
   return sum;

@@ -14,9 +14,11 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/rng.h"
+#include "gguf/gguf.h"
 #include "tensor/dtype.h"
 
 namespace treespec::model {
@@ -33,6 +35,9 @@ struct ExpandOptions {
   // each matrix keeps its source type when the new row length fits its blocks.
   std::optional<tensor::DType> type;
   uint64_t seed = 1;
+  // Metadata set after the source's and the new shape's (a layer stack's new base
+  // identity, train::expand_eagle_file).
+  std::vector<std::pair<std::string, gguf::Value>> metadata;
 };
 
 struct ExpandSummary {
@@ -77,7 +82,9 @@ std::vector<int32_t> expanded_layer_positions(int32_t n_layer_src, int32_t n_lay
 // The same for a source model (the kinds of its family's layers).
 std::vector<int32_t> expanded_layer_positions(const Hparams& src, int32_t n_layer_new);
 
-// Writes the expanded model to `out`. Errors: InvalidArgument (sizes smaller than the
+// Writes the expanded model to `out`. A layer stack (model::kLayerStackArch: an EAGLE
+// draft layer) is widened to the same width, heads and FFN, keeping its layer count
+// (n_layer is ignored); its own metadata prefix gets the new shape. Errors: InvalidArgument (sizes smaller than the
 // source, head_dim not a multiple, GQA group not preserved, local/global layers that do
 // not fit), Unsupported (partial RoPE with a new head_dim, source tensor type), IoError,
 // FormatError.

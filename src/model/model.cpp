@@ -42,14 +42,26 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
 }
 
 std::unique_ptr<Model> Model::from_gguf(std::shared_ptr<const gguf::GgufFile> file) {
+  return make(std::move(file), false);
+}
+
+std::unique_ptr<Model> Model::load_layer_stack(const std::string& path) {
+  return make(std::shared_ptr<const gguf::GgufFile>(gguf::GgufFile::open(path)), true);
+}
+
+std::unique_ptr<Model> Model::layer_stack_from_gguf(std::shared_ptr<const gguf::GgufFile> file) {
+  return make(std::move(file), true);
+}
+
+std::unique_ptr<Model> Model::make(std::shared_ptr<const gguf::GgufFile> file, bool layer_stack) {
   std::unique_ptr<Model> m(new Model());
   m->file_ = std::move(file);
-  m->bind();
+  m->bind(layer_stack);
   m->repack();
   return m;
 }
 
-void Model::read_hparams(const ArchTraits& arch) {
+void Model::read_hparams(const ArchTraits& arch, const std::string& a) {
   const auto& f = *file_;
   const std::string& path = f.path();
   hp_.rope_neox = arch.rope_neox;
@@ -57,7 +69,6 @@ void Model::read_hparams(const ArchTraits& arch) {
   hp_.post_norms = arch.post_norms;
   hp_.act = arch.act;
   hp_.name = f.get_string("general.name", "");
-  const std::string a = hp_.arch + ".";
   hp_.n_embd = positive_int(f, a + "embedding_length");
   hp_.n_layer = positive_int(f, a + "block_count", 4096);
   hp_.n_head = positive_int(f, a + "attention.head_count", 4096);
@@ -211,41 +222,69 @@ class TensorBinder {
   std::unordered_set<std::string> read_;
 };
 
-void Model::bind() {
+void Model::bind(bool layer_stack) {
   const auto& f = *file_;
   const std::string& path = f.path();
   hp_.arch = f.get_string("general.architecture");
+  if ((hp_.arch == kLayerStackArch) != layer_stack) {
+    throw InvalidArgument(
+        layer_stack ? fmt::format("{}: not an EAGLE draft layer file (general.architecture is '{}', expected '{}')",
+                                  path, hp_.arch, kLayerStackArch)
+                    : fmt::format("{}: an EAGLE draft layer file (general.architecture '{}'), not a model: pass it "
+                                  "with --eagle next to the model it was trained for",
+                                  path, hp_.arch));
+  }
+  // A layer stack (an EAGLE draft layer): decoder layers of the family named by
+  // <arch>.base_architecture, hyperparameters under its own prefix, no embedding or output.
+  std::string a = hp_.arch + ".";
+  if (hp_.arch == kLayerStackArch) {
+    hp_.layers_only = true;
+    if (!f.has(a + "base_architecture"))
+      throw FormatError(fmt::format("{}: metadata key '{}base_architecture' is missing", path, a));
+    hp_.arch = f.get_string(a + "base_architecture");
+  }
   const ArchTraits* arch = find_arch(hp_.arch);
   if (arch == nullptr) {
     throw Unsupported(
         fmt::format("{}: architecture '{}' is not supported (supported: {})", path, hp_.arch, supported_archs()));
   }
-  read_hparams(*arch);
+  read_hparams(*arch, a);
 
   TensorBinder b(f);
+  if (hp_.layers_only) {
+    hp_.n_vocab = positive_int(f, a + "vocab_size");
+    stack_fc_ = b.matrix("fc.weight", 2 * static_cast<int64_t>(hp_.n_embd), hp_.n_embd);
+    stack_enorm_ = b.vector("enorm.weight", hp_.n_embd);
+  } else {
+    bind_embeddings(b, a);
+  }
+  output_norm_ = b.vector("output_norm.weight", hp_.n_embd);
+  layers_.resize(static_cast<size_t>(hp_.n_layer));
+  for (int32_t il = 0; il < hp_.n_layer; ++il) bind_layer(b, *arch, il);
+  bind_rope(b);
+  b.check_all_read(hp_.arch);
+}
+
+void Model::bind_embeddings(TensorBinder& b, const std::string& a) {
+  const auto& f = *file_;
+  const std::string& path = f.path();
   const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
   if (!emb) throw FormatError(fmt::format("{}: tensor 'token_embd.weight' is missing", path));
   if (emb->ne.size() != 2 || emb->ne[0] != hp_.n_embd) {
     throw FormatError(fmt::format("{}: tensor 'token_embd.weight' must be [{}, n_vocab]", path, hp_.n_embd));
   }
   hp_.n_vocab = static_cast<int32_t>(emb->ne[1]);
-  const std::string a = hp_.arch + ".";
   if (f.has(a + "vocab_size") && f.get_int(a + "vocab_size") != hp_.n_vocab) {
     throw FormatError(fmt::format("{}: {}vocab_size = {} but tensor 'token_embd.weight' has {} rows", path, a,
                                   f.get_int(a + "vocab_size"), hp_.n_vocab));
   }
   tok_embd_ = b.matrix("token_embd.weight", hp_.n_embd, hp_.n_vocab);
-  output_norm_ = b.vector("output_norm.weight", hp_.n_embd);
   if (b.has("output.weight")) {
     output_ = b.matrix("output.weight", hp_.n_embd, hp_.n_vocab);
   } else {
     output_ = tok_embd_;
     hp_.tied_output = true;
   }
-  layers_.resize(static_cast<size_t>(hp_.n_layer));
-  for (int32_t il = 0; il < hp_.n_layer; ++il) bind_layer(b, *arch, il);
-  bind_rope(b);
-  b.check_all_read(hp_.arch);
 }
 
 void Model::bind_layer(TensorBinder& b, const ArchTraits& arch, int32_t il) {
@@ -365,14 +404,15 @@ void Model::repack() {
   for (auto& L : layers_) {
     for (kernels::WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*w);
   }
-  pack(output_);  // the embedding lookup (get_row) keeps reading the GGUF rows
+  if (hp_.layers_only) pack(stack_fc_);
+  if (!hp_.layers_only) pack(output_);  // the embedding lookup (get_row) keeps reading the GGUF rows
 }
 
 uint64_t Model::weight_bytes() const {
   auto wb = [](const kernels::WeightView& w) {
     return static_cast<uint64_t>(w.row_bytes()) * static_cast<uint64_t>(w.n_out);
   };
-  uint64_t total = wb(output_);  // the embedding is only read one row per token
+  uint64_t total = wb(output_) + wb(stack_fc_);  // the embedding is only read one row per token
   for (const auto& L : layers_) {
     total += wb(L.wq) + wb(L.wk) + wb(L.wv) + wb(L.wo) + wb(L.w_gate) + wb(L.w_up) + wb(L.w_down);
     total += (L.attn_norm.size() + L.ffn_norm.size()) * sizeof(float);
@@ -382,7 +422,8 @@ uint64_t Model::weight_bytes() const {
 
 uint64_t Model::n_params() const {
   auto np = [](const kernels::WeightView& w) { return static_cast<uint64_t>(w.n_in) * static_cast<uint64_t>(w.n_out); };
-  uint64_t total = np(tok_embd_) + (hp_.tied_output ? 0 : np(output_)) + output_norm_.size();
+  uint64_t total =
+      np(tok_embd_) + (hp_.tied_output ? 0 : np(output_)) + output_norm_.size() + np(stack_fc_) + stack_enorm_.size();
   for (const auto& L : layers_) {
     total += np(L.wq) + np(L.wk) + np(L.wv) + np(L.wo) + np(L.w_gate) + np(L.w_up) + np(L.w_down);
     total += L.attn_norm.size() + L.ffn_norm.size() + L.bq.size() + L.bk.size() + L.bv.size();
@@ -395,7 +436,20 @@ kv::KvShape Model::kv_shape(int32_t n_seq, int32_t n_cells) const {
   return kv::KvShape{hp_.n_layer, hp_.n_head_kv, hp_.head_dim, n_seq, n_cells};
 }
 
+void Model::stack_input(ForwardContext& ctx, const float* emb, const float* feat, int32_t n, float* x) const {
+  TREESPEC_ASSERT(hp_.layers_only, "stack_input: only layer stacks have an input projection");
+  const int64_t E = hp_.n_embd;
+  ctx.stack_cat_.reserve(static_cast<size_t>(n) * 2 * static_cast<size_t>(E), "layer-stack input rows");
+  float* cat = ctx.stack_cat_.data();
+  for (int64_t r = 0; r < n; ++r) {
+    kernels::rmsnorm(emb + r * E, stack_enorm_.data(), cat + r * 2 * E, E, hp_.rms_eps);
+    std::memcpy(cat + r * 2 * E + E, feat + r * E, static_cast<size_t>(E) * sizeof(float));
+  }
+  kernels::matmul(stack_fc_, cat, n, x, ctx.pool_);
+}
+
 void Model::embed(const Batch& batch, float* x) const {
+  TREESPEC_ASSERT(!hp_.layers_only, "embed: a layer stack has no embedding (callers check hparams().layers_only)");
   for (int32_t r = 0; r < batch.n_rows(); ++r) {
     const int32_t tok = batch.tokens[static_cast<size_t>(r)];
     TREESPEC_ASSERT(tok >= 0 && tok < hp_.n_vocab, "embed: token id out of range (callers validate ids)");
@@ -646,6 +700,8 @@ void Model::final_norm(const float* x, int32_t n_rows, std::span<const int32_t> 
 }
 
 void Model::lm_head(ForwardContext& ctx, const float* xn, int32_t n, float* logits) const {
+  TREESPEC_ASSERT(!hp_.layers_only,
+                  "lm_head: a layer stack has no output matrix (callers check hparams().layers_only)");
   kernels::matmul(output_, xn, n, logits, ctx.pool_);
   const int64_t total = static_cast<int64_t>(n) * hp_.n_vocab;
   if (hp_.final_softcap > 0.0f) kernels::softcap(logits, total, hp_.final_softcap);  // Gemma 2

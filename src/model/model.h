@@ -62,6 +62,10 @@ struct Hparams {
   bool longrope = false;
   int32_t n_ctx_orig = 0;         // rope.scaling.original_context_length (else n_ctx_train)
   float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: cos and sin are multiplied by it
+  // A layer stack (general.architecture = kLayerStackArch: an EAGLE draft layer, docs/eagle.md):
+  // decoder layers and a final norm only; `arch` is its <prefix>base_architecture, n_vocab
+  // its base model's. embed(), lm_head() and forward() need a full model.
+  bool layers_only = false;
 
   int32_t n_embd_q() const { return n_head * head_dim; }
   int32_t n_embd_kv() const { return n_head_kv * head_dim; }
@@ -82,12 +86,19 @@ struct LayerWeights {
 class ForwardContext;
 class TensorBinder;
 
+// general.architecture of a layer-stack file (Hparams::layers_only).
+inline constexpr const char* kLayerStackArch = "eagle";
+
 class Model {
  public:
   // Opens, validates and binds a GGUF model. Errors: IoError, FormatError (missing or
   // mis-shaped tensor, bad hyperparameter: named), Unsupported (architecture, dtype).
   static std::unique_ptr<Model> load(const std::string& path);
   static std::unique_ptr<Model> from_gguf(std::shared_ptr<const gguf::GgufFile> file);
+  // A layer-stack file (Hparams::layers_only; e.g. an EAGLE draft layer). load() and
+  // from_gguf() refuse one with InvalidArgument, and these refuse a full model.
+  static std::unique_ptr<Model> load_layer_stack(const std::string& path);
+  static std::unique_ptr<Model> layer_stack_from_gguf(std::shared_ptr<const gguf::GgufFile> file);
   ~Model();
 
   const Hparams& hparams() const { return hp_; }
@@ -105,6 +116,11 @@ class Model {
   // nothing was repacked: no packed kernel for the types on this CPU, or TREESPEC_REPACK=0).
   uint64_t packed_bytes() const { return packed_bytes_; }
   uint64_t n_params() const;
+
+  // Layer stacks: x[n, n_embd] = fc * [RMSNorm(emb) * enorm ; feat] per row (the EAGLE
+  // input: a token's embedding, from the base model's embed(), and a hidden state of the
+  // base), tensors fc.weight [2 n_embd -> n_embd] and enorm.weight [n_embd].
+  void stack_input(ForwardContext& ctx, const float* emb, const float* feat, int32_t n, float* x) const;
 
   // x[n_rows, n_embd] = embedding of batch tokens.
   void embed(const Batch& batch, float* x) const;
@@ -135,8 +151,11 @@ class Model {
 
  private:
   Model() = default;
-  void bind();
-  void read_hparams(const ArchTraits& arch);
+  static std::unique_ptr<Model> make(std::shared_ptr<const gguf::GgufFile> file, bool layer_stack);
+  void bind(bool layer_stack);
+  // Hyperparameters under metadata prefix `a` ("llama.", "eagle.", ...).
+  void read_hparams(const ArchTraits& arch, const std::string& a);
+  void bind_embeddings(TensorBinder& b, const std::string& a);
   void bind_rope(TensorBinder& b);
   void bind_layer(TensorBinder& b, const ArchTraits& arch, int32_t il);
   // Repacks every matrix the forward multiplies with into the best kernels' tile layout.
@@ -156,6 +175,8 @@ class Model {
   kernels::WeightView tok_embd_;
   kernels::WeightView output_;
   std::vector<float> output_norm_;
+  kernels::WeightView stack_fc_;      // layer stacks: fc.weight
+  std::vector<float> stack_enorm_;    // layer stacks: enorm.weight
   std::vector<float> inv_freq_;       // [n_rot / 2]
   std::vector<float> inv_freq_swa_;   // local layers' table when rope_theta_swa > 0
   std::vector<float> inv_freq_long_;  // LongRoPE: the table with the long factors
@@ -188,6 +209,7 @@ class ForwardContext {
   int32_t max_rows_ = 0;
   int32_t max_cells_ = 0;
   core::AlignedBuffer<float> x_, xn_, q_, k_, v_, att_, gate_, up_, tmp_;
+  core::AlignedBuffer<float> stack_cat_;  // layer stacks: [rows, 2 n_embd] input of fc
   // Query rows per attention task: bounds the score scratch and still shares each K/V
   // read among many tree rows.
   static constexpr int32_t kAttnRows = 16;

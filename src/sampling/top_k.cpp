@@ -76,4 +76,17 @@ int32_t rank_of(const float* logits, int32_t n, int32_t target) {
   return rank;
 }
 
+TopProbs top_softmax(const float* logits, int32_t n, int32_t k) {
+  float mx = logits[0];
+  for (int32_t i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0.0;
+  for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+  k = std::min(k, n);
+  TopProbs r;
+  r.ids.resize(static_cast<size_t>(k));
+  top_k_ids(logits, n, k, r.ids.data());
+  for (int32_t id : r.ids) r.p.push_back(static_cast<float>(std::exp(static_cast<double>(logits[id] - mx)) / sum));
+  return r;
+}
+
 }  // namespace treespec::sampling

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace treespec::sampling {
 
@@ -17,5 +18,13 @@ void top_k_ids(const float* logits, int32_t n, int32_t k, int32_t* out);
 // How many ids rank ahead of `target` under the same rule (0 = it is the argmax). A NaN
 // target ranks after every number.
 int32_t rank_of(const float* logits, int32_t n, int32_t target);
+
+// The k most likely tokens of softmax(logits) at temperature 1 with their probabilities
+// (ids ranked by top_k_ids; k clamped to n). The draft model's and EAGLE's candidates.
+struct TopProbs {
+  std::vector<int32_t> ids;
+  std::vector<float> p;
+};
+TopProbs top_softmax(const float* logits, int32_t n, int32_t k);
 
 }  // namespace treespec::sampling

@@ -5,8 +5,11 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "drafters/eagle/eagle_layer.h"
 #include "drafters/propd/heads_file.h"
 #include "gguf/gguf.h"
+#include "model/arch.h"
+#include "model/expand.h"
 #include "model/model.h"
 #include "treespec/status.h"
 
@@ -172,6 +175,34 @@ void expand_heads_file(const std::string& in, const model::Model& expanded, cons
   const auto e =
       expand_heads(*medusa, prune.get(), hp.n_embd, hp.n_layer, real_layer_pos, output_matrix_hash(expanded), seed);
   write_heads_file(out, *e.medusa, e.prune.get());
+}
+
+void expand_eagle_file(const std::string& in, const model::Model& expanded, const std::string& out, uint64_t seed) {
+  const auto layer = drafters::EagleLayer::load(in);
+  const auto& hp = expanded.hparams();
+  if (layer->info().n_vocab != hp.n_vocab) {
+    throw InvalidArgument(
+        fmt::format("expand: EAGLE layer '{}' has a vocabulary of {} but the expanded model '{}' has {}", in,
+                    layer->info().n_vocab, expanded.gguf().path(), hp.n_vocab));
+  }
+  const model::ArchTraits* arch = model::find_arch(hp.arch);
+  if (arch != nullptr && arch->embd_scale) {
+    throw Unsupported(fmt::format(
+        "expand: widening an EAGLE layer for a {} model is not supported (its embedding scale grows with the width)",
+        hp.arch));
+  }
+  using gguf::Value;
+  model::ExpandOptions o;
+  o.n_embd = hp.n_embd;
+  o.n_ff = hp.n_ff;
+  o.n_layer = 1;
+  o.n_head = hp.n_head;
+  o.head_dim = hp.head_dim;
+  o.seed = seed ^ 0x6561676c655f6578ull;
+  o.metadata = {{drafters::kEagleKeyBaseLayers, Value::u32(static_cast<uint32_t>(hp.n_layer))},
+                {drafters::kEagleKeyBaseHash, Value::string(output_matrix_hash(expanded))},
+                {drafters::kEagleKeyBaseName, Value::string(hp.name)}};
+  model::expand_gguf(in, out, o);
 }
 
 }  // namespace treespec::train

@@ -47,4 +47,13 @@ ExpandedHeads expand_heads(const drafters::MedusaHeads& medusa, const drafters::
 void expand_heads_file(const std::string& in, const model::Model& expanded, const std::vector<int32_t>& real_layer_pos,
                        const std::string& out, uint64_t seed = 1);
 
+// Widens an EAGLE draft layer file (docs/eagle.md) trained on the source of `expanded`:
+// its decoder layer like the expansion's layers (model::expand_gguf on a layer stack: the
+// expanded model's width, heads, head size and FFN), fc and the norms so that it reads
+// the expanded base's embedding rows and final-normed states (the source's, then zeros)
+// and predicts the source's state followed by zeros; its base identity (layer count,
+// output hash, name) becomes `expanded`'s. InvalidArgument on another vocabulary,
+// Unsupported for a base family whose embedding carries a scale (Gemma).
+void expand_eagle_file(const std::string& in, const model::Model& expanded, const std::string& out, uint64_t seed = 1);
+
 }  // namespace treespec::train

@@ -219,10 +219,11 @@ double head_forward_backward(const HeadTensors& params, int32_t E, int32_t V, co
   return n_valid ? loss / static_cast<double>(n_valid) : 0.0;
 }
 
-namespace {
-void adam_vec(std::vector<float>& w, const std::vector<float>& g, std::vector<float>& m, std::vector<float>& v,
-              float lr, float c1, float c2, core::ThreadPool& pool) {
+void adam_step(std::vector<float>& w, const std::vector<float>& g, std::vector<float>& m, std::vector<float>& v,
+               float lr, int64_t t, core::ThreadPool& pool) {
   constexpr float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+  const float c1 = 1.0f - std::pow(b1, static_cast<float>(t));
+  const float c2 = 1.0f - std::pow(b2, static_cast<float>(t));
   pool.parallel_for(static_cast<int64_t>(w.size()), 4096, [&](int64_t b, int64_t e, int) {
     for (auto i = static_cast<size_t>(b); i < static_cast<size_t>(e); ++i) {
       m[i] = b1 * m[i] + (1.0f - b1) * g[i];
@@ -231,16 +232,13 @@ void adam_vec(std::vector<float>& w, const std::vector<float>& g, std::vector<fl
     }
   });
 }
-}  // namespace
 
 void adam_update(HeadTensors& p, const HeadTensors& g, AdamState& st, float lr, int64_t t, core::ThreadPool& pool) {
-  const float c1 = 1.0f - std::pow(0.9f, static_cast<float>(t));
-  const float c2 = 1.0f - std::pow(0.999f, static_cast<float>(t));
   for (size_t r = 0; r < p.w.size(); ++r) {
-    adam_vec(p.w[r], g.w[r], st.m.w[r], st.v.w[r], lr, c1, c2, pool);
-    adam_vec(p.b[r], g.b[r], st.m.b[r], st.v.b[r], lr, c1, c2, pool);
+    adam_step(p.w[r], g.w[r], st.m.w[r], st.v.w[r], lr, t, pool);
+    adam_step(p.b[r], g.b[r], st.m.b[r], st.v.b[r], lr, t, pool);
   }
-  if (!p.out_frozen) adam_vec(p.out, g.out, st.m.out, st.v.out, lr, c1, c2, pool);
+  if (!p.out_frozen) adam_step(p.out, g.out, st.m.out, st.v.out, lr, t, pool);
 }
 
 }  // namespace treespec::train

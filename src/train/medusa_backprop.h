@@ -62,6 +62,9 @@ struct AdamState {
   HeadTensors m, v;
   explicit AdamState(const HeadTensors& shape) : m(shape.like(0.0f)), v(shape.like(0.0f)) {}
 };
+// One tensor's Adam step (the update of adam_update and of the EAGLE trainer).
+void adam_step(std::vector<float>& w, const std::vector<float>& g, std::vector<float>& m, std::vector<float>& v,
+               float lr, int64_t t, core::ThreadPool& pool);
 void adam_update(HeadTensors& params, const HeadTensors& grad, AdamState& st, float lr, int64_t t,
                  core::ThreadPool& pool);
 

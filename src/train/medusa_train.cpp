@@ -77,17 +77,7 @@ double MedusaEval::mean_loss() const {
 
 namespace {
 
-// One generated sample: tokens[0] is the last prompt token; hidden row t is the final
-// normed state at tokens[t] (it predicted tokens[t + 1]).
-struct Sample {
-  std::vector<int32_t> tokens;           // [len]
-  std::vector<float> hidden;             // [len - 1, n_embd]
-  std::vector<int32_t> kl_ids;           // [len - 1, kl_top] base distribution's top entries (KL only)
-  std::vector<float> kl_p;               // [len - 1, kl_top]
-  std::vector<std::vector<float>> taps;  // per tapped layer [len - 1, n_embd] (ProPD prune heads)
-  std::vector<int32_t> argmax;           // [len - 1] final argmax (taps only)
-  int64_t n_rows() const { return static_cast<int64_t>(tokens.size()) - 1; }
-};
+using Sample = TrainingSample;
 
 // The base model writes the training text, gen_batch sequences per forward pass.
 class TrainingTextWriter {
@@ -316,6 +306,16 @@ std::vector<Sample> generate_samples(const model::Model& m, const MedusaTrainPar
                                      const TrainProgressFn& progress, MedusaTrainReport& rep) {
   return TrainingTextWriter(m, p, ctx, rep).run(progress);
 }
+
+}  // namespace
+
+std::vector<TrainingSample> generate_training_text(const model::Model& m, const MedusaTrainParams& p,
+                                                   model::ForwardContext& ctx, const TrainProgressFn& progress,
+                                                   MedusaTrainReport& rep) {
+  return generate_samples(m, p, ctx, progress, rep);
+}
+
+namespace {
 
 std::shared_ptr<MedusaHeads> to_heads(const MedusaHeadsInfo& info, const std::vector<HeadTensors>& params) {
   std::vector<std::vector<std::vector<float>>> bw, bb;

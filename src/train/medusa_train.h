@@ -20,7 +20,8 @@
 
 namespace treespec::model {
 class Model;
-}
+class ForwardContext;
+}  // namespace treespec::model
 
 namespace treespec::train {
 
@@ -115,6 +116,27 @@ struct TrainProgress {
   double eta_s = 0.0;
 };
 using TrainProgressFn = std::function<void(const TrainProgress&)>;
+
+// One generated sample: tokens[0] is the last prompt token; hidden row t is the final
+// normed state at tokens[t] (it predicted tokens[t + 1]).
+struct TrainingSample {
+  std::vector<int32_t> tokens;           // [len]
+  std::vector<float> hidden;             // [len - 1, n_embd]
+  std::vector<int32_t> kl_ids;           // [len - 1, kl_top] base distribution's top entries (KL only)
+  std::vector<float> kl_p;               // [len - 1, kl_top]
+  std::vector<std::vector<float>> taps;  // per tapped layer [len - 1, n_embd] (ProPD prune heads)
+  std::vector<int32_t> argmax;           // [len - 1] final argmax (taps only)
+  int64_t n_rows() const { return static_cast<int64_t>(tokens.size()) - 1; }
+};
+
+// The base model writes its own training text (the samples, seq_len, temp, top_p,
+// prompts, bos_id, eog_ids, seed, gen_batch, kl_weight / kl_top and tap_layers of p), with
+// a progress report per phase "generate"; rep gets the generation counts (and taps).
+// Shared by the Medusa, prune-head and EAGLE trainers. The last holdout fraction of the
+// samples is what the trainers hold out.
+std::vector<TrainingSample> generate_training_text(const model::Model& m, const MedusaTrainParams& p,
+                                                   model::ForwardContext& ctx, const TrainProgressFn& progress,
+                                                   MedusaTrainReport& rep);
 
 std::shared_ptr<drafters::MedusaHeads> train_medusa_heads(const model::Model& m, const MedusaTrainParams& p,
                                                           MedusaTrainReport* report = nullptr,

@@ -53,6 +53,16 @@ void AutoDrafter::add(std::unique_ptr<Drafter> d, bool follows, bool shadow, std
   seq_n_.assign(arms_.size(), 0.0);
 }
 
+bool AutoDrafter::wants_prompt_hidden() const {
+  return std::any_of(methods_.begin(), methods_.end(), [](const Method& m) { return m.d->wants_prompt_hidden(); });
+}
+
+void AutoDrafter::observe_prompt(int32_t first, int32_t n, const float* hidden) {
+  for (auto& m : methods_) {
+    if (m.d->wants_prompt_hidden()) m.d->observe_prompt(first, n, hidden);
+  }
+}
+
 void AutoDrafter::begin(std::span<const int32_t> prompt) {
   for (auto& m : methods_) {
     m.d->begin(prompt);
@@ -159,7 +169,10 @@ void AutoDrafter::observe(const StepFeedback& fb) {
   for (size_t j = 0; j < methods_.size(); ++j) {
     Method& m = methods_[j];
     const auto jm = static_cast<int32_t>(j);
-    const bool obs = jm == proposed_ || (m.follows && (jm == next_method || (m.shadow && shadow_)));
+    // A method that reads the target's hidden states (EAGLE) sees every step's: copying
+    // them costs nothing next to the rows it would otherwise lose from its cache.
+    const bool obs =
+        jm == proposed_ || m.d->wants_prompt_hidden() || (m.follows && (jm == next_method || (m.shadow && shadow_)));
     if (obs) m.d->observe(fb);
     if (m.follows) m.ready = obs;
   }

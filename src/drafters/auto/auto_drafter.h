@@ -30,7 +30,7 @@ namespace treespec::drafters {
 
 struct AutoParams {
   std::string
-      arms;  // --auto-arms: methods to choose from (comma list of none, lookup, ptd, medusa, draft); "" = all available
+      arms;  // --auto-arms: methods to choose from (comma list of none, lookup, ptd, medusa, draft, eagle); "" = all available
   double explore = 0.01;     // --auto-explore: share of decode time spent on trials of arms that are not shadowed
   int32_t trial_steps = 3;   // --auto-trial: consecutive steps of one trial
   int32_t shadow_every = 4;  // --auto-shadow-every: Medusa's heads run for one sequence every N-th step to grade it
@@ -50,6 +50,8 @@ class AutoDrafter final : public Drafter {
   void begin(std::span<const int32_t> prompt) override;
   tree::TokenTree propose(const DraftInput& in) override;
   void observe(const StepFeedback& fb) override;
+  bool wants_prompt_hidden() const override;
+  void observe_prompt(int32_t first, int32_t n, const float* hidden) override;
   std::span<const sampling::Distribution* const> draft_distributions() const override;
   int32_t max_nodes() const override;
   std::vector<std::pair<std::string, double>> counters() const override;

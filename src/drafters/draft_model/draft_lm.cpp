@@ -9,17 +9,14 @@ namespace treespec::drafters {
 
 namespace {
 constexpr int32_t kInitialCells = 256;
-
-core::ThreadPool& pool_or_own(core::ThreadPool* pool, std::unique_ptr<core::ThreadPool>& own) {
-  if (pool) return *pool;
-  own = std::make_unique<core::ThreadPool>(1);
-  return *own;
-}
 }  // namespace
 
 DraftLm::DraftLm(std::shared_ptr<const model::Model> keep_alive, const model::Model& m, std::vector<int32_t> layers,
                  core::ThreadPool* pool)
-    : keep_alive_(std::move(keep_alive)), model_(m), layers_(std::move(layers)), ctx_(m, pool_or_own(pool, own_pool_)) {
+    : keep_alive_(std::move(keep_alive)),
+      model_(m),
+      layers_(std::move(layers)),
+      ctx_(m, core::pool_or_own(pool, own_pool_)) {
   TREESPEC_ASSERT(!layers_.empty(), "DraftLm: empty layer list");
   kv::KvShape shape = m.kv_shape(1, kInitialCells);
   shape.n_layer = static_cast<int32_t>(layers_.size());

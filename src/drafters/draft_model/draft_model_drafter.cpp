@@ -35,34 +35,6 @@ void DraftModelParams::validate() const {
   }
 }
 
-namespace {
-
-// Candidates of one node: ids most likely first with their probabilities.
-struct Ranked {
-  std::vector<int32_t> ids;
-  std::vector<float> p;
-};
-
-// The k most likely tokens of softmax(logits) at temperature 1 (ties: lower id).
-Ranked top_softmax(const float* logits, int32_t n_vocab, int32_t k) {
-  float mx = logits[0];
-  for (int32_t i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0.0;
-  for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
-  k = std::min(k, n_vocab);
-  std::vector<int32_t> idx(static_cast<size_t>(k));
-  sampling::top_k_ids(logits, n_vocab, k, idx.data());
-  Ranked r;
-  for (int32_t i = 0; i < k; ++i) {
-    const int32_t id = idx[static_cast<size_t>(i)];
-    r.ids.push_back(id);
-    r.p.push_back(static_cast<float>(std::exp(static_cast<double>(logits[id] - mx)) / sum));
-  }
-  return r;
-}
-
-}  // namespace
-
 DraftModelDrafter::DraftModelDrafter(std::unique_ptr<DraftLm> lm, const DraftModelParams& p, uint64_t seed)
     // Its own stream: the verifier draws from the request's seed, and reusing those
     // uniforms for the drafts would correlate proposal and acceptance.
@@ -186,14 +158,14 @@ void DraftModelDrafter::add_children(int32_t node, const float* logits, const sa
   // Greedy: the draft's own softmax (temperature 1) ranks the children. Sampling: the
   // draft's distribution warped like the target's (temperature, top-k/p, min-p) is q.
   sampling::Distribution q;
-  Ranked cand;
+  sampling::TopProbs cand;
   if (sampled) {
     q = sampling::warp(logits, n_vocab, *sampling);
     const size_t k = std::min<size_t>(q.ids.size(), kMaxChildren);
     cand.ids.assign(q.ids.begin(), q.ids.begin() + static_cast<ptrdiff_t>(k));
     cand.p.assign(q.p.begin(), q.p.begin() + static_cast<ptrdiff_t>(k));
   } else {
-    cand = top_softmax(logits, n_vocab, p_.tree ? kMaxChildren : 1);
+    cand = sampling::top_softmax(logits, n_vocab, p_.tree ? kMaxChildren : 1);
   }
   // Children: the top candidate, and in tree mode every other one with probability >=
   // p_split. Nothing below this node when they cover less than p_min of the draft's mass

@@ -72,6 +72,7 @@ const std::vector<std::string> kStoryPrompts = {
 struct Case {
   std::string model;  // expanded GGUF
   std::string heads;  // widened heads (Medusa + prune)
+  std::string eagle;  // widened EAGLE layer
   std::vector<std::string> prompts;
   int n_predict = 48;
   // Greedy by default; the sampled cases set temperature, filters and seed (the coupled
@@ -99,27 +100,28 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
-// The six drafters and --spec auto (choosing among five of them) as `run` / `serve` flags.
-std::vector<std::pair<std::string, std::string>> methods(const std::string& heads) {
+// The seven drafters and --spec auto (choosing among six of them) as `run` / `serve` flags.
+std::vector<std::pair<std::string, std::string>> methods(const Case& c) {
   return {{"lookup", "--spec lookup"},
           {"lookahead", "--spec lookahead"},
           {"ptd", "--spec ptd"},
-          {"medusa", "--spec medusa --heads " + heads},
-          {"propd", "--spec propd --heads " + heads},
+          {"medusa", "--spec medusa --heads " + c.heads},
+          {"propd", "--spec propd --heads " + c.heads},
           {"draft", "--spec draft --draft-layers 0+1"},
-          {"auto", "--spec auto --heads " + heads + " --draft-layers 0+1"}};
+          {"eagle", "--spec eagle --eagle " + c.eagle},
+          {"auto", "--spec auto --heads " + c.heads + " --draft-layers 0+1 --eagle " + c.eagle}};
 }
 
 void check_bench(const Case& c, const std::string& dir) {
   const std::string prompts = write_prompts(dir, c.prompts);
   const std::string report = dir + "/bench.json";
   std::string out;
-  const std::string cmd = bin() + " bench -m " + c.model + " --prompts " + prompts + " -n " +
-                          std::to_string(c.n_predict) + " --batch 1,3 -r 1 --no-membw --no-progress --no-warmup -t 2 " +
-                          c.sampling + " " + c.cache +
-                          " --spec none,lookup,lookahead,ptd,draft:layers=0+1 --method medusa:--heads=" + c.heads +
-                          " --method propd:heads=" + c.heads + " --method auto:--heads=" + c.heads +
-                          ",--draft-layers=0+1" + " --json " + report;
+  const std::string cmd =
+      bin() + " bench -m " + c.model + " --prompts " + prompts + " -n " + std::to_string(c.n_predict) +
+      " --batch 1,3 -r 1 --no-membw --no-progress --no-warmup -t 2 " + c.sampling + " " + c.cache +
+      " --spec none,lookup,lookahead,ptd,draft:layers=0+1 --method medusa:--heads=" + c.heads +
+      " --method propd:heads=" + c.heads + " --method eagle:--eagle=" + c.eagle + " --method auto:--heads=" + c.heads +
+      ",--draft-layers=0+1,--eagle=" + c.eagle + " --json " + report;
   const int rc = run_command(cmd + " 2>&1", &out);
   EXPECT_EQ(rc, 0) << cmd << "\n" << out;
   std::ifstream f(report);
@@ -132,7 +134,7 @@ void check_bench(const Case& c, const std::string& dir) {
     ++n_cells;
     EXPECT_TRUE(cell.at("greedy_match").get<bool>()) << cell.dump().substr(0, 400);
   }
-  EXPECT_EQ(n_cells, 16) << "8 methods x batch 1 and 3";
+  EXPECT_EQ(n_cells, 18) << "9 methods x batch 1 and 3";
 }
 
 json run_json(const Case& c, const std::string& prompt, const std::string& flags) {
@@ -159,7 +161,7 @@ std::vector<std::string> check_run(const Case& c, size_t n_prompts, size_t n_met
     if (!plain.contains("tokens")) return texts;
     texts.push_back(plain.at("text").get<std::string>());
     if (i >= n_methods) continue;
-    for (const auto& [name, flags] : methods(c.heads)) {
+    for (const auto& [name, flags] : methods(c)) {
       const json spec = run_json(c, c.prompts[i], flags);
       if (!spec.contains("tokens")) continue;
       EXPECT_EQ(spec.at("tokens"), plain.at("tokens")) << name << " on prompt " << i << " (" << c.model << ")";
@@ -173,7 +175,7 @@ std::vector<std::string> check_run(const Case& c, size_t n_prompts, size_t n_met
 void check_serve(const Case& c, const std::vector<std::string>& want) {
   constexpr size_t kClients = 4;
   ASSERT_GE(want.size(), kClients);
-  for (const auto& [name, flags] : methods(c.heads)) {
+  for (const auto& [name, flags] : methods(c)) {
     std::vector<std::string> args = {"-np", "3", "-t", "2", "-c", std::to_string(c.serve_ctx)};
     std::istringstream fs(flags + " " + c.cache);
     for (std::string a; fs >> a;) args.push_back(a);
@@ -203,15 +205,18 @@ Case expand_kjv(const std::string& dir, const std::string& type, int dim, int ff
   Case c;
   c.model = dir + "/kjv-" + type + ".gguf";
   c.heads = dir + "/kjv-" + type + ".heads.gguf";
-  sh(bin() + " expand -m " + repo_file("models/kjv-5m.gguf") + " -o " + c.model + " --dim " + std::to_string(dim) +
-     " --ffn " + std::to_string(ffn) + " --layers " + std::to_string(layers) + " --head-dim " +
-     std::to_string(head_dim) + " --type " + type + " --heads-in " + repo_file("models/kjv-5m.medusa.gguf") +
-     " --heads-out " + c.heads);
+  const std::string shape = "--dim " + std::to_string(dim) + " --ffn " + std::to_string(ffn) + " --layers " +
+                            std::to_string(layers) + " --head-dim " + std::to_string(head_dim);
+  c.eagle = dir + "/kjv-" + type + ".eagle.gguf";
+  sh(bin() + " expand -m " + repo_file("models/kjv-5m.gguf") + " -o " + c.model + " " + shape + " --type " + type +
+     " --heads-in " + repo_file("models/kjv-5m.medusa.gguf") + " --heads-out " + c.heads + " --heads-in " +
+     repo_file("models/kjv-5m.eagle.gguf") + " --heads-out " + c.eagle);
   return c;
 }
 
-// stories260K converted, with briefly trained Medusa + prune heads (their quality only
-// sets how often drafts are accepted; equality must hold whatever they propose).
+// stories260K converted, with briefly trained Medusa + prune heads and EAGLE layer (their
+// quality only sets how often drafts are accepted; equality must hold whatever they
+// propose).
 Case expand_stories(const std::string& dir, const std::string& type, int dim = 512, int ffn = 1536) {
   Case c;
   const std::string base = dir + "/s260.gguf", heads = dir + "/s260.heads.gguf";
@@ -219,11 +224,15 @@ Case expand_stories(const std::string& dir, const std::string& type, int dim = 5
      "/models/stories260K/tok512.bin -o " + base);
   sh(bin() + " train-heads -m " + base + " -o " + heads +
      " -q --steps 150 --samples 64 --seq-len 96 --batch 128 --prune-layer 3 --prune-steps 100");
+  sh(bin() + " train-eagle -m " + base + " -o " + dir + "/s260.eagle.gguf" +
+     " -q --steps 150 --samples 64 --seq-len 96 --window 32");
   c.model = dir + "/s260-" + type + ".gguf";
   c.heads = dir + "/s260-" + type + ".heads.gguf";
-  sh(bin() + " expand -m " + base + " -o " + c.model + " --dim " + std::to_string(dim) + " --ffn " +
-     std::to_string(ffn) + " --layers 8 --head-dim 64 --type " + type + " --heads-in " + heads + " --heads-out " +
-     c.heads);
+  const std::string shape =
+      "--dim " + std::to_string(dim) + " --ffn " + std::to_string(ffn) + " --layers 8 --head-dim 64";
+  c.eagle = dir + "/s260-" + type + ".eagle.gguf";
+  sh(bin() + " expand -m " + base + " -o " + c.model + " " + shape + " --type " + type + " --heads-in " + heads +
+     " --heads-out " + c.heads + " --heads-in " + dir + "/s260.eagle.gguf --heads-out " + c.eagle);
   c.prompts = kStoryPrompts;
   c.n_predict = 64;
   return c;
@@ -287,6 +296,7 @@ TEST(LosslessE2E, SampledKjvAllDraftersEqualPlainSamplingWithTheSameSeed) {
   Case c;
   c.model = repo_file("models/kjv-5m.gguf");
   c.heads = repo_file("models/kjv-5m.medusa.gguf");
+  c.eagle = repo_file("models/kjv-5m.eagle.gguf");
   c.prompts = kjv_prompts(4);
   c.n_predict = 48;
   struct Sampling {
@@ -309,10 +319,11 @@ TEST(LosslessE2E, SampledKjvAllDraftersEqualPlainSamplingWithTheSameSeed) {
     // The budget controller (tree sizes follow measured timing) and a thread count.
     const json plain = run_json(c, c.prompts[0], "--spec none");
     for (const char* flags : {"--spec medusa --heads {} --budget dynamic", "--spec ptd --budget dynamic -t 1",
-                              "--spec draft --draft-layers 0+1 --budget dynamic"}) {
+                              "--spec draft --draft-layers 0+1 --budget dynamic", "--spec eagle --budget dynamic"}) {
       std::string f = flags;
       const auto at = f.find("{}");
       if (at != std::string::npos) f.replace(at, 2, c.heads);
+      if (f.find("eagle") != std::string::npos) f += " --eagle " + c.eagle;
       const json spec = run_json(c, c.prompts[0], f);
       EXPECT_EQ(spec.value("tokens", json()), plain.value("tokens", json())) << f;
       EXPECT_EQ(spec["stats"].value("verify", ""), "coupled");

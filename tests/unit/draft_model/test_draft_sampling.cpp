@@ -3,15 +3,12 @@
 //
 // A tiny random target and a draft (another tiny random model with the same vocabulary,
 // or a one-layer subset of the target) generate 2 tokens from a fixed prompt, N times
-// with different seeds, through the engine with the lossless verifier. Chains draw every
-// draft token from the draft's warped distribution q and report q (min(1, p/q) with the
-// residual max(p - q, 0)); trees add deterministic branches (point masses). The counts of
-// the first token and of the first two tokens are compared with the exact target
-// probabilities P(x) = p(x | prompt) and P(x, y) = p(x | prompt) p(y | prompt x) (target
-// forward passes, warped by the same sampling parameters) by Pearson's chi-square test at
-// significance 1e-3 with fixed seeds (cells with expected count < 5 pooled). Power: the
-// same drafts verified against a WRONG q (uniform) are biased, and the test must reject
-// them at the same significance.
+// with different seeds, through the engine with the lossless verifier
+// (common/two_token_sampling.h). Chains draw every draft token from the draft's warped
+// distribution q and report q (min(1, p/q) with the residual max(p - q, 0)); trees add
+// deterministic branches (point masses). Chi-square tests at significance 1e-3 with fixed
+// seeds; power: the same drafts verified against a WRONG q (uniform) are biased, and the
+// test must reject them at the same significance.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,10 +18,10 @@
 
 #include "common/test_util.h"
 #include "common/tiny_model.h"
+#include "common/two_token_sampling.h"
 #include "drafters/draft_model/draft_model_drafter.h"
 #include "drafters/factory.h"
 #include "engine/engine.h"
-#include "unit/verify/chi_square.h"
 
 using namespace treespec;
 
@@ -33,49 +30,6 @@ namespace {
 constexpr double kAlpha = 1e-3;
 constexpr int32_t kV = 16;
 constexpr int32_t kSamples = 30000;
-
-// Reports a uniform q for every node whose children were sampled: the verifier then uses
-// the wrong ratio, so the output is biased (the negative control).
-class WrongQ final : public drafters::Drafter {
- public:
-  explicit WrongQ(std::unique_ptr<drafters::Drafter> inner) : inner_(std::move(inner)) {
-    uniform_.ids.resize(kV);
-    uniform_.p.assign(kV, 1.0f / kV);
-    for (int32_t i = 0; i < kV; ++i) uniform_.ids[static_cast<size_t>(i)] = i;
-  }
-  std::string name() const override { return "wrong-q"; }
-  void begin(std::span<const int32_t> p) override { inner_->begin(p); }
-  tree::TokenTree propose(const drafters::DraftInput& in) override {
-    auto t = inner_->propose(in);
-    ptr_.clear();
-    for (const auto* q : inner_->draft_distributions()) ptr_.push_back(q ? &uniform_ : nullptr);
-    return t;
-  }
-  void observe(const drafters::StepFeedback& fb) override { inner_->observe(fb); }
-  std::span<const sampling::Distribution* const> draft_distributions() const override { return ptr_; }
-  int32_t max_nodes() const override { return inner_->max_nodes(); }
-
- private:
-  std::unique_ptr<drafters::Drafter> inner_;
-  sampling::Distribution uniform_;
-  std::vector<const sampling::Distribution*> ptr_;
-};
-
-// Warped target distribution after ctx, dense [V].
-std::vector<double> target_dist(const model::Model& m, const std::vector<int32_t>& ctx,
-                                const sampling::SamplingParams& sp) {
-  model::ForwardContext fc(m, 1);
-  kv::KvCache kv(m.kv_shape(1, 32));
-  model::Batch b;
-  b.add_chain(0, 0, ctx);
-  std::vector<float> logits(kV);
-  const int32_t last = static_cast<int32_t>(ctx.size()) - 1;
-  EXPECT_TRUE(m.forward(fc, b, kv, std::span<const int32_t>(&last, 1), logits.data()).ok());
-  const auto d = sampling::warp(logits.data(), kV, sp);
-  std::vector<double> p(kV, 0.0);
-  for (size_t i = 0; i < d.ids.size(); ++i) p[static_cast<size_t>(d.ids[i])] = d.p[i];
-  return p;
-}
 
 struct Models {
   std::unique_ptr<model::Model> target;
@@ -100,13 +54,7 @@ Models make_setup() {
   return s;
 }
 
-struct Result {
-  test::ChiSquare first, pairs;
-  double mean_accepted_length = 0.0;
-  int64_t accepted = 0;
-  int64_t sampled_nodes = 0;  // draft tokens drawn from q (drafter counter)
-  int64_t pruned = 0;         // tree rows removed by early pruning
-};
+using Result = test::TwoTokenResult;
 
 // n sequences with seeds derived from `seed`, `batch` of them decoding together (one
 // forward pass for all: a row's result must not depend on the others).
@@ -114,68 +62,16 @@ struct Result {
 Result simulate(const model::Model& target, const drafters::SpecConfig& cfg, const sampling::SamplingParams& sp0,
                 int32_t n, uint64_t seed, bool wrong_q, int32_t batch = 1, verify::Mode mode = verify::Mode::lossless,
                 std::vector<int32_t>* outputs = nullptr) {
-  const std::vector<int32_t> prompt = {1, 7, 11};
-  engine::EngineParams ep;
-  ep.n_ctx = 32;
-  ep.n_slots = batch;
-  engine::Engine eng(target, ep);
-  eng.set_eog_ids({});
-  std::vector<int64_t> first(kV, 0), pairs(kV * kV, 0);
-  engine::SpecStats total;
-  int64_t sampled = 0;
-  for (int32_t i0 = 0; i0 < n; i0 += batch) {
-    std::vector<std::unique_ptr<engine::Sequence>> group;
-    for (int32_t i = i0; i < std::min(n, i0 + batch); ++i) {
-      engine::SequenceParams sp;
-      sp.sampling = sp0;
-      sp.sampling.seed = seed * 1000003 + static_cast<uint64_t>(i);
-      sp.mode = mode;
-      sp.n_predict = 2;
-      sp.ignore_eog = true;
-      auto d = drafters::make_drafter(cfg, drafters::DrafterEnv{&target, {}, sp.sampling.seed});
-      if (wrong_q) d = std::make_unique<WrongQ>(std::move(d));
-      group.push_back(std::make_unique<engine::Sequence>(prompt, sp, std::move(d)));
-      EXPECT_TRUE(eng.add(*group.back()).ok());
-    }
-    for (;;) {
-      std::vector<engine::Sequence*> active;
-      for (auto& q : group) {
-        if (!q->finished()) active.push_back(q.get());
-      }
-      if (active.empty()) break;
-      eng.step(active);
-    }
-    for (auto& q : group) {
-      const engine::Sequence& seq = *q;
-      for (const auto& [k, v] : seq.drafter().counters()) {
-        if (k == "draft_sampled_nodes") sampled += static_cast<int64_t>(v);
-      }
-      EXPECT_EQ(seq.generated().size(), 2u);
-      const int32_t x = seq.generated()[0], y = seq.generated()[1];
-      if (outputs) outputs->insert(outputs->end(), {x, y});
-      first[static_cast<size_t>(x)] += 1;
-      pairs[static_cast<size_t>(x * kV + y)] += 1;
-      total.merge(seq.stats());
-    }
-  }
-  const auto p1 = target_dist(target, prompt, sp0);
-  std::vector<double> p2(kV * kV, 0.0);
-  for (int32_t x = 0; x < kV; ++x) {
-    if (p1[static_cast<size_t>(x)] <= 0.0) continue;
-    auto ctx = prompt;
-    ctx.push_back(x);
-    const auto py = target_dist(target, ctx, sp0);
-    for (int32_t y = 0; y < kV; ++y)
-      p2[static_cast<size_t>(x * kV + y)] = p1[static_cast<size_t>(x)] * py[static_cast<size_t>(y)];
-  }
-  Result r;
-  r.first = test::chi_square(first, p1);
-  r.pairs = test::chi_square(pairs, p2);
-  r.mean_accepted_length = total.mean_accepted_length();
-  r.accepted = total.n_accepted;
-  r.sampled_nodes = sampled;
-  r.pruned = total.n_pruned;
-  return r;
+  test::TwoTokenRun run;
+  run.n = n;
+  run.seed = seed;
+  run.wrong_q = wrong_q;
+  run.batch = batch;
+  run.mode = mode;
+  run.sampled_counter = "draft_sampled_nodes";
+  run.outputs = outputs;
+  const auto make = [&](uint64_t s) { return drafters::make_drafter(cfg, drafters::DrafterEnv{&target, {}, s}); };
+  return test::simulate_two_tokens(target, make, sp0, run);
 }
 
 drafters::SpecConfig cfg_of(const std::string& model_path, const std::string& layers, bool tree) {
@@ -197,12 +93,7 @@ drafters::SpecConfig pruned(drafters::SpecConfig c) {
 }
 
 sampling::SamplingParams params(float temp, int32_t top_k, float top_p, float min_p) {
-  sampling::SamplingParams p;
-  p.temp = temp;
-  p.top_k = top_k;
-  p.top_p = top_p;
-  p.min_p = min_p;
-  return p;
+  return test::sampling_params(temp, top_k, top_p, min_p);
 }
 
 struct Case {

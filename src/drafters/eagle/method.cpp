@@ -1,0 +1,35 @@
+// --spec eagle in the method registry (drafters/registry.h).
+#include "drafters/eagle/eagle_drafter.h"
+#include "drafters/registry.h"
+#include "treespec/status.h"
+
+namespace treespec::drafters {
+
+MethodInfo eagle_method() {
+  MethodInfo m;
+  m.name = "eagle";
+  m.summary =
+      "an EAGLE draft layer (trained with train-eagle) drafts from the target's hidden states, autoregressively, "
+      "an EAGLE-2 dynamic tree";
+  m.auto_arm = AutoArm::trial;
+  m.default_arm = [](const SpecConfig& c, const model::Model*) { return !c.params<EagleParams>().path.empty(); };
+  m.options = [](OptionSink& s, SpecConfig& c) {
+    auto& p = c.params<EagleParams>();
+    OptionDesc file{"--eagle,--eagle-layer", "eagle: EAGLE draft layer file (treespec train-eagle)"};
+    file.show_default = false;
+    s.value(file, p.path);
+    s.value({"--eagle-depth", "eagle: deepest draft token"}, p.depth);
+    s.value({"--eagle-width", "eagle: nodes expanded per draft pass"}, p.width);
+    s.value({"--eagle-topk", "eagle: children considered per expanded node"}, p.top_k);
+    s.value({"--eagle-nodes", "eagle: tree size incl. the root (when no budget is set)"}, p.n_nodes);
+  };
+  m.check_files = [](const SpecConfig& c) { check_readable(c.params<EagleParams>().path, "--eagle"); };
+  m.make = [](const SpecConfig& c, const DrafterEnv& env, const std::string&) -> std::unique_ptr<Drafter> {
+    if (env.model == nullptr)
+      throw InvalidArgument("--spec eagle needs the target model (the layer is checked against it)");
+    return make_eagle_drafter(c.params<EagleParams>(), *env.model, env.seed, env.pool);
+  };
+  return m;
+}
+
+}  // namespace treespec::drafters
