@@ -74,11 +74,12 @@ soak: build
 # out. The default subset is every test except those that repeat, many times over, code
 # the remaining tests already run under the sanitizers, and that take most of the
 # suite's time under ASan: the chi-square sampling loops (verifiers, Medusa, the draft
-# model), Medusa head training and its greedy-equality decodes, the lossless contract's
-# wide-model cases (LosslessContract: Q8_0 only; the other types run the same forward
-# code), the end-to-end drafter checks through the binary (LosslessE2E), and the
-# longest golden variants (the CLI expand-and-widen check, four ProPD and one PTD and
-# one draft-model golden whose code the other goldens of the same drafter run), the
+# model, EAGLE: EagleDrafter.SampledDrafts... runs its sampled path), Medusa head
+# training and its greedy-equality decodes, the lossless contract's wide-model cases
+# (LosslessContract: Q8_0 only; the other types run the same forward code), the
+# end-to-end drafter checks through the binary (LosslessE2E), and the longest golden
+# variants (the CLI expand-and-widen check, four ProPD and one PTD and one draft-model
+# golden whose code the other goldens of the same drafter run), the
 # prune-head training loop (its file and fit checks stay), three of --spec auto's four
 # golden tests (each retrains the heads; RandomArmSwitching runs the AutoDrafter's
 # paths), the policy's longest simulation, and the penalties' chi-square and
@@ -90,7 +91,7 @@ soak: build
 # Timings and the CI budget (.ci/run under 30 minutes on 2 cores): docs/reliability.md,
 # "CI time". `make test-sanitize SANITIZE_EXCLUDE=` runs all.
 SANITIZE_TESTS ?= .
-SANITIZE_EXCLUDE ?= ^(Verify(Lossless|Coupled)\..*Distribution|MedusaLossless\.EmittedTokens.*|DraftSampling\..*|MedusaTrain\.Stories.*|MedusaDecode\..*|MedusaDrafterParts\.LiveTable.*|LosslessE2E\..*|LosslessContractIsa\..*|AllWeightTypes/LosslessContract\..*/(f32|f16|bf16|q4_0|q4_k|q6_k|q5_k|iq4_xs)( .*)?|ExpandHeads\.Cli.*|PropdGolden\.(LogitLens|Factory|PtdUnder|PrunedDynamic).*|PruneHead\.Training.*|MedusaAuto\.(PolicyChoice|CoupledSampling|ShadowGrades).*|AutoPolicy\.ExplorationCost.*|Penalties\.(SampledTokens|EveryDrafter).*|SamplingFields\.(EveryDrafter|CoupledSpeculation|SampledTokens).*|GrammarEngine\.(EveryDrafter|SampledTokens).*)$$
+SANITIZE_EXCLUDE ?= ^(Verify(Lossless|Coupled)\..*Distribution|MedusaLossless\.EmittedTokens.*|DraftSampling\..*|EagleSampling\..*|MedusaTrain\.Stories.*|MedusaDecode\..*|MedusaDrafterParts\.LiveTable.*|LosslessE2E\..*|LosslessContractIsa\..*|AllWeightTypes/LosslessContract\..*/(f32|f16|bf16|q4_0|q4_k|q6_k|q5_k|iq4_xs)( .*)?|ExpandHeads\.Cli.*|PropdGolden\.(LogitLens|Factory|PtdUnder|PrunedDynamic).*|PruneHead\.Training.*|MedusaAuto\.(PolicyChoice|CoupledSampling|ShadowGrades).*|AutoPolicy\.ExplorationCost.*|Penalties\.(SampledTokens|EveryDrafter).*|SamplingFields\.(EveryDrafter|CoupledSpeculation|SampledTokens).*|GrammarEngine\.(EveryDrafter|SampledTokens).*)$$
 # allocator_may_return_null: a failed allocation returns NULL as in a normal build (the
 # code turns that into an "out of memory" error, which tests check) instead of aborting.
 # TREESPEC_LOAD_*: the server load test (docs/reliability.md, "Load") with smaller counts.

@@ -5,7 +5,9 @@
 //                                      so M = 1 measures DRAM streaming and M = 16 / 64
 //                                      shows what extra tree rows cost.
 //   BM_MatmulL2/<type>/<isa>/M/1      ~0.5 MB of weights (in L2): compute rate alone.
-//                                      avx512_vnni reads the load-time packed copy.
+//                                      Every level gets the load-time packed copy (the
+//                                      best level's layout; a kernel of another layout
+//                                      reads the GGUF rows).
 //   BM_Attention/<tree>/threads/softcap  8 KV heads x group 2, head_dim 128, 1024
 //                                      committed cells, a random tree of 1 / 16 / 64 rows;
 //                                      softcap 50: Gemma 2's attention soft-capping.
@@ -88,8 +90,9 @@ void BM_Matmul(benchmark::State& st, DType t, kernels::Isa isa, bool small) {
   const kernels::Isa saved = kernels::active_isa();
   kernels::set_active_isa(isa);
   core::ThreadPool* p = n_threads > 1 ? &pool(n_threads) : nullptr;
-  // The int8 levels read the packed copy, as in a loaded model.
-  const kernels::WeightView& view = isa >= kernels::Isa::avx512_vnni ? w.packed : w.view;
+  // With the load-time packed copy, as in a loaded model (a kernel reads it only when it
+  // is its own level's layout: the best level's, or avx2's Q8_0 on a CPU without VNNI).
+  const kernels::WeightView& view = w.packed;
   for (auto _ : st) {
     kernels::matmul(view, x.data(), M, y.data(), p);
     benchmark::DoNotOptimize(y.data());

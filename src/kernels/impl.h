@@ -64,7 +64,8 @@ void register_ref(KernelTable& t);
 // Override entries with ISA-specific kernels (defined in x86/*.cpp; weak no-op fallbacks
 // when a file is absent, e.g. on other architectures).
 void register_avx2(KernelTable& t);
-void register_avx2_int8(KernelTable& t);  // called by register_avx2 and register_avx512
+void register_avx2_int8(KernelTable& t);   // called by register_avx2 and register_avx512
+void register_avx2_lanes(KernelTable& t);  // Q8_0, rows in lanes; called by register_avx2_int8
 void register_avx512(KernelTable& t);
 void register_avx512_vnni(KernelTable& t);
 void register_avx512_vnni_kquant(KernelTable& t);   // called by register_avx512_vnni

@@ -155,8 +155,8 @@ class Expander {
 
   const Hparams& hp_;
   const gguf::GgufFile& f_;
-  std::string prefix_;  // metadata prefix: general.architecture + "." (a layer stack's own)
   const ExpandOptions& o_;
+  std::string prefix_;  // metadata prefix: general.architecture + "." (a layer stack's own)
   const ArchTraits& arch_;
   gguf::GgufWriter& w_;
   ExpandSummary& sum_;

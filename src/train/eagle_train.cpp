@@ -121,8 +121,8 @@ class BatchBuilder {
     for (const Window& w : ws) {
       starts_.push_back(r);
       const TrainingSample& smp = samples_[static_cast<size_t>(w.s)];
-      batch_.add_chain(0, 0, std::span<const int32_t>(smp.tokens).subspan(static_cast<size_t>(w.t0) + 1,
-                                                                            static_cast<size_t>(w.n)));
+      batch_.add_chain(
+          0, 0, std::span<const int32_t>(smp.tokens).subspan(static_cast<size_t>(w.t0) + 1, static_cast<size_t>(w.n)));
       for (int32_t i = 0; i < w.n; ++i, ++r) {
         const size_t t = static_cast<size_t>(w.t0 + i);
         const float* f = smp.hidden.data() + t * E;
@@ -279,8 +279,8 @@ void write_eagle_file(const std::string& path, const model::Model& m, const Eagl
   w.write(path);
 }
 
-void train_eagle(const model::Model& m, const EagleTrainParams& p_in, const std::string& path,
-                 EagleTrainReport* report, const TrainProgressFn& progress) {
+void train_eagle(const model::Model& m, const EagleTrainParams& p_in, const std::string& path, EagleTrainReport* report,
+                 const TrainProgressFn& progress) {
   EagleTrainParams p = p_in;
   p.gen.kl_weight = std::max(p.kl_weight, 1e-6f);  // record the target's distributions (and argmax)
   p.validate();
@@ -295,8 +295,8 @@ void train_eagle(const model::Model& m, const EagleTrainParams& p_in, const std:
   const int32_t kl_top = std::min(p.gen.kl_top, s.V);
   const auto n_samples = static_cast<int32_t>(samples.size());
   const int32_t first_held =
-      n_samples - static_cast<int32_t>(std::clamp<int64_t>(
-                      std::llround(p.gen.holdout * static_cast<float>(n_samples)), 1, n_samples - 1));
+      n_samples - static_cast<int32_t>(std::clamp<int64_t>(std::llround(p.gen.holdout * static_cast<float>(n_samples)),
+                                                           1, n_samples - 1));
   // Training windows start anywhere; held-out windows tile their samples.
   std::vector<int32_t> train_ids;
   std::vector<Window> held;

@@ -26,10 +26,10 @@ namespace treespec::train {
 struct EagleTrainParams {
   MedusaTrainParams gen;  // the training text: samples, seq_len, temp, prompts, seed, threads, holdout, kl_top
   int32_t steps = 1500;
-  float lr = 3e-3f;        // peak (linear warm-up, cosine decay to 10%)
+  float lr = 3e-3f;  // peak (linear warm-up, cosine decay to 10%)
   float warmup = 0.05f;
-  int32_t window = 64;     // rows per training window (a causal sequence of the layer)
-  int32_t windows = 8;     // windows per step
+  int32_t window = 64;  // rows per training window (a causal sequence of the layer)
+  int32_t windows = 8;  // windows per step
   float feat_weight = 1.0f;
   float tok_weight = 0.5f;
   float kl_weight = 0.7f;  // of the token term: the target's distribution (rest: its sampled token)
@@ -39,10 +39,10 @@ struct EagleTrainParams {
 };
 
 struct EagleEval {
-  double loss = 0.0;            // held-out loss (same terms as training, no noise)
-  std::vector<double> top1;     // [depth] agreement with the target's argmax (depth 1, 2)
-  std::vector<double> top5;     // [depth] the target's argmax among the layer's top 5
-  int64_t n = 0;                // held-out rows
+  double loss = 0.0;         // held-out loss (same terms as training, no noise)
+  std::vector<double> top1;  // [depth] agreement with the target's argmax (depth 1, 2)
+  std::vector<double> top5;  // [depth] the target's argmax among the layer's top 5
+  int64_t n = 0;             // held-out rows
 };
 
 struct EagleTrainReport {

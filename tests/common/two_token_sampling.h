@@ -85,12 +85,12 @@ struct TwoTokenResult {
 using SeededDrafterMaker = std::function<std::unique_ptr<drafters::Drafter>(uint64_t seed)>;
 
 struct TwoTokenRun {
-  int32_t n = 0;             // samples
-  uint64_t seed = 1;         // sample i decodes with seed * 1000003 + i
-  bool wrong_q = false;      // wrap every drafter in WrongQ
-  int32_t batch = 1;         // sequences decoding together (one forward pass for all)
+  int32_t n = 0;         // samples
+  uint64_t seed = 1;     // sample i decodes with seed * 1000003 + i
+  bool wrong_q = false;  // wrap every drafter in WrongQ
+  int32_t batch = 1;     // sequences decoding together (one forward pass for all)
   verify::Mode mode = verify::Mode::lossless;
-  std::string sampled_counter;             // the drafter counter of nodes drawn from q
+  std::string sampled_counter;              // the drafter counter of nodes drawn from q
   std::vector<int32_t>* outputs = nullptr;  // if given: the two tokens of every sample, in seed order
 };
 

@@ -100,8 +100,9 @@ std::function<int()> setup_train_eagle(CLI::App& sub) {
   sub.add_option("--kl", p.kl_weight, "share of the model's distribution in the token target (rest: sampled token)")
       ->capture_default_str();
   sub.add_option("--noise", p.noise, "uniform input-feature noise, times the row's RMS")->capture_default_str();
-  sub.add_option("--seq-len", p.gen.seq_len,
-                 "generated tokens per sample (the default shrinks to fit the model's context after the longest prompt)")
+  sub.add_option(
+         "--seq-len", p.gen.seq_len,
+         "generated tokens per sample (the default shrinks to fit the model's context after the longest prompt)")
       ->capture_default_str()
       ->each([a](const std::string&) { a->seq_len_given = true; });
   sub.add_option("--samples", p.gen.samples, "generated samples (some held out)")->capture_default_str();

@@ -22,6 +22,20 @@ void EagleParams::validate() const {
 
 namespace {
 constexpr int32_t kEagleInitialCells = 256;
+constexpr double kCurveAlpha = 0.05;  // weight of a proposal in the per-size average
+
+// E_n of a chain whose depth-d node is accepted with probability prod_{i <= d} a_i, a_i the
+// held-out top-1 of depth i (the last one repeated; 0.5 without a table).
+std::vector<double> chain_prior(const std::vector<float>& top1, int32_t n_max) {
+  std::vector<double> e(static_cast<size_t>(std::max(1, n_max)), 0.0);
+  double path = 1.0;
+  for (size_t n = 1; n < e.size(); ++n) {
+    const double a = top1.empty() ? 0.5 : static_cast<double>(top1[std::min(n - 1, top1.size() - 1)]);
+    path *= a;
+    e[n] = e[n - 1] + path;
+  }
+  return e;
+}
 
 }  // namespace
 
@@ -37,6 +51,7 @@ EagleDrafter::EagleDrafter(std::shared_ptr<const EagleLayer> layer, const model:
       tctx_(target, ctx_.pool()),
       kv_(std::make_unique<kv::KvCache>(lm_.kv_shape(1, kEagleInitialCells))) {
   p_.validate();
+  prior_ = chain_prior(layer_->info().calib_top1, std::max(p_.n_nodes, p_.depth + 1));
 }
 
 void EagleDrafter::begin(std::span<const int32_t> /*prompt*/) {
@@ -64,7 +79,8 @@ void EagleDrafter::reset(int64_t c0) {
 void EagleDrafter::append_features(int64_t first, int32_t n, std::span<const float* const> rows) {
   if (c0_ < 0 || c0_ + known_pairs() != first) reset(first);
   const auto E = static_cast<size_t>(lm_.hparams().n_embd);
-  for (int32_t i = 0; i < n; ++i) pend_.insert(pend_.end(), rows[static_cast<size_t>(i)], rows[static_cast<size_t>(i)] + E);
+  for (int32_t i = 0; i < n; ++i)
+    pend_.insert(pend_.end(), rows[static_cast<size_t>(i)], rows[static_cast<size_t>(i)] + E);
 }
 
 void EagleDrafter::observe_prompt(int32_t first, int32_t n, const float* hidden) {
@@ -84,8 +100,8 @@ void EagleDrafter::observe(const StepFeedback& fb) {
   }
   std::vector<const float*> rows;
   for (int32_t node : path) {
-    const float* h = static_cast<size_t>(node) < fb.node_hidden.size() ? fb.node_hidden[static_cast<size_t>(node)]
-                                                                          : nullptr;
+    const float* h =
+        static_cast<size_t>(node) < fb.node_hidden.size() ? fb.node_hidden[static_cast<size_t>(node)] : nullptr;
     if (h == nullptr) break;
     rows.push_back(h);
   }
@@ -151,8 +167,9 @@ void EagleDrafter::forward(std::span<const int32_t> nodes, const float* chain_fe
   for (int32_t r = 0; r < n; ++r) {
     const int32_t node = nodes[static_cast<size_t>(r)];
     const Node& nd = nodes_[static_cast<size_t>(node)];
-    const float* src = nd.depth <= 0 ? chain_feat + static_cast<size_t>(node) * E
-                                     : ys_.data() + static_cast<size_t>(nodes_[static_cast<size_t>(dtree_.parent(node))].y_row) * E;
+    const float* src =
+        nd.depth <= 0 ? chain_feat + static_cast<size_t>(node) * E
+                      : ys_.data() + static_cast<size_t>(nodes_[static_cast<size_t>(dtree_.parent(node))].y_row) * E;
     std::memcpy(feat_.data() + static_cast<size_t>(r) * E, src, static_cast<size_t>(E) * sizeof(float));
   }
   ctx_.reserve(n, kv_->n_cells());
@@ -293,7 +310,31 @@ tree::TokenTree EagleDrafter::propose(const DraftInput& in) {
     forward(frontier, nullptr);
     for (size_t k = 0; k < frontier.size(); ++k) add_children(frontier[k], logits_.data() + k * V, in.sampling);
   }
+  record_curve(ranked_drafts());
   return cut_to_budget(root, budget, in.min_value);
+}
+
+void EagleDrafter::record_curve(const std::vector<int32_t>& ranked) {
+  // The ranked order is ancestor-closed (a child's value never exceeds its parent's, and
+  // ties keep the parent, added first), so its first n - 1 nodes are the tree of size n.
+  const size_t n_known = ranked.size() + 1;
+  if (curve_.size() < n_known) {
+    const size_t old = curve_.size();
+    curve_.resize(n_known);
+    for (size_t n = old; n < n_known; ++n) curve_[n] = n < prior_.size() ? prior_[n] : prior_.back();
+  }
+  double e = 0.0;
+  for (size_t n = 1; n < n_known; ++n) {
+    e += static_cast<double>(nodes_[static_cast<size_t>(ranked[n - 1])].value);
+    curve_[n] += kCurveAlpha * (e - curve_[n]);
+  }
+}
+
+bool EagleDrafter::expected_accepted(std::span<double> out) const {
+  const std::vector<double>& c = curve_.empty() ? prior_ : curve_;
+  for (size_t n = 0; n < out.size(); ++n) out[n] = c[std::min(n, c.size() - 1)];
+  if (!out.empty()) out[0] = 0.0;
+  return true;
 }
 
 tree::TokenTree EagleDrafter::cut_to_budget(int32_t root, int32_t budget, double min_value) {

@@ -38,11 +38,11 @@
 namespace treespec::drafters {
 
 struct EagleParams {
-  std::string path;      // --eagle: the layer file (train-eagle)
-  int32_t depth = 6;     // --eagle-depth: deepest draft token
-  int32_t width = 4;     // --eagle-width: nodes expanded per draft pass
-  int32_t top_k = 4;     // --eagle-topk: children considered per expanded node
-  int32_t n_nodes = 12;  // --eagle-nodes: tree size incl. the root when no budget policy sets one
+  std::string path;       // --eagle: the layer file (train-eagle)
+  int32_t depth = 6;      // --eagle-depth: deepest draft token
+  int32_t width = 4;      // --eagle-width: nodes expanded per draft pass
+  int32_t top_k = 4;      // --eagle-topk: children considered per expanded node
+  int32_t n_nodes = 12;   // --eagle-nodes: tree size incl. the root when no budget policy sets one
   void validate() const;  // InvalidArgument naming the flag
 };
 
@@ -64,6 +64,11 @@ class EagleDrafter final : public Drafter {
   std::span<const sampling::Distribution* const> draft_distributions() const override { return q_ptr_; }
   int32_t max_nodes() const override { return p_.n_nodes; }
   std::vector<std::pair<std::string, double>> counters() const override;
+  // For the budget controller: out[n-1] = expected accepted drafted tokens of the best
+  // n - 1 nodes, the sum of their path probabilities, averaged over the proposals that
+  // grew that many (an exponential average per size); before any, a chain guessed from
+  // the file's held-out top-1 table. Sizes never grown are flat beyond the largest.
+  bool expected_accepted(std::span<double> out) const override;
 
   // Context position of KV cell 0 (-1: none yet) and pairs known (in cells or pending).
   int64_t first_position() const { return c0_; }
@@ -89,6 +94,7 @@ class EagleDrafter final : public Drafter {
   void add_children(int32_t node, const float* logits, const sampling::SamplingParams* sampling);
   std::vector<int32_t> ranked_drafts() const;  // drafted nodes, best value first (ties: lower index)
   tree::TokenTree cut_to_budget(int32_t root, int32_t budget, double min_value);
+  void record_curve(const std::vector<int32_t>& ranked);  // this proposal's E_n into curve_
 
   std::shared_ptr<const EagleLayer> layer_;
   const model::Model& target_;
@@ -112,6 +118,8 @@ class EagleDrafter final : public Drafter {
   std::vector<const sampling::Distribution*> q_ptr_;
   core::AlignedBuffer<float> emb_, feat_, x_, ys_, logits_;
   int32_t n_ys_ = 0;
+  std::vector<double> curve_;  // curve_[n - 1]: E_n (see expected_accepted)
+  std::vector<double> prior_;  // E_n before any proposal (from the file's calibration)
   int64_t n_proposals_ = 0, n_forwards_ = 0, n_rows_ = 0, n_chain_rows_ = 0, n_drafted_ = 0, n_resets_ = 0;
   int64_t n_sampled_ = 0;
 };

@@ -55,7 +55,8 @@ std::shared_ptr<EagleLayer> EagleLayer::from_gguf(std::shared_ptr<const gguf::Gg
   in.base_name = f.get_string(kEagleKeyBaseName, "");
   in.base_arch = f.get_string(kEagleKeyBaseArch, "");
   in.base_n_layer = bounded(f, kEagleKeyBaseLayers, 1, 4096);
-  if (!f.has(kEagleKeyBaseHash)) throw FormatError(fmt::format("{}: metadata key '{}' is missing", path, kEagleKeyBaseHash));
+  if (!f.has(kEagleKeyBaseHash))
+    throw FormatError(fmt::format("{}: metadata key '{}' is missing", path, kEagleKeyBaseHash));
   in.base_output_hash = f.get_string(kEagleKeyBaseHash);
   if (f.has(kEagleKeyCalib)) {
     in.calib_top1 = f.get_float_array(kEagleKeyCalib);

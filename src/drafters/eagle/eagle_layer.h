@@ -35,17 +35,17 @@ inline constexpr const char* kEagleKeyBaseName = "eagle.base.name";
 inline constexpr const char* kEagleKeyBaseArch = "eagle.base.architecture";
 inline constexpr const char* kEagleKeyBaseLayers = "eagle.base.block_count";
 inline constexpr const char* kEagleKeyBaseHash = "eagle.base.output_hash";
-inline constexpr const char* kEagleKeyCalib = "eagle.calibration.top1";        // f32 per draft depth
+inline constexpr const char* kEagleKeyCalib = "eagle.calibration.top1";          // f32 per draft depth
 inline constexpr const char* kEagleKeyCalibTokens = "eagle.calibration.tokens";  // held-out rows
 inline constexpr const char* kEagleTrainPrefix = "eagle.train.";
 
 struct EagleInfo {
   int32_t n_embd = 0;
   int32_t n_vocab = 0;
-  std::string base_name;          // informational
-  std::string base_arch;          // informational: the target's general.architecture
+  std::string base_name;  // informational
+  std::string base_arch;  // informational: the target's general.architecture
   int32_t base_n_layer = 0;
-  std::string base_output_hash;   // output_matrix_hash() of the target
+  std::string base_output_hash;  // output_matrix_hash() of the target
   // Held-out top-1 agreement with the target at draft depth 1, 2, ... (depth 1 from the
   // target's own features, deeper ones from the layer's own predictions).
   std::vector<float> calib_top1;

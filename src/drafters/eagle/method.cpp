@@ -21,9 +21,25 @@ MethodInfo eagle_method() {
     s.value({"--eagle-depth", "eagle: deepest draft token"}, p.depth);
     s.value({"--eagle-width", "eagle: nodes expanded per draft pass"}, p.width);
     s.value({"--eagle-topk", "eagle: children considered per expanded node"}, p.top_k);
-    s.value({"--eagle-nodes", "eagle: tree size incl. the root (when no budget is set)"}, p.n_nodes);
+    s.value({"--eagle-nodes",
+             "eagle: largest tree incl. the root (the budget controller sizes each step's within it "
+             "unless --budget is given)"},
+            p.n_nodes);
   };
   m.check_files = [](const SpecConfig& c) { check_readable(c.params<EagleParams>().path, "--eagle"); };
+  // Without --budget, the latency-model controller sizes the trees (up to --eagle-nodes),
+  // for the machine and the batch: the tree that pays on a CPU whose extra rows are cheap
+  // (AVX-512 VNNI) loses where they are not (AVX2), and per sequence it shrinks with the
+  // batch. The drafter reports its expected acceptance per size (expected_accepted).
+  m.budget = [](const SpecConfig& c) -> std::optional<BudgetRequest> {
+    if (!c.budget.budget.empty()) return std::nullopt;
+    BudgetRequest r;
+    r.kind = BudgetRequest::Kind::controller;
+    r.n_max = c.params<EagleParams>().n_nodes;
+    r.interval = c.budget.interval;
+    r.probe = c.budget.probe;
+    return r;
+  };
   m.make = [](const SpecConfig& c, const DrafterEnv& env, const std::string&) -> std::unique_ptr<Drafter> {
     if (env.model == nullptr)
       throw InvalidArgument("--spec eagle needs the target model (the layer is checked against it)");

@@ -1,14 +1,15 @@
-// AVX2 int8 kernels: Q8_0, Q4_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights
-// times the q8 activations (impl::ActQ8), for CPUs without AVX-512 VNNI (AMD Zen 2/3, Intel cores without
-// AVX-512). Compiled with -mavx2 -mfma -mf16c -mbmi2 only; the AVX-512 level inherits
-// them (register_avx512 calls register_avx2_int8 after its float path).
+// AVX2 int8 kernels, one weight row at a time: Q2_K, Q3_K and IQ4_XS weights times the q8
+// activations (impl::ActQ8), for CPUs without AVX-512 VNNI (AMD Zen 2/3, Intel cores
+// without AVX-512); Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K and Q6_K have rows-in-lanes kernels
+// (avx2_lanes.cpp). Compiled with -mavx2 -mfma -mf16c -mbmi2 only; the AVX-512 level
+// inherits them (register_avx512 calls register_avx2_int8 after its float path).
 //
 // Integer part: VPMADDUBSW (unsigned x signed bytes -> pairs summed into int16, with
-// saturation) then VPMADDWD by 1 (or by the sub-block scales of Q2_K / Q3_K / Q6_K) -> 8
-// int32 lanes, each the exact sum of 4 products. The pairs never saturate: the unsigned
-// operand is at most 128 (|w| of Q8_0 / IQ4_NL / IQ4_XS, via the sign trick), 3, 7, 15,
-// 31 or 63 (Q2_K, Q3_K, Q4_0 / Q4_K, Q5_K, Q6_K), and activations are
-// at most 127 in magnitude (ref_quantize_act), so a pair is at most 2 * 128 * 127 = 32512.
+// saturation) then VPMADDWD by 1 (or by the sub-block scales of Q2_K / Q3_K) -> 8 int32
+// lanes, each the exact sum of 4 products. The pairs never saturate: the unsigned operand
+// is at most 128 (|w| of IQ4_XS, via the sign trick), 3 or 7 (Q2_K, Q3_K), and
+// activations are at most 127 in magnitude (ref_quantize_act), so a pair is at most
+// 2 * 128 * 127 = 32512.
 //
 // Float part, per (activation row m, weight row r): 8-lane accumulators, two of them
 // alternating by block, acc = fma(float(lanes), scale of (r, block) * dx of (m, block),
@@ -56,14 +57,8 @@ inline __m256i xblock(const impl::ActQ8* xq, int64_t m, int64_t n, int64_t b) {
   return load256(xq->q + m * n + b * 32);
 }
 
-// Per call: dx * sum(x_q) per (row, block) for the K-quant mins (scratch slot 1), and
-// the sums of the two halves (16 values) of every activation block as int16 for the
-// offsets of the sub-block-of-16 types (slot 2, at [2 * (m * nb + b) + half]).
-inline const float* act_dxs(const impl::ActQ8* xq, int64_t M, int64_t nb) {
-  float* dxs = impl::thread_scratch(1, static_cast<size_t>(M * nb));
-  for (int64_t i = 0; i < M * nb; ++i) dxs[i] = xq->d[i] * static_cast<float>(xq->s[i]);
-  return dxs;
-}
+// Per call: the sums of the two halves (16 values) of every activation block as int16 for
+// the offsets of the sub-block-of-16 types (scratch slot 2, at [2 * (m * nb + b) + half]).
 inline const int16_t* act_half_sums(const impl::ActQ8* xq, int64_t M, int64_t n) {
   const int64_t nb = n / 32;
   auto* hs = reinterpret_cast<int16_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb)));
@@ -83,41 +78,20 @@ inline const int16_t* act_half_sums(const impl::ActQ8* xq, int64_t M, int64_t n)
 struct Ctx {
   const impl::ActQ8* xq;
   int64_t n, nb;
-  const float* dxs;   // Q4_K / Q5_K
   const int16_t* hs;  // Q2_K / Q3_K / Q6_K
 };
 
 // ---- one weight row against kM activation rows (m0 .. m0 + kM - 1) -----------------
 // Each writes out[k] = the dot of the row with activation row m0 + k.
 
-// Blocks b and b + 1 go to accumulators 0 and 1 (two chains; static indices keep them in
-// registers), a last odd block to accumulator 0.
-template <class Block>
-inline void for_block_pairs(int64_t nb, Block&& block) {
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    block.template operator()<0>(b);
-    block.template operator()<1>(b + 1);
-  }
-  if (b < nb) block.template operator()<0>(b);
-}
-
-// The prefetch of a row of blocks of 32: about one line per 64 bytes of stream (every
-// second Q8_0 block of 34 bytes, every fourth of the 18-byte Q4_0 / IQ4_NL blocks).
-template <class Blk>
-inline void prefetch_blocks(const Blk* wb, int64_t b) {
-  constexpr int64_t kEvery = sizeof(Blk) > 32 ? 2 : 4;
-  if (b % kEvery == 0) prefetch_ahead(wb + b, 1);
-}
-
-// Signed weights w (Q8_0's bytes, IQ4_NL's grid values): |w| is the unsigned operand
+// Signed weights w (IQ4_XS's grid values): |w| is the unsigned operand
 // and the sign moves onto x, so w * x = |w| * (x * sign(w)).
 inline __m256 signed_dot(__m256i w, __m256i x) {
   return _mm256_cvtepi32_ps(dot4(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)));  // |-128| = 128 as unsigned
 }
 
 // IQ4_NL's 16 grid values in both 128-bit lanes, and 16 bytes of nibble pairs -> the 32
-// signed values of an IQ4_NL block (low nibbles first, as Q4_0).
+// signed values of an IQ4_NL-style sub-block (low nibbles first, as Q4_0).
 inline __m256i iq4nl_grid() {
   return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tensor::kIq4nlValues)));
 }
@@ -129,56 +103,6 @@ inline __m256i iq4nl_values(__m256i grid, const uint8_t* qs) {
 
 // The row kernels below are overloads of run_row<kM>(Tag, row, ctx, m0, out), one tag
 // per weight type; the driver is written once over the tag.
-
-// Q8_0 (kNl false) and IQ4_NL: blocks of 32 signed values with an f16 scale.
-template <bool kNl>
-struct Signed32 {};
-template <int kM, bool kNl>
-inline void run_row(Signed32<kNl>, const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
-  using Blk = std::conditional_t<kNl, tensor::BlockIQ4_NL, tensor::BlockQ8_0>;
-  const auto* wb = reinterpret_cast<const Blk*>(row);
-  [[maybe_unused]] const __m256i grid = kNl ? iq4nl_grid() : _mm256_setzero_si256();
-  __m256 acc[kM][2];
-  for (int k = 0; k < kM; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
-  for_block_pairs(c.nb, [&]<int kA>(int64_t b) {
-    prefetch_blocks(wb, b);
-    __m256i w;
-    if constexpr (kNl) {
-      w = iq4nl_values(grid, wb[b].qs);
-    } else {
-      w = load256(wb[b].qs);
-    }
-    const float dw = h2f(wb[b].d);
-    for (int k = 0; k < kM; ++k) {
-      const int64_t m = m0 + k;
-      const __m256 d = _mm256_set1_ps(dw * c.xq->d[m * c.nb + b]);
-      acc[k][kA] = _mm256_fmadd_ps(signed_dot(w, xblock(c.xq, m, c.n, b)), d, acc[k][kA]);
-    }
-  });
-  for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
-}
-
-struct Q40 {};
-template <int kM>
-inline void run_row(Q40, const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
-  const auto* wb = reinterpret_cast<const tensor::BlockQ4_0*>(row);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[kM][2];
-  for (int k = 0; k < kM; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
-  for_block_pairs(c.nb, [&]<int kA>(int64_t b) {
-    prefetch_blocks(wb, b);
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[b].qs));
-    const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);  // values + 8
-    const float dw = h2f(wb[b].d);
-    for (int k = 0; k < kM; ++k) {
-      const int64_t m = m0 + k, ib = m * c.nb + b;
-      // -8 * sum(x_q), spread as -sum(x_q) over the 8 lanes (exact integers).
-      const __m256i p = _mm256_sub_epi32(dot4(u, xblock(c.xq, m, c.n, b)), _mm256_set1_epi32(c.xq->s[ib]));
-      acc[k][kA] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * c.xq->d[ib]), acc[k][kA]);
-    }
-  });
-  for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
-}
 
 // Moves bit kBit of every byte of v to bit kTo (16-bit shifts; callers mask the result).
 template <int kBit, int kTo>
@@ -192,72 +116,6 @@ inline __m256i move_bit(__m256i v) {
 template <int kJ>
 inline __m256 lane(__m256 v) {
   return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(kJ));
-}
-
-// The 8 scales and mins of a Q4_K / Q5_K super-block (6 bits each, packed in 12 bytes as
-// tensor::q4_k_scale_min reads them) times d and dmin, with 32-bit word operations:
-// bytes 0-3 hold sc0-3 (low 6 bits) and the top bits of sc4-7, bytes 4-7 the same for
-// the mins, bytes 8-11 the low nibbles of sc4-7 and (high nibbles) m4-7.
-inline void q4k_scales(const uint8_t* q, float d, float dmin, __m256& vsc, __m256& vmn) {
-  uint32_t u[3];
-  __builtin_memcpy(u, q, 12);
-  const uint32_t sc03 = u[0] & 0x3F3F3F3Fu, mn03 = u[1] & 0x3F3F3F3Fu;
-  const uint32_t sc47 = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-  const uint32_t mn47 = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-  const __m128i sc = _mm_setr_epi32(static_cast<int>(sc03), static_cast<int>(sc47), 0, 0);
-  const __m128i mn = _mm_setr_epi32(static_cast<int>(mn03), static_cast<int>(mn47), 0, 0);
-  vsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
-  vmn = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)));
-}
-
-// Q4_K and Q5_K (kQ5): 8 sub-blocks of 32 per super-block, x = d*sc*q - dmin*m. The
-// mins term of a super-block is one vector op per activation row: lane j of
-// dmin * m_j times lane j of dx * sum(x_q) (act_dxs), subtracted from the accumulator.
-template <bool kQ5>
-struct Q4K {};
-template <int kM, bool kQ5>
-inline void run_row(Q4K<kQ5>, const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
-  using Blk = std::conditional_t<kQ5, tensor::BlockQ5_K, tensor::BlockQ4_K>;
-  const auto* wb = reinterpret_cast<const Blk*>(row);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-  __m256 acc[kM][2];
-  for (int k = 0; k < kM; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
-  const int64_t nsb = c.n / 256;
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const Blk& B = wb[sb];
-    prefetch_ahead(&B, sizeof(Blk));
-    __m256 vsc, vmn;
-    q4k_scales(B.scales, h2f(B.d), h2f(B.dmin), vsc, vmn);
-    // Lane j of S[k]: d * sc_j * dx of (row m0 + k, sub-block j).
-    __m256 S[kM];
-    for (int k = 0; k < kM; ++k) S[k] = _mm256_mul_ps(vsc, _mm256_loadu_ps(c.xq->d + (m0 + k) * c.nb + sb * 8));
-    [[maybe_unused]] __m256i qh;
-    if constexpr (kQ5) qh = load256(B.qh);
-    auto pair = [&]<int kP>() {  // sub-blocks 2kP (low nibbles) and 2kP + 1 (high)
-      const __m256i v = load256(B.qs + 32 * kP);
-      __m256i u0 = _mm256_and_si256(v, m4), u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      if constexpr (kQ5) {
-        u0 = _mm256_or_si256(u0, _mm256_and_si256(move_bit<2 * kP, 4>(qh), bit4));
-        u1 = _mm256_or_si256(u1, _mm256_and_si256(move_bit<2 * kP + 1, 4>(qh), bit4));
-      }
-      for (int k = 0; k < kM; ++k) {
-        const int64_t m = m0 + k;
-        const __m256 p0 = _mm256_cvtepi32_ps(dot4(u0, xblock(c.xq, m, c.n, sb * 8 + 2 * kP)));
-        const __m256 p1 = _mm256_cvtepi32_ps(dot4(u1, xblock(c.xq, m, c.n, sb * 8 + 2 * kP + 1)));
-        acc[k][0] = _mm256_fmadd_ps(p0, lane<2 * kP>(S[k]), acc[k][0]);
-        acc[k][1] = _mm256_fmadd_ps(p1, lane<2 * kP + 1>(S[k]), acc[k][1]);
-      }
-    };
-    pair.template operator()<0>();
-    pair.template operator()<1>();
-    pair.template operator()<2>();
-    pair.template operator()<3>();
-    for (int k = 0; k < kM; ++k) {
-      const __m256 dxs = _mm256_loadu_ps(c.dxs + (m0 + k) * c.nb + sb * 8);
-      acc[k][0] = _mm256_fnmadd_ps(vmn, dxs, acc[k][0]);
-    }
-  }
-  for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
 }
 
 // IQ4_XS: 8 sub-blocks of 32, each an IQ4_NL block of nibbles with a 6-bit scale
@@ -307,23 +165,6 @@ inline void run_row(IQ4XS, const uint8_t* row, const Ctx& c, int64_t m0, float* 
 // o_2j * hs_2j + o_2j+1 * hs_2j+1), times `offset_scale * dx_j`. Each Kind gives:
 //   Blk; d(B); scales(B) and offsets(B): 16 int16; offset_scale(B);
 //   values<J>(B): the 32 unsigned values of activation block J.
-struct KQ6 {  // x = d * sc * (q - 32), q 0..63
-  using Blk = tensor::BlockQ6_K;
-  static float d(const Blk& B) { return h2f(B.d); }
-  static __m256i scales(const Blk& B) {
-    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(B.scales)));
-  }
-  static __m256i offsets(const Blk& B) { return scales(B); }
-  static float offset_scale(const Blk& B) { return -32.0f * d(B); }
-  template <int kJ>
-  static __m256i values(const Blk& B) {  // activation block kJ: half h, quarter q
-    constexpr int h = kJ / 4, q = kJ % 4;
-    __m256i lo = load256(B.ql + 64 * h + 32 * (q & 1));
-    if constexpr ((q >> 1) != 0) lo = _mm256_srli_epi16(lo, 4);
-    const __m256i hi = move_bit<2 * q, 4>(load256(B.qh + 32 * h));
-    return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi8(0x0F)), _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
-  }
-};
 struct KQ3 {  // x = d * (sc - 32) * (q - 4), q 0..7: 2 bits from qs, the third from hmask
   using Blk = tensor::BlockQ3_K;
   static float d(const Blk& B) { return h2f(B.d); }
@@ -430,12 +271,11 @@ void matmul_rows_int8(const WeightView& w, const Ctx& c, int64_t M, float* y, in
   }
 }
 
-template <class Tag, bool kMins, bool kHalves>
+template <class Tag, bool kHalves>
 void matmul_rows_avx2_q8(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
                          int64_t r0, int64_t r1) {
   const int64_t n = w.n_in, nb = n / 32;
-  Ctx c{xq, n, nb, nullptr, nullptr};
-  if constexpr (kMins) c.dxs = act_dxs(xq, M, nb);
+  Ctx c{xq, n, nb, nullptr};
   if constexpr (kHalves) c.hs = act_half_sums(xq, M, n);
   matmul_rows_int8<Tag>(w, c, M, y, ldy, r0, r1);
 }
@@ -482,15 +322,10 @@ void impl::register_avx2_int8(KernelTable& t) {
     t.act[id] = ActFormat::q8;
     t.row_grain[id] = static_cast<int32_t>(kRowTile);
   };
-  set(DType::q8_0, matmul_rows_avx2_q8<Signed32<false>, false, false>);
-  set(DType::q4_0, matmul_rows_avx2_q8<Q40, false, false>);
-  set(DType::q4_k, matmul_rows_avx2_q8<Q4K<false>, true, false>);
-  set(DType::q5_k, matmul_rows_avx2_q8<Q4K<true>, true, false>);
-  set(DType::q6_k, matmul_rows_avx2_q8<Sub16<KQ6>, false, true>);
-  set(DType::iq4_nl, matmul_rows_avx2_q8<Signed32<true>, false, false>);
-  set(DType::q3_k, matmul_rows_avx2_q8<Sub16<KQ3>, false, true>);
-  set(DType::q2_k, matmul_rows_avx2_q8<Sub16<KQ2>, false, true>);
-  set(DType::iq4_xs, matmul_rows_avx2_q8<IQ4XS, false, false>);
+  set(DType::q3_k, matmul_rows_avx2_q8<Sub16<KQ3>, true>);
+  set(DType::q2_k, matmul_rows_avx2_q8<Sub16<KQ2>, true>);
+  set(DType::iq4_xs, matmul_rows_avx2_q8<IQ4XS, false>);
+  register_avx2_lanes(t);  // Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K (avx2_lanes.cpp)
 }
 
 }  // namespace treespec::kernels

@@ -22,6 +22,7 @@
 #include "drafters/eagle/eagle_drafter.h"
 #include "drafters/eagle/eagle_layer.h"
 #include "drafters/factory.h"
+#include "engine/budget_controller.h"
 #include "engine/engine.h"
 #include "model/expand.h"
 #include "model/model.h"
@@ -143,6 +144,51 @@ TEST(EagleGoldens, SmallTreesAndTheLayerInQ8_0) {
   EXPECT_GT(st.mean_accepted_length(), 1.5);
 }
 
+// Without --budget the latency-model controller sizes EAGLE's trees (method.cpp), from the
+// drafter's own acceptance curve: first a chain guessed from the file's held-out table,
+// then the average of the grown trees' path probabilities per size.
+TEST(EagleGoldens, BudgetControllerSizesTheTreesAloneAndBatched) {
+  TREESPEC_REQUIRE_SHARED();
+  const auto m = test::load_stories();
+  const auto cfg = test::eagle_cfg(test::stories_eagle(), 16);
+  const drafters::BudgetRequest req = drafters::budget_request(cfg);
+  EXPECT_EQ(req.kind, drafters::BudgetRequest::Kind::controller);
+  EXPECT_EQ(req.n_max, 16);
+  for (const int32_t n_seq : {1, 3}) {
+    SCOPED_TRACE(testing::Message() << "batch " << n_seq);
+    std::shared_ptr<engine::BudgetPolicy> policy;
+    const auto st = test::expect_goldens(m, test::eagle_maker(cfg), n_seq, 2, [&](engine::Engine& e) {
+      policy = engine::make_budget_policy(cfg, e);
+      e.set_budget_policy(policy.get());
+    });
+    ASSERT_NE(policy, nullptr);
+    EXPECT_GT(st.n_accepted, 0);
+  }
+  // The curve: the prior from the calibration, then learned; never decreasing, E_n <= n - 1.
+  auto d = drafters::make_drafter(cfg, drafters::DrafterEnv{m.model.get(), {}, 1});
+  std::vector<double> prior(16), learned(16);
+  ASSERT_TRUE(d->expected_accepted(prior));
+  const auto layer = drafters::EagleLayer::load(test::stories_eagle());
+  EXPECT_NEAR(prior[1], layer->info().calib_top1[0], 1e-6);
+  engine::EngineParams ep;
+  ep.n_ctx = 256;
+  engine::Engine eng(*m.model, ep);
+  engine::SequenceParams sp;
+  sp.sampling.temp = 0.0f;
+  sp.n_predict = 48;
+  engine::Sequence seq(m.tok->encode("One day, a big bear found a red ball", true, false), sp, std::move(d));
+  ASSERT_TRUE(eng.add(seq).ok());
+  std::vector<engine::Sequence*> one{&seq};
+  while (!seq.finished()) eng.step(one);
+  ASSERT_TRUE(seq.drafter().expected_accepted(learned));
+  EXPECT_NE(learned, prior);
+  EXPECT_EQ(learned[0], 0.0);
+  for (size_t n = 1; n < learned.size(); ++n) {
+    EXPECT_GE(learned[n], learned[n - 1]) << n;
+    EXPECT_LE(learned[n], static_cast<double>(n)) << n;
+  }
+}
+
 // The cache the drafter keeps across steps (prompt prefill, then the root and the accepted
 // nodes of every step, in chains of up to 32 rows) holds the bits a fresh prefill of the
 // same context would: batch invariance of the layer and of the target.
@@ -167,6 +213,75 @@ TEST(EagleDrafter, StepByStepCacheEqualsAFreshPrefill) {
     ++checked;
   }
   EXPECT_GE(checked, 3u);
+}
+
+// Sampled drafting, briefly (the chi-square tests are test_eagle_sampling.cpp, left out of
+// the sanitizer run): every proposed tree is a chain whose drafted nodes were drawn from
+// the distribution reported for their parent; lossless verification emits the requested
+// count; under coupled verification the text is plain sampling's with the same seed.
+TEST(EagleDrafter, SampledDraftsAreChainsDrawnFromTheirReportedDistribution) {
+  TREESPEC_REQUIRE_SHARED();
+  const auto m = test::load_stories();
+  const auto cfg = test::eagle_cfg(test::stories_eagle(), 6);
+  struct Counts {
+    int64_t drafted = 0, bad = 0;
+  };
+  struct Check final : drafters::Drafter {
+    std::unique_ptr<drafters::Drafter> in;
+    Counts* c = nullptr;
+    std::string name() const override { return in->name(); }
+    void begin(std::span<const int32_t> p) override { in->begin(p); }
+    bool wants_prompt_hidden() const override { return in->wants_prompt_hidden(); }
+    void observe_prompt(int32_t f, int32_t n, const float* h) override { in->observe_prompt(f, n, h); }
+    tree::TokenTree propose(const drafters::DraftInput& di) override {
+      tree::TokenTree t = in->propose(di);
+      const auto q = in->draft_distributions();
+      for (int32_t i = 1; i < t.size(); ++i) {
+        ++c->drafted;
+        const int32_t par = t.parent(i);
+        c->bad += t.children(par).size() != 1;  // a chain
+        if (!di.coupled) {
+          const auto* d = static_cast<size_t>(par) < q.size() ? q[static_cast<size_t>(par)] : nullptr;
+          c->bad += d == nullptr || d->prob_of(t.token(i)) <= 0.0f;
+        }
+      }
+      return t;
+    }
+    void observe(const drafters::StepFeedback& fb) override { in->observe(fb); }
+    std::span<const sampling::Distribution* const> draft_distributions() const override {
+      return in->draft_distributions();
+    }
+    int32_t max_nodes() const override { return in->max_nodes(); }
+  };
+  const std::vector<int32_t> prompt = m.tok->encode("The little bird wanted to fly high in the sky, but", true, false);
+  auto decode = [&](const drafters::SpecConfig& c, verify::Mode mode, Counts* counts) {
+    engine::EngineParams ep;
+    ep.n_ctx = 256;
+    engine::Engine eng(*m.model, ep);
+    engine::SequenceParams sp;
+    sp.sampling.temp = 0.8f;
+    sp.sampling.top_k = 40;
+    sp.sampling.seed = 5;
+    sp.mode = mode;
+    sp.n_predict = 64;
+    sp.ignore_eog = true;
+    auto chk = std::make_unique<Check>();
+    chk->in = drafters::make_drafter(c, drafters::DrafterEnv{m.model.get(), {}, 5});
+    chk->c = counts;
+    engine::Sequence seq(prompt, sp, std::move(chk));
+    EXPECT_TRUE(eng.add(seq).ok());
+    std::vector<engine::Sequence*> one{&seq};
+    while (!seq.finished()) eng.step(one);
+    return seq.generated();
+  };
+  Counts lossless, coupled, none_counts;
+  EXPECT_EQ(decode(cfg, verify::Mode::lossless, &lossless).size(), 64u);
+  EXPECT_GT(lossless.drafted, 20);
+  EXPECT_EQ(lossless.bad, 0);
+  const auto plain = decode(drafters::SpecConfig{}, verify::Mode::coupled, &none_counts);
+  EXPECT_EQ(decode(cfg, verify::Mode::coupled, &coupled), plain);
+  EXPECT_GT(coupled.drafted, 20);
+  EXPECT_EQ(coupled.bad, 0);
 }
 
 TEST(EagleExpand, WidenedLayerProposesTheSourceTrees) {
@@ -237,7 +352,9 @@ TEST(EagleFile, MetadataAndRefusals) {
   EXPECT_NE(as_layer.find("not an EAGLE draft layer"), std::string::npos) << as_layer;
   // The factory: no file, and bad parameters, name the flag.
   drafters::SpecConfig none = test::eagle_cfg("");
-  const std::string no_file = error_of([&] { drafters::make_drafter(none, drafters::DrafterEnv{m.model.get(), {}, 1}); });
+  const std::string no_file = error_of([&] {
+    drafters::make_drafter(none, drafters::DrafterEnv{m.model.get(), {}, 1});
+  });
   EXPECT_NE(no_file.find("--eagle FILE"), std::string::npos) << no_file;
   drafters::SpecConfig bad = test::eagle_cfg(path, 12, 0);
   const std::string depth = error_of([&] { drafters::make_drafter(bad, drafters::DrafterEnv{m.model.get(), {}, 1}); });

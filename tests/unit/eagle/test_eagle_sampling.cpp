@@ -138,7 +138,10 @@ TEST(EagleSampling, CoupledSamplesEqualPlainSamplingAndKeepTheTargetDistribution
     plain.outputs = &want;
     drafters::SpecConfig none;
     test::simulate_two_tokens(
-        *s.target, [&](uint64_t sd) { return drafters::make_drafter(none, drafters::DrafterEnv{s.target.get(), {}, sd}); },
+        *s.target,
+        [&](uint64_t sd) {
+          return drafters::make_drafter(none, drafters::DrafterEnv{s.target.get(), {}, sd});
+        },
         c.sp, plain);
     const auto r = simulate(c, kN, seed++, false, verify::Mode::coupled, &got);
     ASSERT_EQ(got.size(), want.size());

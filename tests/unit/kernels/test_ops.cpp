@@ -127,7 +127,9 @@ TEST_P(OpsTest, Softcap) {
         EXPECT_LE(std::fabs(x[i]), cap);
       }
       EXPECT_EQ(x[0], 0.0f);
-      if (n > 4) EXPECT_NEAR(x[1], 1e-4f, 1e-10f);
+      if (n > 4) {
+        EXPECT_NEAR(x[1], 1e-4f, 1e-10f);
+      }
     }
   }
 }
