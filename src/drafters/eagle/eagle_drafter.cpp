@@ -338,26 +338,22 @@ bool EagleDrafter::expected_accepted(std::span<double> out) const {
 }
 
 tree::TokenTree EagleDrafter::cut_to_budget(int32_t root, int32_t budget, double min_value) {
+  // The best budget - 1 drafts, emitted best first: a parent always comes before its
+  // children (it is kept first), and the tree's first n nodes are the tree for budget n
+  // (what --spec auto's prefix arms grade from one shadow tree).
   tree::TokenTree out(dtree_.token(root));
   std::vector<int32_t> out_of(static_cast<size_t>(dtree_.size()), -1);
   out_of[static_cast<size_t>(root)] = 0;
-  std::vector<uint8_t> keep(static_cast<size_t>(dtree_.size()), 0);
-  int32_t n_keep = 0;
+  std::vector<int32_t> dtree_of{root};
   for (int32_t i : ranked_drafts()) {
-    if (n_keep >= budget - 1) break;
+    if (out.size() >= budget) break;
     const int32_t par = dtree_.parent(i);
-    if (par != root && !keep[static_cast<size_t>(par)]) continue;
+    if (out_of[static_cast<size_t>(par)] < 0) continue;
     // The value floor cuts point-mass drafts only: whether a sampled draft is proposed must
     // not depend on what was drawn.
     if (nodes_[static_cast<size_t>(par)].q_index < 0 && nodes_[static_cast<size_t>(i)].value < min_value) continue;
-    keep[static_cast<size_t>(i)] = 1;
-    ++n_keep;
-  }
-  std::vector<int32_t> dtree_of{root};
-  for (int32_t i = root + 1; i < dtree_.size(); ++i) {
-    if (!keep[static_cast<size_t>(i)]) continue;
     out_of[static_cast<size_t>(i)] =
-        out.add(dtree_.token(i), out_of[static_cast<size_t>(dtree_.parent(i))], nodes_[static_cast<size_t>(i)].step_p);
+        out.add(dtree_.token(i), out_of[static_cast<size_t>(par)], nodes_[static_cast<size_t>(i)].step_p);
     dtree_of.push_back(i);
   }
   q_ptr_.assign(static_cast<size_t>(out.size()), nullptr);

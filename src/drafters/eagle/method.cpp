@@ -11,7 +11,10 @@ MethodInfo eagle_method() {
   m.summary =
       "an EAGLE draft layer (trained with train-eagle) drafts from the target's hidden states, autoregressively, "
       "an EAGLE-2 dynamic tree";
-  m.auto_arm = AutoArm::trial;
+  // Arms at best-first prefixes (eagle/2, /4, /8, up to --eagle-nodes), graded from one
+  // shadow tree every --auto-shadow-every steps, as Medusa's: its trees are emitted best
+  // first, and it observes every step (its cache needs each step's hidden states).
+  m.auto_arm = AutoArm::prefixes;
   m.default_arm = [](const SpecConfig& c, const model::Model*) { return !c.params<EagleParams>().path.empty(); };
   m.options = [](OptionSink& s, SpecConfig& c) {
     auto& p = c.params<EagleParams>();

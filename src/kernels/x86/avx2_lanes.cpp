@@ -1,9 +1,10 @@
-// AVX2 kernels for the types with blocks of 32 values and one f16 scale (Q8_0, Q4_0,
-// IQ4_NL) with rows in lanes: 8 weight rows per tile, lane r of every vector is row r, so
-// each activation dword is broadcast once for 8 rows and a block's float step (one
-// conversion and one FMA) serves 8 rows. They replace the row-at-a-time kernels of
-// avx2_int8.cpp, whose per-row float step and scale broadcast made tree rows cost 6-7x a
-// one-row step at 16 rows (docs/kernels.md, "AVX2 CPUs").
+// AVX2 kernels with rows in lanes: the types with blocks of 32 values and one f16 scale
+// (Q8_0, Q4_0, IQ4_NL) here, Q4_K / Q5_K and Q6_K further down. 8 weight rows per tile,
+// lane r of every vector is row r, so each activation dword is broadcast once for 8 rows
+// and a block's float step (one conversion and one FMA) serves 8 rows. They replace the
+// row-at-a-time kernels of avx2_int8.cpp, whose per-row float step and scale broadcast
+// made tree rows cost 6-7x a one-row step at 16 rows (docs/kernels.md, "AVX2: rows in
+// lanes").
 //
 // Integer part per (activation row m, block b, tile): for k = 0..7, value vector k holds
 // values 4k..4k+3 of the block for each of the 8 rows. Signed values (Q8_0, IQ4_NL's grid):
