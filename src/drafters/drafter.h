@@ -119,6 +119,10 @@ class Drafter {
   // and never passed (the first call may start after row 0).
   virtual bool wants_prompt_hidden() const { return false; }
   virtual void observe_prompt(int32_t first, int32_t n, const float* hidden) {}
+  // Whether a bigger tree costs more to draft (EAGLE: one draft pass per level grown).
+  // --spec auto then drafts such a method's largest tree only on the steps the policy
+  // asks for a shadow grade, and the chosen arm's size otherwise.
+  virtual bool drafting_grows_with_budget() const { return false; }
   // For lossless sampling with stochastic drafts: per node of the last proposed tree,
   // the distribution its children were drawn from (nullptr = deterministic children).
   // Empty = all deterministic (point masses).

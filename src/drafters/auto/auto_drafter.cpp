@@ -109,18 +109,19 @@ tree::TokenTree AutoDrafter::propose(const DraftInput& in) {
   for (size_t j = 0; j < methods_.size(); ++j) {
     Method& m = methods_[j];
     const bool is_chosen = static_cast<int32_t>(j) == chosen;
-    const bool shadow = m.shadow && m.ready;
+    // A method whose bigger trees cost more (EAGLE) drafts its largest only when asked.
+    const bool shadow = m.shadow && m.ready && (m.asked || !m.d->drafting_grows_with_budget());
     if (!is_chosen && !shadow) continue;
     DraftInput sub = in;
     sub.budget = shadow ? m.max_nodes : n;  // a shadowed method drafts its largest tree; the arm takes a prefix
     tree::TokenTree t = m.d->propose(sub);
     if (is_chosen) {
-      out = t.prefix(n);        // Medusa's smaller trees are prefixes of its largest
+      out = t.prefix(n);        // smaller trees are prefixes of the largest (best-first order)
       set_prune(m.d->prune());  // the engine reads the pruning of the drafter it was given
     }
-    if (shadow) {
+    if (m.shadow) {  // also the chosen arm's own tree: it grades the method's smaller arms
       if (pending_.size() >= kMaxPending) pending_.erase(pending_.begin());
-      pending_.push_back({static_cast<int32_t>(j), is_chosen ? cur_ : -1, root_index, std::move(t)});
+      pending_.push_back({static_cast<int32_t>(j), is_chosen ? cur_ : -1, root_index, sub.budget, std::move(t)});
     }
   }
   proposed_ = chosen;
@@ -149,8 +150,8 @@ bool AutoDrafter::grade(const Pending& p, std::span<const int32_t> context) {
     node = next;
   }
   for (int32_t a : methods_[static_cast<size_t>(p.method)].arms) {
-    if (a == p.ran_arm) continue;  // its sample is the step's own result
     const int32_t cap = arms_[static_cast<size_t>(a)].max_nodes;
+    if (a == p.ran_arm || cap > p.budget) continue;  // the step's own result; a tree cut smaller than the arm
     int32_t acc = 0;
     while (static_cast<size_t>(acc) < chain.size() && chain[static_cast<size_t>(acc)] < cap) ++acc;
     record({a, 1 + acc, std::min(cap, t.size()), false, p.root_index});
@@ -175,6 +176,7 @@ void AutoDrafter::observe(const StepFeedback& fb) {
         jm == proposed_ || m.d->wants_prompt_hidden() || (m.follows && (jm == next_method || (m.shadow && shadow_)));
     if (obs) m.d->observe(fb);
     if (m.follows) m.ready = obs;
+    m.asked = m.shadow && shadow_;
   }
   std::erase_if(pending_, [&](const Pending& p) { return grade(p, fb.context); });
 }

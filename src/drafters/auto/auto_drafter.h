@@ -12,7 +12,10 @@
 //
 // Medusa observes (runs its heads) while it is the step's arm or the policy's hint for
 // the next one, and on the steps the policy asks for a shadow grade (one sequence every
-// `shadow_every`-th step; docs/auto.md). PTD observes only its own
+// `shadow_every`-th step; docs/auto.md). EAGLE observes every step (its cache needs the
+// hidden states), but a bigger tree costs it more draft passes: it drafts its largest
+// tree only when asked for a grade, else the chosen arm's size (which grades its smaller
+// arms). PTD observes only its own
 // steps (it reads its own aux rows) and resumes from its state after a pause; the draft
 // model re-syncs its cache with the context when it drafts again.
 #pragma once
@@ -66,6 +69,7 @@ class AutoDrafter final : public Drafter {
     bool follows = false;
     bool shadow = false;
     bool ready = false;         // observed the last step (a follower), or needs nothing (lookup)
+    bool asked = false;         // the policy asked this sequence for a shadow grade at the last step
     int32_t max_nodes = 1;      // largest arm
     std::vector<int32_t> arms;  // its arms
   };
@@ -74,6 +78,7 @@ class AutoDrafter final : public Drafter {
     int32_t method = 0;
     int32_t ran_arm = -1;    // the arm that drafted the step from this tree (-1: none of the method's)
     int64_t root_index = 0;  // context index of the tree's root
+    int32_t budget = 0;      // the budget it was drafted with: arms larger than that are not graded from it
     tree::TokenTree tree;
   };
   // Grades p against `context`: false while the text is too short to tell.

@@ -91,9 +91,9 @@ MethodInfo auto_method() {
   m.options = [](OptionSink& s, SpecConfig& c) {
     auto& p = c.params<AutoParams>();
     OptionDesc arms{"--auto-arms",
-                    "auto: methods to choose from, a comma list of none, lookup, ptd, medusa, draft (default: none, "
-                    "lookup, ptd, medusa when heads are given or in the model, draft when -md or --draft-layers is "
-                    "given)"};
+                    "auto: methods to choose from, a comma list of none, lookup, ptd, medusa, draft, eagle (default: "
+                    "none, lookup, ptd, medusa when heads are given or in the model, draft when -md or --draft-layers "
+                    "is given, eagle when --eagle is given)"};
     arms.show_default = false;
     s.value(arms, p.arms);
     s.value({"--auto-explore",
@@ -102,8 +102,8 @@ MethodInfo auto_method() {
             p.explore);
     s.value({"--auto-trial", "auto: consecutive steps per trial of an arm"}, p.trial_steps);
     s.value({"--auto-shadow-every",
-             "auto: Medusa's heads run for one sequence every N-th step (4x rarer while Medusa is far from the "
-             "best), so its arms are graded while another drafts"},
+             "auto: Medusa's heads and EAGLE's largest tree run for one sequence every N-th step (4x rarer while "
+             "neither is near the best), so their arms are graded while another drafts"},
             p.shadow_every);
   };
   // auto picks the method and the tree size itself: its own policy, never --budget.

@@ -58,6 +58,7 @@ class EagleDrafter final : public Drafter {
   std::string name() const override { return "eagle"; }
   void begin(std::span<const int32_t> prompt) override;
   bool wants_prompt_hidden() const override { return true; }
+  bool drafting_grows_with_budget() const override { return true; }
   void observe_prompt(int32_t first, int32_t n, const float* hidden) override;
   tree::TokenTree propose(const DraftInput& in) override;
   void observe(const StepFeedback& fb) override;

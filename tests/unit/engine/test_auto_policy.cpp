@@ -414,3 +414,75 @@ TEST(AutoPolicy, FactoryAndErrors) {
   bad.params<drafters::AutoParams>().arms = "medusa";
   EXPECT_NE(error_of(bad, false).find("holds no Medusa heads"), std::string::npos);
 }
+
+namespace {
+
+// A drafter whose bigger trees cost more (as EAGLE's): it records the budget of every
+// proposal and drafts a chain of tokens 1, 2, 3, ... as long as the budget allows.
+class CostlyChain final : public drafters::Drafter {
+ public:
+  std::string name() const override { return "costly"; }
+  bool drafting_grows_with_budget() const override { return true; }
+  tree::TokenTree propose(const drafters::DraftInput& in) override {
+    budgets.push_back(in.budget);
+    tree::TokenTree t(in.context.back());
+    for (int32_t i = 1; i < in.budget; ++i) t.add(i, i - 1);
+    return t;
+  }
+  int32_t max_nodes() const override { return 8; }
+  std::vector<int32_t> budgets;
+};
+
+}  // namespace
+
+// EAGLE's arms: it observes every step, but drafts its largest tree only on the steps the
+// policy asks for a shadow grade; otherwise the chosen arm's size, whose tree grades only
+// the arms it covers.
+TEST(AutoDrafter, CostlyMethodsDraftTheirLargestTreeOnlyWhenAsked) {
+  drafters::AutoDrafter a;
+  a.add(std::make_unique<drafters::NoneDrafter>(), false, false, {ArmInfo{"none", 1}});
+  auto costly = std::make_unique<CostlyChain>();
+  CostlyChain* c = costly.get();
+  a.add(std::move(costly), true, true, {ArmInfo{"c/2", 2}, ArmInfo{"c/4", 4}, ArmInfo{"c/8", 8}});
+  std::vector<int32_t> context = {0, 1, 2, 3};
+  a.begin(context);
+  // One step: propose with `arm`, the text continues with the chain's tokens 1, 2, then 9.
+  auto step = [&](int32_t arm, bool shadow) {
+    a.select_arm(arm, arm, shadow);
+    drafters::DraftInput in;
+    in.context = context;
+    in.n_past = static_cast<int32_t>(context.size()) - 1;
+    in.budget = 64;
+    const tree::TokenTree t = a.propose(in);
+    verify::VerifyResult r;
+    r.path = {0};
+    for (int32_t i = 1; i < t.size() && i <= 2; ++i) r.path.push_back(i);
+    r.bonus = 9;
+    for (size_t i = 1; i < r.path.size(); ++i) context.push_back(static_cast<int32_t>(i));
+    context.push_back(9);
+    const std::vector<int32_t> argmax(static_cast<size_t>(t.size()), -1);
+    const std::vector<const float*> none(static_cast<size_t>(t.size()), nullptr);
+    a.observe(drafters::StepFeedback{t, r, argmax, none, none, context});
+    return t.size();
+  };
+  auto graded = [&] {
+    std::vector<ArmSample> out;
+    a.take_arm_samples(out);
+    std::vector<int32_t> arms;
+    for (const auto& s : out) {
+      if (!s.ran) arms.push_back(s.arm);
+    }
+    return arms;
+  };
+  EXPECT_EQ(step(2, false), 4) << "c/4 drafts a 4-node tree";
+  EXPECT_EQ(c->budgets, (std::vector<int32_t>{4})) << "not its largest: the policy did not ask";
+  EXPECT_EQ(graded(), (std::vector<int32_t>{1})) << "the 4-node tree grades c/2 only";
+  step(2, true);  // asked at this step: the next proposal is the largest tree
+  EXPECT_EQ(c->budgets.back(), 4);
+  (void)graded();
+  EXPECT_EQ(step(2, false), 4) << "the arm still takes its own prefix";
+  EXPECT_EQ(c->budgets.back(), 8);
+  EXPECT_EQ(graded(), (std::vector<int32_t>{1, 3})) << "the largest tree grades the other arms";
+  EXPECT_EQ(step(0, false), 1);
+  EXPECT_EQ(c->budgets.size(), 3u) << "not drafted at all while another arm runs and no grade is asked";
+}
