@@ -147,8 +147,9 @@ typedef struct treespec_generation_params {
    * NAME[:KEY[=VALUE]...], KEY being the method's own `--NAME-KEY` flag of `run`
    * (or `--FLAG` verbatim): "none", "lookup", "lookup:draft=4", "lookahead", "ptd",
    * "medusa:heads=FILE", "medusa:heads=FILE:tree=auto:16", "propd:heads=FILE",
-   * "draft:--model-draft=SMALL.gguf", "auto" (chooses among the methods it is given,
-   * e.g. "auto:heads=FILE:--draft-layers=0+1"; docs/auto.md). NULL or "" = "none".
+   * "draft:--model-draft=SMALL.gguf", "eagle:layer=LAYER.gguf" (docs/eagle.md), "auto"
+   * (chooses among the methods it is given, e.g. "auto:heads=FILE:--draft-layers=0+1",
+   * "auto:heads=FILE:eagle=LAYER.gguf"; docs/auto.md). NULL or "" = "none".
    * Copied at create time. */
   const char* spec;
   /* Verification at temperature > 0: "coupled" (default when NULL; exact distribution,

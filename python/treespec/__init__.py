@@ -234,10 +234,10 @@ class Model:
     def generate(self, prompt, max_tokens=128, temperature=0.8, top_k=40, top_p=0.95, seed=None, spec="none",
                  heads=None, stream=False, min_p=0.05, ignore_eos=False):
         """The continuation of `prompt` (str). spec: a `treespec run --spec` method string
-        ("none", "auto", "lookup", "ptd", "medusa:heads=FILE", ...); heads: a heads file for
-        medusa, propd or auto (selects medusa when spec is "none"). temperature 0 is greedy. With
-        stream=True, returns an iterator of text pieces (closing it early cancels the
-        generation). Either way self.last_stats holds the statistics afterwards."""
+        ("none", "auto", "lookup", "ptd", "medusa:heads=FILE", "eagle:layer=FILE", ...); heads: a
+        heads file for medusa, propd or auto (selects medusa when spec is "none"). temperature 0 is
+        greedy. With stream=True, returns an iterator of text pieces (closing it early cancels
+        the generation). Either way self.last_stats holds the statistics afterwards."""
         p = self._lib.treespec_generation_default_params()
         p.temperature, p.top_k, p.top_p, p.min_p = float(temperature), int(top_k), float(top_p), float(min_p)
         p.seed = -1 if seed is None else int(seed)

@@ -18,7 +18,7 @@ MethodInfo eagle_method() {
   m.default_arm = [](const SpecConfig& c, const model::Model*) { return !c.params<EagleParams>().path.empty(); };
   m.options = [](OptionSink& s, SpecConfig& c) {
     auto& p = c.params<EagleParams>();
-    OptionDesc file{"--eagle,--eagle-layer", "eagle: EAGLE draft layer file (treespec train-eagle)"};
+    OptionDesc file{"--eagle,--eagle-layer,--auto-eagle", "eagle: EAGLE draft layer file (treespec train-eagle)"};
     file.show_default = false;
     s.value(file, p.path);
     s.value({"--eagle-depth", "eagle: deepest draft token"}, p.depth);

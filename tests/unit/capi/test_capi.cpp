@@ -19,6 +19,7 @@ namespace {
 std::string repo_file(const std::string& rel) { return std::string(TREESPEC_SOURCE_DIR) + "/" + rel; }
 const std::string kModel = repo_file("models/kjv-5m.gguf");
 const std::string kHeads = repo_file("models/kjv-5m.medusa.gguf");
+const std::string kEagle = repo_file("models/kjv-5m.eagle.gguf");
 const std::string kPrompt = "And it came to pass";
 
 struct ModelHandle {
@@ -198,9 +199,12 @@ TEST(CApi, StreamedPiecesConcatenateToTheTextAndStatsAreFilled) {
   EXPECT_EQ(generated(mh.m, greedy(40, ("medusa:heads=" + kHeads + ":tree=auto:8").c_str()), nullptr, &sst), text);
   EXPECT_GT(sst.n_draft_tokens, 0);
   EXPECT_GT(sst.mean_accepted_length, 1.0);
+  EXPECT_EQ(generated(mh.m, greedy(40, ("eagle:layer=" + kEagle + ":--budget=8").c_str()), nullptr, &sst), text);
+  EXPECT_GT(sst.mean_accepted_length, 1.0);
   // "auto" chooses among the methods given (docs/auto.md); its parameters are theirs.
   EXPECT_EQ(generated(mh.m, greedy(40, "auto")), text);
   EXPECT_EQ(generated(mh.m, greedy(40, ("auto:heads=" + kHeads + ":explore=0.05").c_str())), text);
+  EXPECT_EQ(generated(mh.m, greedy(40, ("auto:heads=" + kHeads + ":eagle=" + kEagle).c_str())), text);
 }
 
 // Sampling with a seed (coupled verification, the default): every spec gives the same
@@ -221,6 +225,7 @@ TEST(CApi, SeededSamplingIsTheSameForEverySpecAndAnUnseededRunReportsItsSeed) {
   EXPECT_EQ(generated(mh.m, sampled("ptd", 5)), text);
   EXPECT_EQ(generated(mh.m, sampled(("medusa:heads=" + kHeads + ":tree=auto:8").c_str(), 5)), text);
   EXPECT_EQ(generated(mh.m, sampled(("auto:heads=" + kHeads).c_str(), 5)), text);
+  EXPECT_EQ(generated(mh.m, sampled(("eagle:layer=" + kEagle).c_str(), 5)), text);
   EXPECT_NE(generated(mh.m, sampled("none", 6)), text) << "the seed is not used";
   const std::string drawn = generated(mh.m, sampled("none", -1), nullptr, &st);
   ASSERT_LT(st.seed, uint64_t{1} << 63);
