@@ -180,7 +180,8 @@ void BM_ReadBandwidth(benchmark::State& st) {
 }
 
 int register_all() {
-  const DType types[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
+  const DType types[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,  DType::q4_0,
+                         DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_xs};
   const kernels::Isa isas[] = {kernels::Isa::scalar, kernels::Isa::avx2, kernels::Isa::avx512,
                                kernels::Isa::avx512_vnni};
   const int n = core::hardware_threads();

@@ -1,13 +1,13 @@
-// AVX2 int8 kernels, one weight row at a time: Q2_K, Q3_K and IQ4_XS weights times the q8
+// AVX2 int8 kernels, one weight row at a time: Q2_K and Q3_K weights times the q8
 // activations (impl::ActQ8), for CPUs without AVX-512 VNNI (AMD Zen 2/3, Intel cores
-// without AVX-512); Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K and Q6_K have rows-in-lanes kernels
+// without AVX-512); Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS have rows-in-lanes kernels
 // (avx2_lanes.cpp). Compiled with -mavx2 -mfma -mf16c -mbmi2 only; the AVX-512 level
 // inherits them (register_avx512 calls register_avx2_int8 after its float path).
 //
 // Integer part: VPMADDUBSW (unsigned x signed bytes -> pairs summed into int16, with
 // saturation) then VPMADDWD by 1 (or by the sub-block scales of Q2_K / Q3_K) -> 8 int32
 // lanes, each the exact sum of 4 products. The pairs never saturate: the unsigned operand
-// is at most 128 (|w| of IQ4_XS, via the sign trick), 3 or 7 (Q2_K, Q3_K), and
+// is at most 3 or 7 (Q2_K, Q3_K), and
 // activations are at most 127 in magnitude (ref_quantize_act), so a pair is at most
 // 2 * 128 * 127 = 32512.
 //
@@ -84,23 +84,6 @@ struct Ctx {
 // ---- one weight row against kM activation rows (m0 .. m0 + kM - 1) -----------------
 // Each writes out[k] = the dot of the row with activation row m0 + k.
 
-// Signed weights w (IQ4_XS's grid values): |w| is the unsigned operand
-// and the sign moves onto x, so w * x = |w| * (x * sign(w)).
-inline __m256 signed_dot(__m256i w, __m256i x) {
-  return _mm256_cvtepi32_ps(dot4(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)));  // |-128| = 128 as unsigned
-}
-
-// IQ4_NL's 16 grid values in both 128-bit lanes, and 16 bytes of nibble pairs -> the 32
-// signed values of an IQ4_NL-style sub-block (low nibbles first, as Q4_0).
-inline __m256i iq4nl_grid() {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tensor::kIq4nlValues)));
-}
-inline __m256i iq4nl_values(__m256i grid, const uint8_t* qs) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
-  return _mm256_shuffle_epi8(grid, nib);
-}
-
 // The row kernels below are overloads of run_row<kM>(Tag, row, ctx, m0, out), one tag
 // per weight type; the driver is written once over the tag.
 
@@ -116,45 +99,6 @@ inline __m256i move_bit(__m256i v) {
 template <int kJ>
 inline __m256 lane(__m256 v) {
   return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(kJ));
-}
-
-// IQ4_XS: 8 sub-blocks of 32, each an IQ4_NL block of nibbles with a 6-bit scale
-// ls_j (x = d * (ls_j - 32) * grid[nibble]).
-struct IQ4XS {};
-template <int kM>
-inline void run_row(IQ4XS, const uint8_t* row, const Ctx& c, int64_t m0, float* out) {
-  const auto* wb = reinterpret_cast<const tensor::BlockIQ4_XS*>(row);
-  const __m256i grid = iq4nl_grid();
-  __m256 acc[kM][2];
-  for (int k = 0; k < kM; ++k) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
-  const int64_t nsb = c.n / 256;
-  for (int64_t sb = 0; sb < nsb; ++sb) {
-    const tensor::BlockIQ4_XS& B = wb[sb];
-    prefetch_ahead(&B, sizeof(B));
-    // ls_j: nibble j % 2 of scales_l[j / 2] | bits 2j, 2j + 1 of scales_h << 4, built in
-    // registers (8 dword stores then a vector load would stall store forwarding).
-    uint32_t sl;
-    __builtin_memcpy(&sl, B.scales_l, 4);
-    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(sl)),
-                                                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                                        _mm256_set1_epi32(0xF));
-    const __m256i hi =
-        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(B.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-                         _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-    const __m256 vsc = _mm256_mul_ps(_mm256_set1_ps(h2f(B.d)), _mm256_cvtepi32_ps(ls));
-    __m256 S[kM];  // lane j: d * (ls_j - 32) * dx of (row m0 + k, sub-block j)
-    for (int k = 0; k < kM; ++k) S[k] = _mm256_mul_ps(vsc, _mm256_loadu_ps(c.xq->d + (m0 + k) * c.nb + sb * 8));
-    auto sub = [&]<int kJ>() {
-      const __m256i w = iq4nl_values(grid, B.qs + 16 * kJ);
-      for (int k = 0; k < kM; ++k) {
-        const __m256 p = signed_dot(w, xblock(c.xq, m0 + k, c.n, sb * 8 + kJ));
-        acc[k][kJ & 1] = _mm256_fmadd_ps(p, lane<kJ>(S[k]), acc[k][kJ & 1]);
-      }
-    };
-    for_each_block8(sub);
-  }
-  for (int k = 0; k < kM; ++k) out[k] = hsum8(_mm256_add_ps(acc[k][0], acc[k][1]));
 }
 
 // Sub-blocks of 16 (Q6_K, Q3_K, Q2_K): x = d * sc_s * q - off_s with an integer scale
@@ -324,8 +268,7 @@ void impl::register_avx2_int8(KernelTable& t) {
   };
   set(DType::q3_k, matmul_rows_avx2_q8<Sub16<KQ3>, true>);
   set(DType::q2_k, matmul_rows_avx2_q8<Sub16<KQ2>, true>);
-  set(DType::iq4_xs, matmul_rows_avx2_q8<IQ4XS, false>);
-  register_avx2_lanes(t);  // Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K (avx2_lanes.cpp)
+  register_avx2_lanes(t);  // Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS (avx2_lanes.cpp)
 }
 
 }  // namespace treespec::kernels

@@ -1,5 +1,5 @@
 // AVX2 kernels with rows in lanes: the types with blocks of 32 values and one f16 scale
-// (Q8_0, Q4_0, IQ4_NL) here, Q4_K / Q5_K and Q6_K further down. 8 weight rows per tile,
+// (Q8_0, Q4_0, IQ4_NL) here, Q4_K / Q5_K, Q6_K and IQ4_XS further down. 8 weight rows per tile,
 // lane r of every vector is row r, so each activation dword is broadcast once for 8 rows
 // and a block's float step (one conversion and one FMA) serves 8 rows. They replace the
 // row-at-a-time kernels of avx2_int8.cpp, whose per-row float step and scale broadcast
@@ -233,6 +233,46 @@ bool own_packing(const WeightView& w) {
   return own && w.packed != nullptr;
 }
 
+// ---- Super-block types (Q4_K, Q5_K, Q6_K, IQ4_XS): 256 values per block ----------
+// Row `row`'s super-block sb, or nullptr past `end` (a missing row packs as zeros).
+template <class Blk>
+inline const Blk* superblock_of(const WeightView& w, int64_t row, int64_t end, int64_t sb) {
+  return row < end ? reinterpret_cast<const Blk*>(static_cast<const uint8_t*>(w.data) + row * w.row_bytes()) + sb
+                   : nullptr;
+}
+
+// Tile t (rows 8t..8t+7), super-block sb at (t * nsb + sb) * kBytes, packed by kOne.
+template <class Blk, int64_t kBytes, void (*kOne)(const Blk* const (&)[kLanes], uint8_t*)>
+int64_t pack_superblocks(const WeightView& w, void* dst) {
+  const int64_t nsb = w.n_in / 256, n_tiles = (w.n_out + kLanes - 1) / kLanes;
+  if (dst == nullptr) return n_tiles * nsb * kBytes;
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const Blk* rows[kLanes];
+      for (int r = 0; r < kLanes; ++r) rows[r] = superblock_of<Blk>(w, kLanes * t + r, w.n_out, sb);
+      kOne(rows, static_cast<uint8_t*>(dst) + (t * nsb + sb) * kBytes);
+    }
+  }
+  return n_tiles * nsb * kBytes;
+}
+
+// The packed super-block sb of the tile starting at row t0 (nr rows): from the packed copy
+// (prefetching ahead) or, without one, packed into `buf` from the GGUF rows.
+template <class Blk, int64_t kBytes, void (*kOne)(const Blk* const (&)[kLanes], uint8_t*)>
+inline const uint8_t* superblock_at(const WeightView& w, const uint8_t* tile, int64_t t0, int nr, int64_t sb,
+                                    uint8_t* buf) {
+  if (tile != nullptr) {
+    const uint8_t* P = tile + sb * kBytes;
+    for (int64_t l = 0; l < kBytes; l += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(P + kPrefetchKQ + l), _MM_HINT_T0);
+    return P;
+  }
+  const Blk* rows[kLanes];
+  for (int r = 0; r < kLanes; ++r) rows[r] = superblock_of<Blk>(w, t0 + r, t0 + nr, sb);
+  kOne(rows, buf);
+  return buf;
+}
+
 // ---- Q4_K and Q5_K: super-blocks of 8 sub-blocks of 32 -----------------------------
 // x = d * sc_j * q - dmin * m_j (q 4 bits, Q5_K 5 bits). Per (activation row m, sub-block
 // j, tile): the exact integer dot of the sub-block for the 8 rows as above (unsigned
@@ -274,23 +314,7 @@ void pack_superblock(const typename KQK<kQ5>::Blk* const (&rows)[kLanes], uint8_
 
 template <bool kQ5>
 int64_t pack_kq(const WeightView& w, void* dst) {
-  const int64_t nsb = w.n_in / 256, n_tiles = (w.n_out + kLanes - 1) / kLanes;
-  const int64_t tile = nsb * KQK<kQ5>::kSB;
-  if (dst == nullptr) return n_tiles * tile;
-  using Blk = typename KQK<kQ5>::Blk;
-  const int64_t rb = w.row_bytes();
-  for (int64_t t = 0; t < n_tiles; ++t) {
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      const Blk* rows[kLanes];
-      for (int r = 0; r < kLanes; ++r) {
-        const int64_t row = kLanes * t + r;
-        rows[r] =
-            row < w.n_out ? reinterpret_cast<const Blk*>(static_cast<const uint8_t*>(w.data) + row * rb) + sb : nullptr;
-      }
-      pack_superblock<kQ5>(rows, static_cast<uint8_t*>(dst) + t * tile + sb * KQK<kQ5>::kSB);
-    }
-  }
-  return n_tiles * tile;
+  return pack_superblocks<typename KQK<kQ5>::Blk, KQK<kQ5>::kSB, pack_superblock<kQ5>>(w, dst);
 }
 
 // The values of sub-block j (= 2p + kHi) for the 8 rows: 8 vectors of unsigned bytes.
@@ -322,7 +346,7 @@ void matmul_rows_kq(const WeightView& w, const float*, const impl::ActQ8* xq, in
                     int64_t r0, int64_t r1) {
   using Blk = typename KQK<kQ5>::Blk;
   constexpr int64_t kSB = KQK<kQ5>::kSB;
-  const int64_t n = w.n_in, nb = n / 32, nsb = n / 256, rb = w.row_bytes();
+  const int64_t n = w.n_in, nb = n / 32, nsb = n / 256;
   const bool packed = own_packing_kq<kQ5>(w);
   float* facc = impl::thread_scratch(3, static_cast<size_t>(M * kLanes));
   float* dxs = impl::thread_scratch(1, static_cast<size_t>(M * nb));  // dx * sum(x_q) per (row, block)
@@ -335,19 +359,7 @@ void matmul_rows_kq(const WeightView& w, const float*, const impl::ActQ8* xq, in
     for (int64_t i = 0; i < M * kLanes; i += 8) _mm256_store_ps(facc + i, _mm256_setzero_ps());
     const uint8_t* tile = packed ? static_cast<const uint8_t*>(w.packed) + (t0 / kLanes) * nsb * kSB : nullptr;
     for (int64_t sb = 0; sb < nsb; ++sb) {
-      const uint8_t* P;
-      if (packed) {
-        P = tile + sb * kSB;
-        for (int64_t l = 0; l < kSB; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(P + kPrefetchKQ + l), _MM_HINT_T0);
-      } else {
-        const Blk* rows[kLanes];
-        for (int r = 0; r < kLanes; ++r)
-          rows[r] =
-              r < nr ? reinterpret_cast<const Blk*>(static_cast<const uint8_t*>(w.data) + (t0 + r) * rb) + sb : nullptr;
-        pack_superblock<kQ5>(rows, sbuf);
-        P = sbuf;
-      }
+      const uint8_t* P = superblock_at<Blk, kSB, pack_superblock<kQ5>>(w, tile, t0, nr, sb, sbuf);
       const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(P)));
       const __m256 dmin = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(P + 16)));
       for (int j = 0; j < 8; ++j) {
@@ -419,22 +431,7 @@ void pack_superblock_q6(const tensor::BlockQ6_K* const (&rows)[kLanes], uint8_t*
 }
 
 int64_t pack_q6(const WeightView& w, void* dst) {
-  const int64_t nsb = w.n_in / 256, n_tiles = (w.n_out + kLanes - 1) / kLanes;
-  if (dst == nullptr) return n_tiles * nsb * kQ6SB;
-  const int64_t rb = w.row_bytes();
-  for (int64_t t = 0; t < n_tiles; ++t) {
-    for (int64_t sb = 0; sb < nsb; ++sb) {
-      const tensor::BlockQ6_K* rows[kLanes];
-      for (int r = 0; r < kLanes; ++r) {
-        const int64_t row = kLanes * t + r;
-        rows[r] = row < w.n_out
-                      ? reinterpret_cast<const tensor::BlockQ6_K*>(static_cast<const uint8_t*>(w.data) + row * rb) + sb
-                      : nullptr;
-      }
-      pack_superblock_q6(rows, static_cast<uint8_t*>(dst) + (t * nsb + sb) * kQ6SB);
-    }
-  }
-  return n_tiles * nsb * kQ6SB;
+  return pack_superblocks<tensor::BlockQ6_K, kQ6SB, pack_superblock_q6>(w, dst);
 }
 
 bool own_packing_q6(const WeightView& w) {
@@ -464,7 +461,7 @@ inline __m256i scale_pairs(const uint8_t* p) {
 
 void matmul_rows_q6(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
                     int64_t r0, int64_t r1) {
-  const int64_t n = w.n_in, nb = n / 32, nsb = n / 256, rb = w.row_bytes();
+  const int64_t n = w.n_in, nb = n / 32, nsb = n / 256;
   const bool packed = own_packing_q6(w);
   float* facc = impl::thread_scratch(3, static_cast<size_t>(M * kLanes));
   // Sums of x_q over each half (16 values) of every activation block, as int16 pairs.
@@ -484,21 +481,7 @@ void matmul_rows_q6(const WeightView& w, const float*, const impl::ActQ8* xq, in
     for (int64_t i = 0; i < M * kLanes; i += 8) _mm256_store_ps(facc + i, _mm256_setzero_ps());
     const uint8_t* tile = packed ? static_cast<const uint8_t*>(w.packed) + (t0 / kLanes) * nsb * kQ6SB : nullptr;
     for (int64_t sb = 0; sb < nsb; ++sb) {
-      const uint8_t* P;
-      if (packed) {
-        P = tile + sb * kQ6SB;
-        for (int64_t l = 0; l < kQ6SB; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(P + kPrefetchKQ + l), _MM_HINT_T0);
-      } else {
-        const tensor::BlockQ6_K* rows[kLanes];
-        for (int r = 0; r < kLanes; ++r)
-          rows[r] =
-              r < nr
-                  ? reinterpret_cast<const tensor::BlockQ6_K*>(static_cast<const uint8_t*>(w.data) + (t0 + r) * rb) + sb
-                  : nullptr;
-        pack_superblock_q6(rows, sbuf);
-        P = sbuf;
-      }
+      const uint8_t* P = superblock_at<tensor::BlockQ6_K, kQ6SB, pack_superblock_q6>(w, tile, t0, nr, sb, sbuf);
       const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(P)));
       auto block = [&]<int kJ>() {
         constexpr int h = kJ / 4, q = kJ % 4;
@@ -534,6 +517,62 @@ void matmul_rows_q6(const WeightView& w, const float*, const impl::ActQ8* xq, in
   }
 }
 
+// ---- IQ4_XS: super-blocks of 8 sub-blocks of 32, IQ4_NL values, 6-bit scales -------
+// x = d * (ls_j - 32) * grid[nibble]: each sub-block is an IQ4_NL block whose scale, per
+// row, is d * (ls_j - 32) (an exact product in f32), so it runs block_all_rows<KIQ4NL>.
+// Packed tile, per super-block (1120 bytes): 0: the 8 rows' f16 d (16 bytes, then 16
+// zero); 32: ls_j - 32 as int8, [j][r] (64 bytes); 96 + 128 j: sub-block j in the IQ4_NL
+// block layout above (vector k lane r = bytes 4k..4k+3 of row r's qs[16j..16j+15]). 2.9%
+// more bytes than the GGUF blocks.
+constexpr int64_t kIXSB = 1120;
+
+void pack_superblock_ixs(const tensor::BlockIQ4_XS* const (&rows)[kLanes], uint8_t* out) {
+  for (int64_t i = 0; i < kIXSB; ++i) out[i] = 0;
+  for (int r = 0; r < kLanes; ++r) {
+    const tensor::BlockIQ4_XS* B = rows[r];
+    if (B == nullptr) continue;
+    __builtin_memcpy(out + 2 * r, &B->d, 2);
+    for (int j = 0; j < 8; ++j) {
+      const int ls = ((B->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((B->scales_h >> (2 * j)) & 3) << 4);
+      out[32 + 8 * j + r] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
+      for (int l = 0; l < 16; ++l) out[96 + 128 * j + 32 * (l / 4) + 4 * r + l % 4] = B->qs[16 * j + l];
+    }
+  }
+}
+
+int64_t pack_ixs(const WeightView& w, void* dst) {
+  return pack_superblocks<tensor::BlockIQ4_XS, kIXSB, pack_superblock_ixs>(w, dst);
+}
+
+bool own_packing_ixs(const WeightView& w) {
+  static const bool own = impl::table_for(best_isa()).pack[static_cast<int>(tensor::DType::iq4_xs)] == &pack_ixs;
+  return own && w.packed != nullptr;
+}
+
+void matmul_rows_ixs(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
+                     int64_t r0, int64_t r1) {
+  const int64_t n = w.n_in, nb = n / 32, nsb = n / 256;
+  const bool packed = own_packing_ixs(w);
+  float* facc = impl::thread_scratch(3, static_cast<size_t>(M * kLanes));
+  alignas(32) uint8_t sbuf[kIXSB];
+  for (int64_t t0 = r0; t0 < r1; t0 += kLanes) {
+    const int nr = static_cast<int>(imin<int64_t>(kLanes, r1 - t0));
+    for (int64_t i = 0; i < M * kLanes; i += 8) _mm256_store_ps(facc + i, _mm256_setzero_ps());
+    const uint8_t* tile = packed ? static_cast<const uint8_t*>(w.packed) + (t0 / kLanes) * nsb * kIXSB : nullptr;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* P = superblock_at<tensor::BlockIQ4_XS, kIXSB, pack_superblock_ixs>(w, tile, t0, nr, sb, sbuf);
+      const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(P)));
+      for (int j = 0; j < 8; ++j) {
+        const __m256i ls = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(P + 32 + 8 * j)));
+        block_all_rows<KIQ4NL>(P + 96 + 128 * j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(ls)), xq, M, n, nb, sb * 8 + j,
+                               facc);
+      }
+    }
+    for (int64_t m = 0; m < M; ++m)
+      for (int r = 0; r < nr; ++r) y[m * ldy + t0 + r] = facc[m * kLanes + r];
+  }
+}
+
 }  // namespace
 
 void impl::register_avx2_lanes(KernelTable& t) {
@@ -550,6 +589,7 @@ void impl::register_avx2_lanes(KernelTable& t) {
   set(tensor::DType::q4_k, matmul_rows_kq<false>, pack_kq<false>);
   set(tensor::DType::q5_k, matmul_rows_kq<true>, pack_kq<true>);
   set(tensor::DType::q6_k, matmul_rows_q6, pack_q6);
+  set(tensor::DType::iq4_xs, matmul_rows_ixs, pack_ixs);
 }
 
 }  // namespace treespec::kernels
