@@ -12,8 +12,9 @@
 // with their magnitudes (|w| <= 128, |x| <= 127: a pair is at most 32512, no saturation);
 // unsigned ones (Q4_0's nibbles, 0..15) multiply the dword directly, and the block's
 // -8 * sum(x_q) is added at the end. VPMADDWD by 1 gives lane r = the exact sum of the 4
-// products of row r; the 8 are added in two int32 chains. Lane r then holds the block's
-// exact integer dot for row r.
+// products of row r; the 8 are added in two int32 chains (small unsigned values first add
+// up to 8 VPMADDUBSW results as int16 and need one VPMADDWD: block_dot). Lane r then holds
+// the block's exact integer dot for row r.
 // Float part: acc[m][r] = fma(float(dot), d_w[r] * d_x[m], acc[m][r]) over blocks in order
 // (one accumulator per (m, r), kept in scratch memory). Every (m, r) runs the same
 // operations whatever M is, wherever the row sits, and whichever thread takes its tile:
@@ -42,6 +43,48 @@ constexpr int64_t kPrefetchKQ = 4096;
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+// The activation blocks block-major, [block][row][32], in thread scratch slot 0: read in
+// place, the M rows of one block lie n bytes apart, and when n is a multiple of 4 KiB (or
+// 2 KiB) every row's block maps to the same L1 set, so 16 rows and more miss L1 on every
+// block. M = 1 reads the row in place (the same layout).
+inline const int8_t* blocks_by_row(const impl::ActQ8* xq, int64_t M, int64_t n) {
+  if (M == 1) return xq->q;
+  const int64_t nb = n / 32;
+  auto* t = reinterpret_cast<int8_t*>(impl::thread_scratch(0, static_cast<size_t>((M * n + 3) / 4)));
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t m = 0; m < M; ++m)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(t + (b * M + m) * 32), load256(xq->q + m * n + b * 32));
+  return t;
+}
+
+// The integer dot of one activation block with 8 rows: lane r = sum over k of
+// VPMADDWD(VPMADDUBSW(U[k], x(k)), w(k)) (w: int16 multipliers, 1 or per-lane scales, equal
+// within a group). kG consecutive VPMADDUBSW results are first added as int16, which is
+// exact when kG pair sums fit: with |x_q| <= 127 a pair of values up to v is at most
+// 2 * v * 127, so 4-bit values (v = 15) allow 8, 5-bit 4 and 6-bit 2 (at most 31,496, 32,004);
+// 8-bit magnitudes allow 1. Integers, so the result is the same for every kG: only the count
+// of VPMADDWD (the multiply ports' second instruction per 32 products) changes.
+template <int kG, class FX, class FW>
+inline __m256i block_dot(const __m256i (&U)[8], FX x, FW w) {
+  static_assert(kG == 1 || kG == 2 || kG == 4 || kG == 8);
+  __m256i acc[2];
+  for (int g = 0; g < 8 / kG; ++g) {
+    const int k0 = g * kG;
+    __m256i s = _mm256_maddubs_epi16(U[k0], x(k0));
+    if constexpr (kG > 1) {
+      __m256i t = _mm256_maddubs_epi16(U[k0 + 1], x(k0 + 1));
+      for (int i = 2; i < kG; i += 2) {
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(U[k0 + i], x(k0 + i)));
+        t = _mm256_add_epi16(t, _mm256_maddubs_epi16(U[k0 + i + 1], x(k0 + i + 1)));
+      }
+      s = _mm256_add_epi16(s, t);
+    }
+    const __m256i p = _mm256_madd_epi16(s, w(k0));
+    acc[g & 1] = g < 2 ? p : _mm256_add_epi32(acc[g & 1], p);
+  }
+  return kG == 8 ? acc[0] : _mm256_add_epi32(acc[0], acc[1]);
+}
+
 // The weight types: GGUF block bytes, quant bytes per row and block, and the 8 value
 // vectors of a packed block (prepare): signed kinds give magnitudes A and the signed
 // values (in `vals`, or the packed bytes themselves: kSignsInPlace); unsigned kinds give
@@ -50,6 +93,7 @@ struct KQ80 {
   static constexpr int64_t kBlk = sizeof(tensor::BlockQ8_0), kQB = 32;
   static constexpr bool kSigned = true, kSignsInPlace = true;
   static constexpr int32_t kOffset = 0;
+  static constexpr int kGroup = 1;  // magnitudes up to 128
   static void prepare(const uint8_t* q, __m256i (&A)[8], int8_t*) {
     for (int k = 0; k < 8; ++k) A[k] = _mm256_abs_epi8(load256(q + 32 * k));  // |-128| = 128 as unsigned
   }
@@ -68,12 +112,14 @@ struct KQ40 {
   static constexpr int64_t kBlk = sizeof(tensor::BlockQ4_0), kQB = 16;
   static constexpr bool kSigned = false, kSignsInPlace = false;
   static constexpr int32_t kOffset = -8;  // value = nibble - 8
+  static constexpr int kGroup = 8;        // nibbles, 0..15
   static void prepare(const uint8_t* q, __m256i (&A)[8], int8_t*) { nibbles(q, A); }
 };
 struct KIQ4NL {
   static constexpr int64_t kBlk = sizeof(tensor::BlockIQ4_NL), kQB = 16;
   static constexpr bool kSigned = true, kSignsInPlace = false;
   static constexpr int32_t kOffset = 0;
+  static constexpr int kGroup = 1;  // grid magnitudes up to 127
   static void prepare(const uint8_t* q, __m256i (&A)[8], int8_t* vals) {
     const __m256i grid =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tensor::kIq4nlValues)));
@@ -161,7 +207,7 @@ inline void gather_block(const uint8_t* base, int64_t rb, int64_t r0, int nr, in
 // One block of one tile against every activation row: q = the packed block, dw = the 8
 // rows' scales; facc [M, 8].
 template <class K>
-inline void block_all_rows(const uint8_t* q, __m256 dw, const impl::ActQ8* xq, int64_t M, int64_t n, int64_t nb,
+inline void block_all_rows(const uint8_t* q, __m256 dw, const impl::ActQ8* xq, const int8_t* xt, int64_t M, int64_t nb,
                            int64_t b, float* __restrict facc) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i A[8];
@@ -169,18 +215,13 @@ inline void block_all_rows(const uint8_t* q, __m256 dw, const impl::ActQ8* xq, i
   K::prepare(q, A, vals);
   const auto* sgn = K::kSignsInPlace ? reinterpret_cast<const int8_t*>(q) : vals;
   for (int64_t m = 0; m < M; ++m) {
-    const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + b * 32);
-    auto part = [&](int k) {
-      __m256i x = _mm256_set1_epi32(xb[k]);
-      if constexpr (K::kSigned) x = _mm256_sign_epi8(x, load256(sgn + 32 * k));
-      return _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], x), ones);
+    const auto* xb = reinterpret_cast<const int32_t*>(xt + (b * M + m) * 32);
+    auto x = [&](int k) {
+      __m256i v = _mm256_set1_epi32(xb[k]);
+      if constexpr (K::kSigned) v = _mm256_sign_epi8(v, load256(sgn + 32 * k));
+      return v;
     };
-    __m256i s0 = part(0), s1 = part(1);
-    for (int k = 2; k < 8; k += 2) {
-      s0 = _mm256_add_epi32(s0, part(k));
-      s1 = _mm256_add_epi32(s1, part(k + 1));
-    }
-    __m256i s = _mm256_add_epi32(s0, s1);
+    __m256i s = block_dot<K::kGroup>(A, x, [&](int) { return ones; });
     if constexpr (K::kOffset != 0) s = _mm256_add_epi32(s, _mm256_set1_epi32(K::kOffset * xq->s[m * nb + b]));
     const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xq->d[m * nb + b]));
     float* a = facc + m * kLanes;
@@ -200,6 +241,7 @@ void matmul_rows_lanes(const WeightView& w, const float*, const impl::ActQ8* xq,
   const int64_t rb = w.row_bytes();
   const auto* base = static_cast<const uint8_t*>(w.data);
   float* facc = impl::thread_scratch(3, static_cast<size_t>(M * kLanes));
+  const int8_t* xt = blocks_by_row(xq, M, n);
   alignas(32) uint8_t qbuf[Layout<K>::kQuant];
   for (int64_t t0 = r0; t0 < r1; t0 += kLanes) {
     const int nr = static_cast<int>(imin<int64_t>(kLanes, r1 - t0));
@@ -218,7 +260,7 @@ void matmul_rows_lanes(const WeightView& w, const float*, const impl::ActQ8* xq,
         gather_block<K>(base, rb, t0, nr, b, qbuf, dw);
         q = qbuf;
       }
-      block_all_rows<K>(q, dw, xq, M, n, L.nb, b, facc);
+      block_all_rows<K>(q, dw, xq, xt, M, L.nb, b, facc);
     }
     for (int64_t m = 0; m < M; ++m)
       for (int r = 0; r < nr; ++r) y[m * ldy + t0 + r] = facc[m * kLanes + r];
@@ -349,6 +391,7 @@ void matmul_rows_kq(const WeightView& w, const float*, const impl::ActQ8* xq, in
   const int64_t n = w.n_in, nb = n / 32, nsb = n / 256;
   const bool packed = own_packing_kq<kQ5>(w);
   float* facc = impl::thread_scratch(3, static_cast<size_t>(M * kLanes));
+  const int8_t* xt = blocks_by_row(xq, M, n);
   float* dxs = impl::thread_scratch(1, static_cast<size_t>(M * nb));  // dx * sum(x_q) per (row, block)
   for (int64_t i = 0; i < M * nb; ++i) dxs[i] = xq->d[i] * static_cast<float>(xq->s[i]);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -376,18 +419,15 @@ void matmul_rows_kq(const WeightView& w, const float*, const impl::ActQ8* xq, in
         const __m256 vsc = _mm256_load_ps(dsc[j]), vmn = _mm256_load_ps(dmn[j]);
         const int64_t blk = sb * 8 + j;
         for (int64_t m = 0; m < M; ++m) {
-          const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + blk * 32);
-          auto part = [&](int k) {
-            return _mm256_madd_epi16(_mm256_maddubs_epi16(U[k], _mm256_set1_epi32(xb[k])), ones);
-          };
-          __m256i s0 = part(0), s1 = part(1);
-          for (int k = 2; k < 8; k += 2) {
-            s0 = _mm256_add_epi32(s0, part(k));
-            s1 = _mm256_add_epi32(s1, part(k + 1));
-          }
+          const auto* xb = reinterpret_cast<const int32_t*>(xt + (blk * M + m) * 32);
+          // 4-bit values (Q4_K) sum 8 pair vectors in int16, 5-bit (Q5_K) 4.
+          const __m256i s =
+              block_dot < kQ5 ? 4
+                              : 8 > (
+                                        U, [&](int k) { return _mm256_set1_epi32(xb[k]); }, [&](int) { return ones; });
           float* a = facc + m * kLanes;
-          __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)),
-                                       _mm256_mul_ps(vsc, _mm256_set1_ps(xq->d[m * nb + blk])), _mm256_load_ps(a));
+          __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(vsc, _mm256_set1_ps(xq->d[m * nb + blk])),
+                                       _mm256_load_ps(a));
           acc = _mm256_fnmadd_ps(vmn, _mm256_set1_ps(dxs[m * nb + blk]), acc);
           _mm256_store_ps(a, acc);
         }
@@ -464,6 +504,7 @@ void matmul_rows_q6(const WeightView& w, const float*, const impl::ActQ8* xq, in
   const int64_t n = w.n_in, nb = n / 32, nsb = n / 256;
   const bool packed = own_packing_q6(w);
   float* facc = impl::thread_scratch(3, static_cast<size_t>(M * kLanes));
+  const int8_t* xt = blocks_by_row(xq, M, n);
   // Sums of x_q over each half (16 values) of every activation block, as int16 pairs.
   auto* hs = reinterpret_cast<int32_t*>(impl::thread_scratch(2, static_cast<size_t>(M * nb)));
   for (int64_t i = 0; i < M * nb; ++i) {
@@ -494,17 +535,13 @@ void matmul_rows_q6(const WeightView& w, const float*, const impl::ActQ8* xq, in
                                             _mm256_and_si256(sbv, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
         const int64_t blk = sb * 8 + kJ;
         for (int64_t m = 0; m < M; ++m) {
-          const auto* xb = reinterpret_cast<const int32_t*>(xq->q + m * n + blk * 32);
-          auto part = [&](int k) {
-            return _mm256_madd_epi16(_mm256_maddubs_epi16(U[k], _mm256_set1_epi32(xb[k])), k < 4 ? sa : sbv);
-          };
-          __m256i s0 = part(0), s1 = part(1);
-          for (int k = 2; k < 8; k += 2) {
-            s0 = _mm256_add_epi32(s0, part(k));
-            s1 = _mm256_add_epi32(s1, part(k + 1));
-          }
+          const auto* xb = reinterpret_cast<const int32_t*>(xt + (blk * M + m) * 32);
+          // 6-bit values: pairs of pair vectors summed in int16 (a group never spans the two
+          // sub-blocks, whose scales differ).
+          const __m256i s = block_dot<2>(
+              U, [&](int k) { return _mm256_set1_epi32(xb[k]); }, [&](int k) { return k < 4 ? sa : sbv; });
           const __m256i corr = _mm256_madd_epi16(sab, _mm256_set1_epi32(hs[m * nb + blk]));
-          const __m256i dot = _mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_slli_epi32(corr, 5));
+          const __m256i dot = _mm256_sub_epi32(s, _mm256_slli_epi32(corr, 5));
           float* a = facc + m * kLanes;
           _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
                                              _mm256_mul_ps(d, _mm256_set1_ps(xq->d[m * nb + blk])), _mm256_load_ps(a)));
@@ -554,6 +591,7 @@ void matmul_rows_ixs(const WeightView& w, const float*, const impl::ActQ8* xq, i
   const int64_t n = w.n_in, nb = n / 32, nsb = n / 256;
   const bool packed = own_packing_ixs(w);
   float* facc = impl::thread_scratch(3, static_cast<size_t>(M * kLanes));
+  const int8_t* xt = blocks_by_row(xq, M, n);
   alignas(32) uint8_t sbuf[kIXSB];
   for (int64_t t0 = r0; t0 < r1; t0 += kLanes) {
     const int nr = static_cast<int>(imin<int64_t>(kLanes, r1 - t0));
@@ -564,7 +602,7 @@ void matmul_rows_ixs(const WeightView& w, const float*, const impl::ActQ8* xq, i
       const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(P)));
       for (int j = 0; j < 8; ++j) {
         const __m256i ls = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(P + 32 + 8 * j)));
-        block_all_rows<KIQ4NL>(P + 96 + 128 * j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(ls)), xq, M, n, nb, sb * 8 + j,
+        block_all_rows<KIQ4NL>(P + 96 + 128 * j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(ls)), xq, xt, M, nb, sb * 8 + j,
                                facc);
       }
     }
