@@ -105,6 +105,17 @@ TREESPEC_API treespec_model_params treespec_model_default_params(void);
  * *out is a new model to release with treespec_model_free; errors name the file. */
 TREESPEC_API treespec_status treespec_model_load(const char* path, const treespec_model_params* params,
                                                  treespec_model** out);
+/* As treespec_model_load, with the element types of its generations' KV cache
+ * (llama.cpp's -ctk / -ctv): "f16" (the default, also for NULL), "q8_0" or "f32", the
+ * names `treespec run --help` lists for --cache-type-k. An unknown name is
+ * TREESPEC_ERR_INVALID_ARGUMENT naming it. Each type gives the tokens `treespec run
+ * -ctk K -ctv V` gives; greedy output of every spec equals plain greedy with that cache. */
+TREESPEC_API treespec_status treespec_model_load_with_cache_types(const char* path, const treespec_model_params* params,
+                                                                  const char* cache_type_k, const char* cache_type_v,
+                                                                  treespec_model** out);
+/* The KV cache types its generations get ("f16", "q8_0", ...; NULL for a NULL model). */
+TREESPEC_API const char* treespec_model_cache_type_k(const treespec_model* model);
+TREESPEC_API const char* treespec_model_cache_type_v(const treespec_model* model);
 /* Frees a model (NULL is a no-op). Its generations must be freed first. */
 TREESPEC_API void treespec_model_free(treespec_model* model);
 

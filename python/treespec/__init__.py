@@ -93,6 +93,10 @@ def _declare(lib):
         "treespec_status_name": (c.c_char_p, [c.c_int]),
         "treespec_model_default_params": (_ModelParams, []),
         "treespec_model_load": (c.c_int, [c.c_char_p, P(_ModelParams), P(c.c_void_p)]),
+        "treespec_model_load_with_cache_types": (c.c_int, [c.c_char_p, P(_ModelParams), c.c_char_p, c.c_char_p,
+                                                           P(c.c_void_p)]),
+        "treespec_model_cache_type_k": (c.c_char_p, [c.c_void_p]),
+        "treespec_model_cache_type_v": (c.c_char_p, [c.c_void_p]),
         "treespec_model_free": (None, [c.c_void_p]),
         "treespec_model_n_vocab": (c.c_int32, [c.c_void_p]),
         "treespec_model_n_ctx": (c.c_int32, [c.c_void_p]),
@@ -162,9 +166,10 @@ def _spec_string(spec, heads):
 
 class Model:
     """A loaded GGUF model (weights and tokenizer). n_threads / n_ctx: None = all cores /
-    the model's context (at most 4096), as `treespec run`."""
+    the model's context (at most 4096), as `treespec run`; cache_type_k / cache_type_v: the
+    KV cache's element types as run's -ctk / -ctv ("f16" default, "q8_0", "bf16", "f32")."""
 
-    def __init__(self, path, n_threads=None, n_ctx=None):
+    def __init__(self, path, n_threads=None, n_ctx=None, cache_type_k=None, cache_type_v=None):
         self._lib = _library()
         p = self._lib.treespec_model_default_params()
         if n_threads is not None:
@@ -172,7 +177,10 @@ class Model:
         if n_ctx is not None:
             p.n_ctx = int(n_ctx)
         h = ctypes.c_void_p()
-        _check(self._lib, self._lib.treespec_model_load(os.fsencode(path), ctypes.byref(p), ctypes.byref(h)))
+        k = cache_type_k.encode() if cache_type_k is not None else None
+        v = cache_type_v.encode() if cache_type_v is not None else None
+        _check(self._lib, self._lib.treespec_model_load_with_cache_types(os.fsencode(path), ctypes.byref(p), k, v,
+                                                                           ctypes.byref(h)))
         self._h = h
         self.path = os.fspath(path)
         self.last_stats = None
@@ -204,6 +212,12 @@ class Model:
     @property
     def n_ctx(self):
         return self._lib.treespec_model_n_ctx(self._handle())
+
+    @property
+    def cache_types(self):
+        """The KV cache's (K, V) element types, e.g. ("f16", "f16")."""
+        h = self._handle()
+        return (self._lib.treespec_model_cache_type_k(h).decode(), self._lib.treespec_model_cache_type_v(h).decode())
 
     def tokenize(self, text, add_bos=True, parse_special=True):
         """Token ids of `text` (str or bytes), encoded as `treespec run` encodes a prompt."""

@@ -17,6 +17,7 @@
 #include "cli/options.h"
 #include "cli/session.h"
 #include "engine/engine.h"
+#include "kv/kv_cache.h"
 #include "tokenizer/tokenizer.h"
 #include "treespec/status.h"
 
@@ -224,6 +225,12 @@ treespec_model_params treespec_model_default_params(void) {
 }
 
 treespec_status treespec_model_load(const char* path, const treespec_model_params* params, treespec_model** out) {
+  return treespec_model_load_with_cache_types(path, params, nullptr, nullptr, out);
+}
+
+treespec_status treespec_model_load_with_cache_types(const char* path, const treespec_model_params* params,
+                                                     const char* cache_type_k, const char* cache_type_v,
+                                                     treespec_model** out) {
   return guarded([&] {
     require(out != nullptr, "treespec_model_load: out is NULL");
     require(path != nullptr && *path != '\0', "treespec_model_load: the model path is NULL or empty");
@@ -232,9 +239,14 @@ treespec_status treespec_model_load(const char* path, const treespec_model_param
       throw InvalidArgument(fmt::format("n_threads must be >= 0 (0 = all cores), got {}", p.n_threads));
     if (p.n_ctx < 0) throw InvalidArgument(fmt::format("n_ctx must be >= 0 (0 = the model's), got {}", p.n_ctx));
     if (p.n_batch < 0) throw InvalidArgument(fmt::format("n_batch must be >= 0 (0 = 512), got {}", p.n_batch));
+    cli::ModelOptions mo;
+    // Checked before the file is read, named as this function's parameters.
+    if (cache_type_k != nullptr)
+      mo.cache_type_k = kv::cache_type_name(kv::parse_cache_type(cache_type_k, "cache_type_k"));
+    if (cache_type_v != nullptr)
+      mo.cache_type_v = kv::cache_type_name(kv::parse_cache_type(cache_type_v, "cache_type_v"));
     auto m = std::make_unique<treespec_model>();
     m->lm = cli::load_model(path);
-    cli::ModelOptions mo;
     mo.model = path;
     mo.n_threads = p.n_threads;
     mo.n_ctx = p.n_ctx;
@@ -246,6 +258,13 @@ treespec_status treespec_model_load(const char* path, const treespec_model_param
 }
 
 void treespec_model_free(treespec_model* model) { delete model; }
+
+const char* treespec_model_cache_type_k(const treespec_model* model) {
+  return model != nullptr ? kv::cache_type_name(model->ep.type_k) : nullptr;
+}
+const char* treespec_model_cache_type_v(const treespec_model* model) {
+  return model != nullptr ? kv::cache_type_name(model->ep.type_v) : nullptr;
+}
 
 int32_t treespec_model_n_vocab(const treespec_model* model) {
   return model != nullptr ? model->lm.model->hparams().n_vocab : 0;

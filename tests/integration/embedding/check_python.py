@@ -27,6 +27,13 @@ def main():
         assert m.last_stats["n_draft_tokens"] > 0, m.last_stats
         assert m.generate(prompt, max_tokens=n, temperature=0, spec="auto", heads=heads) == text
     assert m.generate(prompt, max_tokens=n, temperature=0, spec="auto") == text
+    # KV cache types as run's -ctk / -ctv; a Q8_0 cache keeps every method's greedy text.
+    assert m.cache_types == ("f16", "f16"), m.cache_types
+    q8 = treespec.Model(model_path, n_threads=1, n_ctx=256, cache_type_k="q8_0", cache_type_v="q8_0")
+    assert q8.cache_types == ("q8_0", "q8_0"), q8.cache_types
+    q8_text = q8.generate(prompt, max_tokens=n, temperature=0)
+    assert q8.generate(prompt, max_tokens=n, temperature=0, spec="lookup") == q8_text
+    q8.close()
     # Closing a stream early cancels it.
     s = m.generate(prompt, max_tokens=n, temperature=0, stream=True)
     first = next(s)
@@ -39,6 +46,7 @@ def main():
     # Errors carry the C API's message.
     for call, needle in ((lambda: treespec.Model(model_path + ".missing"), model_path + ".missing"),
                          (lambda: m.generate(prompt, spec="fancy"), "fancy"),
+                         (lambda: treespec.Model(model_path, cache_type_v="q2"), "cache_type_v"),
                          (lambda: m.generate(prompt, top_p=2.0), "top_p"),
                          (lambda: m.detokenize([m.n_vocab]), "outside the vocabulary")):
         try:

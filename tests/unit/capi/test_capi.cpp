@@ -347,6 +347,43 @@ TEST(CApi, PenaltiesTypicalPAndLogitBiasMatchRunAndEveryMethod) {
   EXPECT_EQ(run_cli_text("-n 32 --temp 1 -s 9 --ignore-eos --typical 0.5"), t.text);
 }
 
+TEST(CApi, CacheTypesAreThoseOfRunAndUnknownNamesAreRefused) {
+  treespec_model_params p = treespec_model_default_params();
+  p.n_threads = 1;
+  p.n_ctx = 256;
+  treespec_model* m = nullptr;
+  // Unknown names: refused before the file is read, naming the parameter and the name.
+  EXPECT_EQ(treespec_model_load_with_cache_types(kModel.c_str(), &p, "q4_0", nullptr, &m),
+            TREESPEC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(treespec_last_error()).find("cache_type_k: unknown KV cache type 'q4_0'"), std::string::npos)
+      << treespec_last_error();
+  EXPECT_EQ(treespec_model_load_with_cache_types(kModel.c_str(), &p, "f16", "int4", &m), TREESPEC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(treespec_last_error()).find("cache_type_v"), std::string::npos) << treespec_last_error();
+  EXPECT_EQ(treespec_model_cache_type_k(nullptr), nullptr);
+  // NULL is the default (f16, as treespec_model_load and run).
+  ASSERT_EQ(treespec_model_load_with_cache_types(kModel.c_str(), &p, nullptr, nullptr, &m), TREESPEC_OK)
+      << treespec_last_error();
+  EXPECT_STREQ(treespec_model_cache_type_k(m), "f16");
+  EXPECT_STREQ(treespec_model_cache_type_v(m), "f16");
+  treespec_model_free(m);
+  m = nullptr;
+  // Q8_0 keys and values (names are case-insensitive, as -ctk): every method's greedy
+  // text is plain greedy's with that cache, and run's with -ctk q8_0 -ctv q8_0.
+  ASSERT_EQ(treespec_model_load_with_cache_types(kModel.c_str(), &p, "Q8_0", "q8_0", &m), TREESPEC_OK)
+      << treespec_last_error();
+  EXPECT_STREQ(treespec_model_cache_type_k(m), "q8_0");
+  EXPECT_STREQ(treespec_model_cache_type_v(m), "q8_0");
+  auto none = [](treespec_generation*) {};
+  const std::string plain = run_with(m, greedy(48), none).text;
+  EXPECT_EQ(run_cli_text("-n 48 --temp 0 --ignore-eos -ctk q8_0 -ctv q8_0"), plain);
+  for (const char* spec : {"lookup", "ptd", "lookahead"})
+    EXPECT_EQ(run_with(m, greedy(48, spec), none).text, plain) << spec;
+  const std::string medusa = "medusa:heads=" + kHeads;
+  EXPECT_EQ(run_with(m, greedy(48, medusa.c_str()), none).text, plain);
+  treespec_model_free(m);
+}
+
 TEST(CApi, BadSamplingSettersAreRefusedAndLeaveTheGenerationAsItWas) {
   ModelHandle mh;
   ASSERT_NE(mh.m, nullptr);
