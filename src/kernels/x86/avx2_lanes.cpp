@@ -232,9 +232,10 @@ inline void block_all_rows(const uint8_t* q, __m256 dw, const impl::ActQ8* xq, c
 template <class K>
 bool own_packing(const WeightView& w);
 
-template <class K>
-void matmul_rows_lanes(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
-                       int64_t r0, int64_t r1) {
+template <class K, bool kOne>
+void matmul_rows_lanes(const WeightView& w, const impl::ActQ8* xq, const int64_t M_, float* y, int64_t ldy, int64_t r0,
+                       int64_t r1) {
+  const int64_t M = kOne ? 1 : M_;
   const int64_t n = w.n_in;
   const Layout<K> L(n);
   const bool packed = own_packing<K>(w);
@@ -383,9 +384,10 @@ bool own_packing_kq(const WeightView& w) {
   return own && w.packed != nullptr;
 }
 
-template <bool kQ5>
-void matmul_rows_kq(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
-                    int64_t r0, int64_t r1) {
+template <bool kQ5, bool kOne>
+void matmul_rows_kq(const WeightView& w, const impl::ActQ8* xq, const int64_t M_, float* y, int64_t ldy, int64_t r0,
+                    int64_t r1) {
+  const int64_t M = kOne ? 1 : M_;
   using Blk = typename KQK<kQ5>::Blk;
   constexpr int64_t kSB = KQK<kQ5>::kSB;
   const int64_t n = w.n_in, nb = n / 32, nsb = n / 256;
@@ -499,8 +501,10 @@ inline __m256i scale_pairs(const uint8_t* p) {
   return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
 }
 
-void matmul_rows_q6(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
-                    int64_t r0, int64_t r1) {
+template <bool kOne>
+void matmul_rows_q6(const WeightView& w, const impl::ActQ8* xq, const int64_t M_, float* y, int64_t ldy, int64_t r0,
+                    int64_t r1) {
+  const int64_t M = kOne ? 1 : M_;
   const int64_t n = w.n_in, nb = n / 32, nsb = n / 256;
   const bool packed = own_packing_q6(w);
   float* facc = impl::thread_scratch(3, static_cast<size_t>(M * kLanes));
@@ -586,8 +590,10 @@ bool own_packing_ixs(const WeightView& w) {
   return own && w.packed != nullptr;
 }
 
-void matmul_rows_ixs(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy,
-                     int64_t r0, int64_t r1) {
+template <bool kOne>
+void matmul_rows_ixs(const WeightView& w, const impl::ActQ8* xq, const int64_t M_, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1) {
+  const int64_t M = kOne ? 1 : M_;
   const int64_t n = w.n_in, nb = n / 32, nsb = n / 256;
   const bool packed = own_packing_ixs(w);
   float* facc = impl::thread_scratch(3, static_cast<size_t>(M * kLanes));
@@ -611,6 +617,16 @@ void matmul_rows_ixs(const WeightView& w, const float*, const impl::ActQ8* xq, i
   }
 }
 
+// The table's entry for kernel F: F<true> for one activation row (a compile-time M of 1,
+// so the accumulators stay in registers and nothing waits on the scratch), F<false>
+// otherwise. Both run the same operations on every (row, output): batch invariant.
+using KernelM = void (*)(const WeightView&, const impl::ActQ8*, int64_t, float*, int64_t, int64_t, int64_t);
+template <KernelM kOne, KernelM kMany>
+void one_or_many(const WeightView& w, const float*, const impl::ActQ8* xq, int64_t M, float* y, int64_t ldy, int64_t r0,
+                 int64_t r1) {
+  (M == 1 ? kOne : kMany)(w, xq, M, y, ldy, r0, r1);
+}
+
 }  // namespace
 
 void impl::register_avx2_lanes(KernelTable& t) {
@@ -621,13 +637,16 @@ void impl::register_avx2_lanes(KernelTable& t) {
     t.row_grain[id] = 2 * kLanes;
     t.pack[id] = pack;
   };
-  set(tensor::DType::q8_0, matmul_rows_lanes<KQ80>, pack_lanes<KQ80>);
-  set(tensor::DType::q4_0, matmul_rows_lanes<KQ40>, pack_lanes<KQ40>);
-  set(tensor::DType::iq4_nl, matmul_rows_lanes<KIQ4NL>, pack_lanes<KIQ4NL>);
-  set(tensor::DType::q4_k, matmul_rows_kq<false>, pack_kq<false>);
-  set(tensor::DType::q5_k, matmul_rows_kq<true>, pack_kq<true>);
-  set(tensor::DType::q6_k, matmul_rows_q6, pack_q6);
-  set(tensor::DType::iq4_xs, matmul_rows_ixs, pack_ixs);
+  set(tensor::DType::q8_0, one_or_many<matmul_rows_lanes<KQ80, true>, matmul_rows_lanes<KQ80, false>>,
+      pack_lanes<KQ80>);
+  set(tensor::DType::q4_0, one_or_many<matmul_rows_lanes<KQ40, true>, matmul_rows_lanes<KQ40, false>>,
+      pack_lanes<KQ40>);
+  set(tensor::DType::iq4_nl, one_or_many<matmul_rows_lanes<KIQ4NL, true>, matmul_rows_lanes<KIQ4NL, false>>,
+      pack_lanes<KIQ4NL>);
+  set(tensor::DType::q4_k, one_or_many<matmul_rows_kq<false, true>, matmul_rows_kq<false, false>>, pack_kq<false>);
+  set(tensor::DType::q5_k, one_or_many<matmul_rows_kq<true, true>, matmul_rows_kq<true, false>>, pack_kq<true>);
+  set(tensor::DType::q6_k, one_or_many<matmul_rows_q6<true>, matmul_rows_q6<false>>, pack_q6);
+  set(tensor::DType::iq4_xs, one_or_many<matmul_rows_ixs<true>, matmul_rows_ixs<false>>, pack_ixs);
 }
 
 }  // namespace treespec::kernels
