@@ -99,7 +99,7 @@ class AutoPolicy final : public BudgetPolicy {
   LatencyModel::Coef global_{};                                      // lat_'s global fit (refit() after each sample)
   mutable std::map<std::pair<int32_t, int64_t>, double> fwd_cache_;  // (b, 8 x rows) -> predicted forward seconds
   int32_t kept_ = -1;                                                // the arm exploited last
-  std::vector<drafters::ArmInfo> arms_;                              // of the first auto sequence seen
+  std::vector<drafters::ArmInfo> arms_;  // of the first auto sequence seen; arm 0 is none (plain decoding)
   std::map<int32_t, std::vector<ArmStat>> by_batch_;
   std::vector<double> credit_;   // per arm: exploration savings (seconds)
   double mean_ctx_ = 0.0;        // of the last measured step

@@ -45,7 +45,13 @@ std::vector<std::string> arm_methods(const SpecConfig& cfg, const model::Model* 
     out.push_back(name);
     at = comma + 1;
   }
-  if (std::find(out.begin(), out.end(), "none") == out.end()) out.insert(out.begin(), "none");
+  // none first, always: the policy's arm 0 is plain decoding (its step is the unit of cost).
+  const auto none = std::find(out.begin(), out.end(), "none");
+  if (none == out.end()) {
+    out.insert(out.begin(), "none");
+  } else {
+    std::rotate(out.begin(), none, none + 1);
+  }
   return out;
 }
 

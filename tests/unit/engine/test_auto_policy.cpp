@@ -411,6 +411,8 @@ TEST(AutoPolicy, FactoryAndErrors) {
   EXPECT_NE(error_of(bad, false).find("'lookup' given twice"), std::string::npos);
   bad.params<drafters::AutoParams>().arms = "lookup";
   EXPECT_EQ(arm_names(bad), (std::vector<std::string>{"none", "lookup"})) << "none is always an arm";
+  bad.params<drafters::AutoParams>().arms = "ptd,lookup,none";
+  EXPECT_EQ(arm_names(bad), (std::vector<std::string>{"none", "ptd", "lookup"})) << "and always arm 0";
   bad.params<drafters::AutoParams>().arms = "medusa";
   EXPECT_NE(error_of(bad, false).find("holds no Medusa heads"), std::string::npos);
 }
