@@ -16,9 +16,9 @@
 // up to 8 VPMADDUBSW results as int16 and need one VPMADDWD: block_dot). Lane r then holds
 // the block's exact integer dot for row r.
 // Float part: acc[m][r] = fma(float(dot), d_w[r] * d_x[m], acc[m][r]) over blocks in order
-// (one accumulator per (m, r), kept in scratch memory). Every (m, r) runs the same
-// operations whatever M is, wherever the row sits, and whichever thread takes its tile:
-// batch invariant.
+// (one accumulator per (m, r), kept in scratch memory; in registers in the M = 1
+// instance). Every (m, r) runs the same operations whatever M is, wherever the row sits,
+// and whichever thread takes its tile: batch invariant.
 //
 // Load-time repacking (kernels.h pack_weights): tile t (rows 8t..8t+7) is
 //   scales: align32(nb * 16) bytes, block b at 16 b: the 8 rows' f16 d;
@@ -388,6 +388,7 @@ template <bool kQ5, bool kOne>
 void matmul_rows_kq(const WeightView& w, const impl::ActQ8* xq, const int64_t M_, float* y, int64_t ldy, int64_t r0,
                     int64_t r1) {
   const int64_t M = kOne ? 1 : M_;
+  constexpr int kGroup = kQ5 ? 4 : 8;  // 4-bit values (Q4_K) sum 8 pair vectors in int16, 5-bit (Q5_K) 4
   using Blk = typename KQK<kQ5>::Blk;
   constexpr int64_t kSB = KQK<kQ5>::kSB;
   const int64_t n = w.n_in, nb = n / 32, nsb = n / 256;
@@ -422,11 +423,8 @@ void matmul_rows_kq(const WeightView& w, const impl::ActQ8* xq, const int64_t M_
         const int64_t blk = sb * 8 + j;
         for (int64_t m = 0; m < M; ++m) {
           const auto* xb = reinterpret_cast<const int32_t*>(xt + (blk * M + m) * 32);
-          // 4-bit values (Q4_K) sum 8 pair vectors in int16, 5-bit (Q5_K) 4.
-          const __m256i s =
-              block_dot < kQ5 ? 4
-                              : 8 > (
-                                        U, [&](int k) { return _mm256_set1_epi32(xb[k]); }, [&](int) { return ones; });
+          const __m256i s = block_dot<kGroup>(
+              U, [&](int k) { return _mm256_set1_epi32(xb[k]); }, [&](int) { return ones; });
           float* a = facc + m * kLanes;
           __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(vsc, _mm256_set1_ps(xq->d[m * nb + blk])),
                                        _mm256_load_ps(a));
