@@ -93,9 +93,12 @@ double AutoPolicy::predicted_time(int32_t b, int32_t arm) const {
   return it->second + ovh;
 }
 
-double AutoPolicy::rate(int32_t b, int32_t arm) const { return b * tok_of(b, arm) / predicted_time(b, arm); }
+double AutoPolicy::rate(int32_t b, int32_t arm) const {
+  const double t = predicted_time(b, arm);
+  return b * tok_of(b, arm, t) / t;
+}
 
-double AutoPolicy::tok_of(int32_t b, int32_t arm) const {
+double AutoPolicy::tok_of(int32_t b, int32_t arm, double t_arm) const {
   const ArmStat& s = by_batch_.at(b)[static_cast<size_t>(arm)];
   const double tok =
       now_b_ == b && static_cast<size_t>(arm) < now_tok_.size() ? now_tok_[static_cast<size_t>(arm)] : s.tok;
@@ -106,7 +109,7 @@ double AutoPolicy::tok_of(int32_t b, int32_t arm) const {
   // on its first grades.
   const auto n = static_cast<double>(s.n);
   if (arm == 0 || n <= 0.0) return tok;
-  const double prior = std::max(0.0, predicted_time(b, arm) / predicted_time(b, 0) - 1.0);
+  const double prior = std::max(0.0, t_arm / predicted_time(b, 0) - 1.0);
   return 1.0 + (tok - 1.0) * n / (n + prior);
 }
 

@@ -90,8 +90,10 @@ class AutoPolicy final : public BudgetPolicy {
   int32_t decide(int32_t b);
   double expected_loss(int32_t b, int32_t arm, int32_t best) const;
   // Tokens per step of `arm` for the batch planned now (the sequences' own estimates
-  // blended with the table's; the table's alone outside a plan).
-  double tok_of(int32_t b, int32_t arm) const;
+  // blended with the table's; the table's alone outside a plan), shrunk towards 1 while
+  // the arm has few samples. t_arm: predicted_time(b, arm), when the caller has it.
+  double tok_of(int32_t b, int32_t arm) const { return tok_of(b, arm, predicted_time(b, arm)); }
+  double tok_of(int32_t b, int32_t arm, double t_arm) const;
   void blend_sequences(int32_t b, std::span<Sequence* const> seqs);
 
   AutoPolicyParams p_;
