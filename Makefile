@@ -133,12 +133,13 @@ test-tsan:
 	  ctest --output-on-failure --no-tests=error -j $(JOBS) -L '^($(TSAN_TESTS))$$'
 
 # libFuzzer targets (clang-14; Debian's libclang-rt-14-dev has the runtime), ASan + UBSan,
-# each run for FUZZ_SECONDS from a copy of the committed seed corpus (tests/fuzz/README.md).
+# each run for FUZZ_SECONDS from a copy of the committed seed corpus (tests/fuzz/README.md),
+# FUZZ_JOBS targets at a time (default: JOBS).
 # Only the fuzz targets are built, not the tool or the tests. FUZZ_RUNS=N also stops each
 # target after N executions (the campaigns of docs/reliability.md).
 FUZZ_TARGETS ?=
 fuzz: build-fuzz-targets
-	@FUZZ_RUNS=$(FUZZ_RUNS) nice -n 10 scripts/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	@FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_JOBS=$(or $(FUZZ_JOBS),$(JOBS)) nice -n 10 scripts/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # clang-14 (compiler), libclang-rt-14-dev (libFuzzer and the clang sanitizer runtimes),
 # llvm-14 (llvm-symbolizer: crash reports with file:line).

@@ -14,6 +14,12 @@ namespace treespec::core {
 namespace {
 thread_local bool t_in_job = false;
 constexpr int kSpinIterations = 20000;
+// Spinning threads give the core away every kYieldEvery pauses (sched_yield: returns at
+// once when nothing else is runnable). With more runnable threads than cores (two
+// 2-thread processes on 2 cores, as under `ctest -j 2`, or a busy server) a spinning
+// worker otherwise holds a core the thread it waits for needs; docs/reliability.md,
+// "CI time".
+constexpr int kYieldEvery = 1024;
 
 // Raw futex wait/wake on the 32-bit wake counter. (libstdc++ 12's atomic::wait can miss
 // a notify and hang; the kernel futex is simple and reliable.)
@@ -72,8 +78,12 @@ void ThreadPool::worker_main(int thread) {
   uint32_t seen = 0;  // joining a closed job is harmless, so start from "nothing seen"
   for (;;) {
     uint32_t w = wake_.load(std::memory_order_acquire);
-    for (int spin = 0; w == seen && spin < kSpinIterations; ++spin) {
-      cpu_relax();
+    for (int spin = 1; w == seen && spin <= kSpinIterations; ++spin) {
+      if (spin % kYieldEvery == 0) {
+        sched_yield();
+      } else {
+        cpu_relax();
+      }
       w = wake_.load(std::memory_order_acquire);
     }
     // stop_ is checked before sleeping: a worker that starts after the destructor's
@@ -123,8 +133,12 @@ void ThreadPool::run_impl(int n_tasks, Tramp tramp, void* ctx) {
   t_in_job = false;
   // Close the job; wait only for workers that joined (they are running its tasks).
   uint64_t c = ctrl_.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed;
-  while ((c & kCountMask) != 0) {
-    cpu_relax();
+  for (int spin = 1; (c & kCountMask) != 0; ++spin) {
+    if (spin % kYieldEvery == 0) {
+      sched_yield();  // a worker inside the job may be waiting for this core
+    } else {
+      cpu_relax();
+    }
     c = ctrl_.load(std::memory_order_acquire);
   }
 }

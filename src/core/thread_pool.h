@@ -1,6 +1,8 @@
 // Persistent worker pool for kernels. The calling thread takes part in every job, so a
 // pool of n threads starts n-1 workers once. Workers spin briefly after a job (decode
-// steps arrive back to back) and then sleep on an atomic, so idle pools cost nothing.
+// steps arrive back to back), yielding the core every 1024 pauses of spinning (other threads
+// may need it: more threads than cores), and then sleep on an atomic, so idle pools cost
+// nothing.
 // A job submitted from inside a job, or while another thread holds the pool, runs
 // serially on the caller: never a deadlock.
 #pragma once
