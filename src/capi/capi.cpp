@@ -201,7 +201,12 @@ int treespec_api_version(void) { return TREESPEC_API_VERSION; }
 const char* treespec_version(void) { return TREESPEC_VERSION_STRING; }
 
 const char* treespec_status_name(treespec_status status) {
-  switch (status) {
+  // A C caller may pass any int (a C enum is an int): read it as one, since loading a
+  // value outside the enumerators as the C++ enum is undefined behaviour (clang's UBSan).
+  static_assert(sizeof(treespec_status) == sizeof(int));
+  int v = 0;
+  std::memcpy(&v, &status, sizeof v);
+  switch (v) {
     case TREESPEC_OK: return "ok";
     case TREESPEC_ERR_INVALID_ARGUMENT: return "invalid_argument";
     case TREESPEC_ERR_IO: return "io";
@@ -210,8 +215,8 @@ const char* treespec_status_name(treespec_status status) {
     case TREESPEC_ERR_OUT_OF_MEMORY: return "out_of_memory";
     case TREESPEC_ERR_BUFFER_TOO_SMALL: return "buffer_too_small";
     case TREESPEC_ERR_INTERNAL: return "internal";
+    default: return "unknown";
   }
-  return "unknown";
 }
 
 const char* treespec_last_error(void) { return g_last_error.c_str(); }

@@ -6,6 +6,29 @@
 
 #include <string>
 
+// 1 in AddressSanitizer / ThreadSanitizer builds, with gcc (__SANITIZE_ADDRESS__) or clang
+// (__has_feature; make test-sanitize builds with clang), else 0.
+#if defined(__SANITIZE_ADDRESS__)
+#define TREESPEC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TREESPEC_TEST_ASAN 1
+#endif
+#endif
+#ifndef TREESPEC_TEST_ASAN
+#define TREESPEC_TEST_ASAN 0
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define TREESPEC_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TREESPEC_TEST_TSAN 1
+#endif
+#endif
+#ifndef TREESPEC_TEST_TSAN
+#define TREESPEC_TEST_TSAN 0
+#endif
+
 namespace treespec::test {
 
 // ../shared beside the checkout, or $TREESPEC_SHARED.

@@ -38,11 +38,6 @@ inline void prefetch_ahead(const void* p, int64_t bytes) {
   for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(static_cast<const char*>(p) + kPrefetch + l, _MM_HINT_T0);
 }
 
-// Lane i: sum over k < 4 of u[4i + k] * s[4i + k] (u unsigned, s signed), exact.
-inline __m256i dot4(__m256i u, __m256i s) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
-
 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -29,11 +29,8 @@ std::string q(const std::string& s) {
 }
 
 bool sanitized() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  return true;  // the instrumented libtreespec.so cannot be loaded by an uninstrumented program
-#else
-  return false;
-#endif
+  // The instrumented libtreespec.so cannot be loaded by an uninstrumented program.
+  return TREESPEC_TEST_ASAN || TREESPEC_TEST_TSAN;
 }
 
 // Installs the build tree into DIR/prefix once per test binary (component "" or "python").
