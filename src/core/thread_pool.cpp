@@ -19,7 +19,7 @@ constexpr int kSpinIterations = 20000;
 // 2-thread processes on 2 cores, as under `ctest -j 2`, or a busy server) a spinning
 // worker otherwise holds a core the thread it waits for needs; docs/reliability.md,
 // "CI time".
-constexpr int kYieldEvery = 1024;
+constexpr uint32_t kYieldEvery = 1024;
 
 // Raw futex wait/wake on the 32-bit wake counter. (libstdc++ 12's atomic::wait can miss
 // a notify and hang; the kernel futex is simple and reliable.)
@@ -133,7 +133,7 @@ void ThreadPool::run_impl(int n_tasks, Tramp tramp, void* ctx) {
   t_in_job = false;
   // Close the job; wait only for workers that joined (they are running its tasks).
   uint64_t c = ctrl_.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed;
-  for (int spin = 1; (c & kCountMask) != 0; ++spin) {
+  for (uint32_t spin = 1; (c & kCountMask) != 0; ++spin) {  // unsigned: may wrap in a long wait
     if (spin % kYieldEvery == 0) {
       sched_yield();  // a worker inside the job may be waiting for this core
     } else {
