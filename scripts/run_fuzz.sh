@@ -56,13 +56,15 @@ pids=()
 for bin in "${bins[@]}"; do
   [ -x "$bin" ] || { echo "run_fuzz: $bin not built" >&2; status=1; continue; }
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
-  rm -f "$BUILD/fuzz-$(basename "$bin" | sed 's/^fuzz_//').summary"
+  name=$(basename "$bin")
+  summary="$BUILD/fuzz-${name#fuzz_}.summary"  # as run_one names it
+  rm -f "$summary"
   run_one "$bin" &
-  pids+=("$!:$bin")
+  pids+=("$!:$summary")
 done
 for p in "${pids[@]}"; do
-  bin=${p#*:}
+  summary=${p#*:}
   wait "${p%%:*}" || status=1
-  cat "$BUILD/fuzz-$(basename "$bin" | sed 's/^fuzz_//').summary" 2>/dev/null || { echo "run_fuzz: $bin left no summary" >&2; status=1; }
+  cat "$summary" 2>/dev/null || { echo "run_fuzz: no summary $summary" >&2; status=1; }
 done
 exit $status

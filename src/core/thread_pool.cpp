@@ -13,7 +13,7 @@ namespace treespec::core {
 
 namespace {
 thread_local bool t_in_job = false;
-constexpr int kSpinIterations = 20000;
+constexpr uint32_t kSpinIterations = 20000;
 // Spinning threads give the core away every kYieldEvery pauses (sched_yield: returns at
 // once when nothing else is runnable). With more runnable threads than cores (two
 // 2-thread processes on 2 cores, as under `ctest -j 2`, or a busy server) a spinning
@@ -34,6 +34,15 @@ inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+// One iteration of a spin wait: a pause, or every kYieldEvery-th a sched_yield.
+inline void spin_once(uint32_t spin) {
+  if (spin % kYieldEvery == 0) {
+    sched_yield();
+  } else {
+    cpu_relax();
+  }
 }
 }  // namespace
 
@@ -78,12 +87,8 @@ void ThreadPool::worker_main(int thread) {
   uint32_t seen = 0;  // joining a closed job is harmless, so start from "nothing seen"
   for (;;) {
     uint32_t w = wake_.load(std::memory_order_acquire);
-    for (int spin = 1; w == seen && spin <= kSpinIterations; ++spin) {
-      if (spin % kYieldEvery == 0) {
-        sched_yield();
-      } else {
-        cpu_relax();
-      }
+    for (uint32_t spin = 1; w == seen && spin <= kSpinIterations; ++spin) {
+      spin_once(spin);
       w = wake_.load(std::memory_order_acquire);
     }
     // stop_ is checked before sleeping: a worker that starts after the destructor's
@@ -133,12 +138,9 @@ void ThreadPool::run_impl(int n_tasks, Tramp tramp, void* ctx) {
   t_in_job = false;
   // Close the job; wait only for workers that joined (they are running its tasks).
   uint64_t c = ctrl_.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed;
-  for (uint32_t spin = 1; (c & kCountMask) != 0; ++spin) {  // unsigned: may wrap in a long wait
-    if (spin % kYieldEvery == 0) {
-      sched_yield();  // a worker inside the job may be waiting for this core
-    } else {
-      cpu_relax();
-    }
+  // A worker inside the job may be waiting for this core; unsigned: may wrap in a long wait.
+  for (uint32_t spin = 1; (c & kCountMask) != 0; ++spin) {
+    spin_once(spin);
     c = ctrl_.load(std::memory_order_acquire);
   }
 }
