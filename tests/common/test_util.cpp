@@ -56,6 +56,12 @@ void publish_cache_file(const std::string& tmp, const std::string& path) { fs::r
 
 std::string treespec_binary() { return (fs::path(TREESPEC_BINARY_DIR) / "tools" / "treespec" / "treespec").string(); }
 
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 int run_command(const std::string& cmd, std::string* out) {
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;

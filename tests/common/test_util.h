@@ -31,6 +31,10 @@
 
 namespace treespec::test {
 
+// The project's own model and its Medusa heads (models/ in the checkout; no ../shared).
+inline const std::string kKjvModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
+inline const std::string kKjvHeads = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.medusa.gguf";
+
 // ../shared beside the checkout, or $TREESPEC_SHARED.
 std::string shared_dir();
 // True if shared_dir() exists. When it does not: fails the test if CI=true, skips otherwise.
@@ -47,6 +51,8 @@ std::string treespec_binary();
 std::string shared_cache_path(const std::string& name);
 // Renames `tmp` (a complete file written by this process) to `path`.
 void publish_cache_file(const std::string& tmp, const std::string& path);
+// `s` in single quotes for /bin/sh (embedded single quotes escaped).
+std::string shell_quote(const std::string& s);
 // Runs a shell command, returns exit code; stdout captured into *out if given.
 int run_command(const std::string& cmd, std::string* out = nullptr);
 std::string read_file(const std::string& path);

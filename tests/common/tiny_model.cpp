@@ -363,4 +363,10 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& c) {
   w.write(path);
 }
 
+std::vector<int32_t> random_tokens(core::Rng& rng, int32_t n, int32_t V) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
+  return t;
+}
+
 }  // namespace treespec::test

@@ -11,6 +11,9 @@
 
 #include "tensor/dtype.h"
 
+namespace treespec::core {
+class Rng;
+}
 namespace treespec::gguf {
 class GgufWriter;
 }
@@ -82,5 +85,8 @@ void write_tiny_model(const std::string& path, const TinyModelConfig& cfg);
 // original_context / low_freq_factor.
 std::vector<float> llama3_rope_factors(int32_t n_rot, float theta, float factor, float low_freq_factor,
                                        float high_freq_factor, float original_context);
+
+// n token ids drawn uniformly from [0, V).
+std::vector<int32_t> random_tokens(core::Rng& rng, int32_t n, int32_t V);
 
 }  // namespace treespec::test

@@ -94,12 +94,6 @@ std::string write_prompts(const std::string& dir, const std::vector<std::string>
   return path;
 }
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 // The seven drafters and --spec auto (choosing among six of them) as `run` / `serve` flags.
 std::vector<std::pair<std::string, std::string>> methods(const Case& c) {
   return {{"lookup", "--spec lookup"},
@@ -139,9 +133,9 @@ void check_bench(const Case& c, const std::string& dir) {
 
 json run_json(const Case& c, const std::string& prompt, const std::string& flags) {
   std::string out;
-  const std::string cmd = bin() + " run -m " + c.model + " -p " + quote(prompt) + " -n " + std::to_string(c.n_predict) +
-                          " --json " + (flags.find("-t ") == std::string::npos ? "-t 2 " : "") + c.sampling + " " +
-                          c.cache + " " + flags;
+  const std::string cmd =
+      bin() + " run -m " + c.model + " -p " + shell_quote(prompt) + " -n " + std::to_string(c.n_predict) + " --json " +
+      (flags.find("-t ") == std::string::npos ? "-t 2 " : "") + c.sampling + " " + c.cache + " " + flags;
   const int rc = run_command(cmd + " 2>/dev/null", &out);
   EXPECT_EQ(rc, 0) << cmd;
   try {

@@ -10,15 +10,13 @@
 
 using namespace treespec::test;
 
-namespace {
-const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
-}  // namespace
+namespace {}  // namespace
 
 TEST(ServerAccess, ApiKeyFileCorsAndVllmMetricNames) {
   const std::string keys = temp_dir() + "/keys.txt";
   std::ofstream(keys) << "# two keys\nfirst-key\n\nsecond-key\n";
-  ServerProcess srv(kModel, {"-t", "1", "--api-key", "cli-key", "--api-key-file", keys, "--cors-origins",
-                             "http://localhost:3000,https://app.example", "--metrics-prefix", "vllm", "-a", "kjv"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "--api-key", "cli-key", "--api-key-file", keys, "--cors-origins",
+                                "http://localhost:3000,https://app.example", "--metrics-prefix", "vllm", "-a", "kjv"});
   auto c = srv.client();
   const httplib::Headers from_app = {{"Origin", "http://localhost:3000"}};
 
@@ -91,7 +89,7 @@ TEST(ServerAccess, BadAccessOptionsAreErrorsNamingThem) {
                                          {"--api-key-file /nonexistent/keys.txt", "/nonexistent/keys.txt"},
                                          {"--api-key-file " + empty, "holds no key"},
                                          {"--metrics-prefix 9lives", "--metrics-prefix '9lives'"}}) {
-    const CliResult r = run_treespec("serve -m " + kModel + " --port 0 " + k.args);
+    const CliResult r = run_treespec("serve -m " + kKjvModel + " --port 0 " + k.args);
     EXPECT_NE(r.status, 0) << k.args;
     EXPECT_NE(r.err.find(k.expect), std::string::npos) << k.args << ": " << r.err;
   }

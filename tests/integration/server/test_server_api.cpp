@@ -18,12 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // `treespec run --json` greedy reference for a prompt.
 json run_reference(const std::string& prompt, int n, const std::string& extra = "") {
   std::string out;

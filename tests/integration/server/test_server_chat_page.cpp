@@ -18,8 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
-
 json chat_request(const std::string& text, int max_tokens, const std::string& spec) {
   json j = {{"messages", json::array({{{"role", "user"}, {"content", text}}})},
             {"max_tokens", max_tokens},
@@ -40,7 +38,7 @@ std::string find_chromium() {
 }  // namespace
 
 TEST(ChatPage, RootServesTheSelfContainedPageWithoutTheApiKey) {
-  ServerProcess srv(kModel, {"-t", "1", "--api-key", "secret"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "--api-key", "secret"});
   auto c = srv.client();
   const auto res = c.Get("/");
   ASSERT_TRUE(res);
@@ -58,7 +56,7 @@ TEST(ChatPage, RootServesTheSelfContainedPageWithoutTheApiKey) {
 }
 
 TEST(ChatPage, RequestsPickAMethodTheServerOffersAndGetPlainGreedysText) {
-  ServerProcess srv(kModel, {"-t", "1", "--spec", "lookahead"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "--spec", "lookahead"});
   auto c = srv.client();
   const json props = get(c, "/props").json();
   EXPECT_EQ(props["speculative_methods"], json::array({"none", "lookup", "lookahead", "ptd"})) << props.dump();
@@ -116,7 +114,7 @@ TEST(ChatPage, HeadlessChromiumSendsAMessageAndSeesTheAnswerStream) {
   if (chromium.empty()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs Debian's chromium)";
   // -t 1 and lookahead as the server's method: slow enough (a few hundred tokens/s) that
   // the second turn is still streaming when the page's Stop button is pressed.
-  ServerProcess srv(kModel, {"-t", "1", "-np", "1", "--spec", "lookahead"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "-np", "1", "--spec", "lookahead"});
   auto c = srv.client();
   const std::string q = "Who was the first king of Israel?";
   const HttpReply want = post_json(c, "/v1/chat/completions", chat_request(q, 64, "none").dump());

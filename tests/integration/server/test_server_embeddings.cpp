@@ -15,7 +15,6 @@ using namespace treespec::test;
 using nlohmann::json;
 
 namespace {
-const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
 
 std::vector<float> from_base64(const std::string& s) {
   auto val = [](char c) -> int {
@@ -43,7 +42,7 @@ std::vector<float> from_base64(const std::string& s) {
 }  // namespace
 
 TEST(ServerEmbeddings, OpenAiShapesDeterministicUnitVectors) {
-  ServerProcess srv(kModel, {"-t", "1"});
+  ServerProcess srv(kKjvModel, {"-t", "1"});
   auto c = srv.client();
   const HttpReply r =
       post_json(c, "/v1/embeddings",
@@ -102,14 +101,14 @@ TEST(ServerEmbeddings, OpenAiShapesDeterministicUnitVectors) {
 TEST(ServerEmbeddings, PoolingFlag) {
   std::vector<float> mean, last;
   {
-    ServerProcess srv(kModel, {"-t", "1"});
+    ServerProcess srv(kKjvModel, {"-t", "1"});
     auto c = srv.client();
     mean = post_json(c, "/v1/embeddings", json{{"input", "And it came to pass"}}.dump())
                .json()["data"][0]["embedding"]
                .get<std::vector<float>>();
   }
   {
-    ServerProcess srv(kModel, {"-t", "1", "--pooling", "last"});
+    ServerProcess srv(kKjvModel, {"-t", "1", "--pooling", "last"});
     auto c = srv.client();
     last = post_json(c, "/v1/embeddings", json{{"input", "And it came to pass"}}.dump())
                .json()["data"][0]["embedding"]
@@ -117,7 +116,7 @@ TEST(ServerEmbeddings, PoolingFlag) {
   }
   ASSERT_EQ(mean.size(), last.size());
   EXPECT_NE(mean, last);
-  const CliResult r = run_treespec("serve -m " + kModel + " --port 0 --pooling none");
+  const CliResult r = run_treespec("serve -m " + kKjvModel + " --port 0 --pooling none");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--pooling 'none'"), std::string::npos) << r.err;
 }

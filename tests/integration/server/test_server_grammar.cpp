@@ -16,7 +16,6 @@ using nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
 namespace {
-const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
 const std::string kPrompt = "And it came to pass, when the king";
 const std::string kRecord = R"(root ::= " {\"who\": \"" [A-Za-z ]{1,24} "\", \"n\": " [1-9] [0-9]? "}")";
 
@@ -33,16 +32,10 @@ const char* kSchema = R"({
   "required": ["name", "tribe", "age", "sons"],
   "additionalProperties": false
 })";
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 }  // namespace
 
 TEST(ServerGrammar, GbnfTextEqualsRunAndEveryMethodAndHolds) {
-  ServerProcess srv(kModel, {"-t", "1", "--spec", "lookup"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "--spec", "lookup"});
   auto c = srv.client();
   const json base = {{"prompt", kPrompt}, {"n_predict", 80}, {"temperature", 0}, {"grammar", kRecord}};
   const HttpReply r = post_json(c, "/completion", base.dump());
@@ -50,7 +43,7 @@ TEST(ServerGrammar, GbnfTextEqualsRunAndEveryMethodAndHolds) {
   const std::string text = r.json()["content"];
   EXPECT_EQ(r.json()["stop_type"], "eos") << text;  // the grammar ends, then only EOS is allowed
   EXPECT_TRUE(treespec::grammar::matches(treespec::grammar::Grammar::parse(kRecord), text)) << text;
-  const CliResult cli = run_treespec("run -m " + kModel + " -p " + shell_quote(kPrompt) +
+  const CliResult cli = run_treespec("run -m " + kKjvModel + " -p " + shell_quote(kPrompt) +
                                      " -n 80 --temp 0 --json --grammar " + shell_quote(kRecord));
   ASSERT_EQ(cli.status, 0) << cli.err;
   EXPECT_EQ(json::parse(cli.out)["text"], text);
@@ -79,7 +72,7 @@ TEST(ServerGrammar, GbnfTextEqualsRunAndEveryMethodAndHolds) {
 }
 
 TEST(ServerGrammar, JsonSchemaThroughEachFieldGivesValidJsonInItsKeyOrder) {
-  ServerProcess srv(kModel, {"-t", "1", "--spec", "lookup"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "--spec", "lookup"});
   auto c = srv.client();
   const ojson schema = ojson::parse(kSchema);
   auto check = [&](const std::string& text, const std::string& how) {
@@ -137,7 +130,7 @@ TEST(ServerGrammar, JsonSchemaThroughEachFieldGivesValidJsonInItsKeyOrder) {
 }
 
 TEST(ServerGrammar, BadGrammarsAndSchemasAreA400NamingTheField) {
-  ServerProcess srv(kModel, {"-t", "1"});
+  ServerProcess srv(kKjvModel, {"-t", "1"});
   auto c = srv.client();
   struct Case {
     json field;

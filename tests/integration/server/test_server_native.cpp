@@ -14,12 +14,11 @@ using namespace treespec::test;
 using nlohmann::json;
 
 namespace {
-const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
 const std::string kPrompt = "And it came to pass, when the king";
 }  // namespace
 
 TEST(ServerNative, CompletionAnswersAsLlamaServerWithPlainGreedysText) {
-  ServerProcess srv(kModel, {"-t", "1", "--spec", "lookup"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "--spec", "lookup"});
   auto c = srv.client();
   const HttpReply oai =
       post_json(c, "/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 24}, {"temperature", 0}}.dump());
@@ -89,7 +88,7 @@ TEST(ServerNative, CompletionAnswersAsLlamaServerWithPlainGreedysText) {
 }
 
 TEST(ServerNative, UnimplementedSamplersAreNamedInAHeader) {
-  ServerProcess srv(kModel, {"-t", "1"});
+  ServerProcess srv(kKjvModel, {"-t", "1"});
   auto c = srv.client();
   // llama-server's samplers we do not implement are accepted and named in the
   // X-Treespec-Ignored-Fields header; at their neutral values they are not named.
@@ -122,7 +121,7 @@ TEST(ServerNative, UnimplementedSamplersAreNamedInAHeader) {
 }
 
 TEST(ServerNative, CachePromptFalseNeitherReusesNorOffersThePrefix) {
-  ServerProcess srv(kModel, {"-t", "1"});
+  ServerProcess srv(kKjvModel, {"-t", "1"});
   auto c = srv.client();
   const std::string prompt = kPrompt + " of Israel heard that the king of Assyria was come up against the land";
   auto ask = [&](bool cache) {
@@ -144,7 +143,7 @@ TEST(ServerNative, CachePromptFalseNeitherReusesNorOffersThePrefix) {
 
 TEST(ServerNative, SlotsShowWhatEachSlotDecodes) {
   // lookahead at -t 1 decodes slowly enough to see a slot busy.
-  ServerProcess srv(kModel, {"-t", "1", "-np", "2", "--spec", "lookahead"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "-np", "2", "--spec", "lookahead"});
   auto c = srv.client();
   json slots = get(c, "/slots").json();
   ASSERT_EQ(slots.size(), 2u) << slots.dump();
@@ -182,7 +181,7 @@ TEST(ServerNative, SlotsShowWhatEachSlotDecodes) {
 }
 
 TEST(ServerNative, PenaltiesMatchRunAndEveryMethod) {
-  ServerProcess srv(kModel, {"-t", "1", "--spec", "lookup"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "--spec", "lookup"});
   auto c = srv.client();
   const json base = {{"prompt", kPrompt},     {"n_predict", 48},         {"temperature", 0},
                      {"repeat_penalty", 1.3}, {"presence_penalty", 0.4}, {"frequency_penalty", 0.1},
@@ -190,7 +189,7 @@ TEST(ServerNative, PenaltiesMatchRunAndEveryMethod) {
   const HttpReply r = post_json(c, "/completion", base.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   const std::string text = r.json()["content"];
-  const CliResult cli = run_treespec("run -m " + kModel + " -p '" + kPrompt +
+  const CliResult cli = run_treespec("run -m " + kKjvModel + " -p '" + kPrompt +
                                      "' -n 48 --temp 0 --repeat-penalty 1.3 --presence-penalty 0.4 "
                                      "--frequency-penalty 0.1 --repeat-last-n 32 --json");
   ASSERT_EQ(cli.status, 0) << cli.err;

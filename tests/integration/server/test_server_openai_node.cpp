@@ -14,7 +14,6 @@ using namespace treespec::test;
 using nlohmann::json;
 
 namespace {
-const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
 
 // The directory holding node_modules/openai, installed on first use; "" with *why set
 // when it cannot be.
@@ -42,7 +41,7 @@ TEST(ServerOpenAiNode, OfficialClientGetsWhatRawHttpGets) {
   std::string why;
   const std::string dir = openai_node_dir(&why);
   if (dir.empty()) GTEST_SKIP() << why;
-  ServerProcess srv(kModel, {"-t", "1", "--api-key", "sk-local", "--spec", "lookup"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "--api-key", "sk-local", "--spec", "lookup"});
   auto c = srv.client();
   const json messages = json::array({{{"role", "user"}, {"content", "Who was the first king of Israel?"}}});
   const json chat = post_json(c, "/v1/chat/completions",

@@ -18,7 +18,6 @@ using namespace treespec::test;
 using nlohmann::json;
 
 namespace {
-const std::string kSmModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
 const std::string kSmPrompt = "And the LORD spake unto Moses, saying";
 
 json ok_json(const HttpReply& r, const std::string& what) {
@@ -51,7 +50,7 @@ void append(json& into, const json& more) {
 }  // namespace
 
 TEST(ServerSampling, LogitBiasFormsAndTypicalPMatchRunAndEveryMethod) {
-  ServerProcess srv(kSmModel, {"-t", "1", "--spec", "lookup"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "--spec", "lookup"});
   auto c = srv.client();
   const json base = {{"prompt", kSmPrompt}, {"n_predict", 32}, {"temperature", 0}};
   const std::vector<int32_t> plain = answer_ids(c, base);
@@ -69,7 +68,7 @@ TEST(ServerSampling, LogitBiasFormsAndTypicalPMatchRunAndEveryMethod) {
   const std::vector<int32_t> biased = answer_ids(c, native);
   EXPECT_EQ(std::count(biased.begin(), biased.end(), plain[0]), 0);
   EXPECT_NE(biased, plain);
-  const CliResult cli = run_treespec("run -m " + kSmModel + " -p '" + kSmPrompt + "' -n 32 --temp 0 -l " + ban +
+  const CliResult cli = run_treespec("run -m " + kKjvModel + " -p '" + kSmPrompt + "' -n 32 --temp 0 -l " + ban +
                                      "-inf -l " + favour + "+2.5 --json");
   ASSERT_EQ(cli.status, 0) << cli.err;
   EXPECT_EQ(json::parse(cli.out)["text"], text);
@@ -97,7 +96,7 @@ TEST(ServerSampling, LogitBiasFormsAndTypicalPMatchRunAndEveryMethod) {
   const json typ = {{"prompt", kSmPrompt}, {"n_predict", 32}, {"temperature", 1.0}, {"seed", 7}, {"typical_p", 0.5}};
   const std::string sampled = ok_json(post_json(c, "/completion", typ.dump()), "typical")["content"];
   const CliResult tcli =
-      run_treespec("run -m " + kSmModel + " -p '" + kSmPrompt + "' -n 32 --temp 1 -s 7 --typical 0.5 --json");
+      run_treespec("run -m " + kKjvModel + " -p '" + kSmPrompt + "' -n 32 --temp 1 -s 7 --typical 0.5 --json");
   ASSERT_EQ(tcli.status, 0) << tcli.err;
   EXPECT_EQ(json::parse(tcli.out)["text"], sampled);
   for (const std::string m : {"none", "ptd"}) {
@@ -115,7 +114,7 @@ TEST(ServerSampling, LogitBiasFormsAndTypicalPMatchRunAndEveryMethod) {
 }
 
 TEST(ServerSampling, LogprobsInEveryShapePlainAndStreamedAndWithEveryMethod) {
-  ServerProcess srv(kSmModel, {"-t", "1", "--spec", "lookup"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "--spec", "lookup"});
   auto c = srv.client();
   // Completions, legacy shape.
   const json comp = {
@@ -237,7 +236,7 @@ TEST(ServerSampling, LogprobsInEveryShapePlainAndStreamedAndWithEveryMethod) {
 }
 
 TEST(ServerSampling, NChoicesAreIndependentSequencesBatchedTogether) {
-  ServerProcess srv(kSmModel, {"-t", "1", "-np", "2", "--spec", "lookup"});
+  ServerProcess srv(kKjvModel, {"-t", "1", "-np", "2", "--spec", "lookup"});
   auto c = srv.client();
   // Greedy: n equal choices; the prompt counted once, the completion tokens summed.
   const json g = {{"prompt", kSmPrompt}, {"max_tokens", 16}, {"temperature", 0}, {"n", 3}, {"logprobs", 1}};
@@ -304,7 +303,7 @@ TEST(ServerSampling, NChoicesAreIndependentSequencesBatchedTogether) {
 }
 
 TEST(ServerSampling, IgnoredFieldsAreNamedInAHeaderAndTheLogAndRefusedOnesAreNot) {
-  ServerProcess srv(kSmModel, {"-t", "1"});
+  ServerProcess srv(kKjvModel, {"-t", "1"});
   auto c = srv.client();
   const json base = {{"prompt", kSmPrompt}, {"n_predict", 8}, {"temperature", 0}};
   const std::string want = ok_json(post_json(c, "/completion", base.dump()), "plain")["content"];

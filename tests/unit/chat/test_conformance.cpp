@@ -18,12 +18,6 @@ namespace {
 
 std::string shared_templates_dir() { return shared_dir() + "/data/chat_templates"; }
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 }  // namespace
 
 const Expectations& jinja2_expectations(const std::string& group, const std::string& shared_templates) {

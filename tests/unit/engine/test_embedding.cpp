@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "common/test_util.h"
 #include "engine/embedding.h"
 #include "kv/kv_cache.h"
 #include "model/batch.h"
@@ -14,8 +15,6 @@
 using namespace treespec;
 
 namespace {
-
-const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
 
 // The normed hidden state of every token, from one Model::forward over the whole prompt.
 std::vector<std::vector<float>> normed_rows(const model::Model& m, const std::vector<int32_t>& toks) {
@@ -48,7 +47,7 @@ std::vector<double> unit(std::vector<double> v) {
 }  // namespace
 
 TEST(Embedding, PoolsTheModelsNormedHiddenStatesAndIsUnitLength) {
-  auto m = model::Model::load(kModel);
+  auto m = model::Model::load(test::kKjvModel);
   auto tok = tokenizer::Tokenizer::from_gguf(m->gguf());
   const std::vector<int32_t> toks = tok->encode("And it came to pass, when the king of Israel heard", true, true);
   ASSERT_GT(toks.size(), 8u);
@@ -80,7 +79,7 @@ TEST(Embedding, PoolsTheModelsNormedHiddenStatesAndIsUnitLength) {
 }
 
 TEST(Embedding, SameBitsForAnyChunkSizeAndThreadCount) {
-  auto m = model::Model::load(kModel);
+  auto m = model::Model::load(test::kKjvModel);
   auto tok = tokenizer::Tokenizer::from_gguf(m->gguf());
   const std::vector<int32_t> toks =
       tok->encode("In the beginning God created the heaven and the earth. And the earth was without form", true, true);
@@ -96,7 +95,7 @@ TEST(Embedding, SameBitsForAnyChunkSizeAndThreadCount) {
 }
 
 TEST(Embedding, BadInputAndPoolingNamesAreErrors) {
-  auto m = model::Model::load(kModel);
+  auto m = model::Model::load(test::kKjvModel);
   model::ForwardContext ctx(*m, 1);
   engine::EmbeddingParams p;
   EXPECT_THROW(engine::embed_tokens(*m, ctx, {}, p, 256), InvalidArgument);

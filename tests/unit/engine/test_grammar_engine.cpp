@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 
+#include "common/test_util.h"
 #include "drafters/factory.h"
 #include "drafters/medusa/medusa_drafter.h"
 #include "drafters/propd/propd_drafter.h"
@@ -24,14 +25,11 @@ using V = std::vector<int32_t>;
 
 namespace {
 
-const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
-const std::string kHeads = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.medusa.gguf";
-
 std::unique_ptr<drafters::Drafter> make_drafter(const model::Model& m, const std::string& method, uint64_t seed) {
   drafters::SpecConfig cfg;
   cfg.method = method;
-  cfg.params<drafters::MedusaParams>().heads_path = kHeads;
-  cfg.params<drafters::PropdParams>().heads_path = kHeads;
+  cfg.params<drafters::MedusaParams>().heads_path = test::kKjvHeads;
+  cfg.params<drafters::PropdParams>().heads_path = test::kKjvHeads;
   return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, seed});
 }
 
@@ -47,7 +45,7 @@ struct Fixture {
   std::vector<V> prompts;
 
   Fixture() {
-    m = model::Model::load(kModel);
+    m = model::Model::load(test::kKjvModel);
     tok = tokenizer::Tokenizer::from_gguf(m->gguf());
     mask = engine::make_token_mask(*tok);
     prompts = {tok->encode("And it came to pass, when the king", true, true),

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "common/test_util.h"
 #include "drafters/factory.h"
 #include "drafters/medusa/medusa_drafter.h"
 #include "drafters/propd/propd_drafter.h"
@@ -20,9 +21,6 @@ using V = std::vector<int32_t>;
 
 namespace {
 
-const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
-const std::string kHeads = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.medusa.gguf";
-
 sampling::SamplingParams penalised(float temp) {
   sampling::SamplingParams p;
   p.temp = temp;
@@ -36,8 +34,8 @@ sampling::SamplingParams penalised(float temp) {
 std::unique_ptr<drafters::Drafter> make(const model::Model& m, const std::string& method, uint64_t seed) {
   drafters::SpecConfig cfg;
   cfg.method = method;
-  cfg.params<drafters::MedusaParams>().heads_path = kHeads;
-  cfg.params<drafters::PropdParams>().heads_path = kHeads;
+  cfg.params<drafters::MedusaParams>().heads_path = test::kKjvHeads;
+  cfg.params<drafters::PropdParams>().heads_path = test::kKjvHeads;
   return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, seed});
 }
 
@@ -89,7 +87,7 @@ TEST(Penalties, LlamaCppFormulaOverTheWindow) {
 }
 
 TEST(Penalties, EveryDrafterMatchesPlainGreedyAloneAndBatched) {
-  auto m = model::Model::load(kModel);
+  auto m = model::Model::load(test::kKjvModel);
   auto tok = tokenizer::Tokenizer::from_gguf(m->gguf());
   const std::vector<V> prompts = {tok->encode("And it came to pass, when the king", true, true),
                                   tok->encode("In the beginning God created", true, true),
@@ -143,7 +141,7 @@ TEST(Penalties, EveryDrafterMatchesPlainGreedyAloneAndBatched) {
 TEST(Penalties, SampledTokensFollowThePenalisedDistribution) {
   // The first token after a repetitive prompt, drawn with many seeds by the engine (plain
   // and lookup), against warp(apply_penalties(the model's logits)).
-  auto m = model::Model::load(kModel);
+  auto m = model::Model::load(test::kKjvModel);
   auto tok = tokenizer::Tokenizer::from_gguf(m->gguf());
   const V prompt = tok->encode("the king of Israel and the king of Judah and the king of", true, true);
   const auto n_vocab = m->hparams().n_vocab;

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "common/test_util.h"
 #include "drafters/factory.h"
 #include "drafters/medusa/medusa_drafter.h"
 #include "drafters/propd/propd_drafter.h"
@@ -23,14 +24,11 @@ using V = std::vector<int32_t>;
 
 namespace {
 
-const std::string kSfModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
-const std::string kSfHeads = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.medusa.gguf";
-
 std::unique_ptr<drafters::Drafter> drafter_of(const model::Model& m, const std::string& method, uint64_t seed) {
   drafters::SpecConfig cfg;
   cfg.method = method;
-  cfg.params<drafters::MedusaParams>().heads_path = kSfHeads;
-  cfg.params<drafters::PropdParams>().heads_path = kSfHeads;
+  cfg.params<drafters::MedusaParams>().heads_path = test::kKjvHeads;
+  cfg.params<drafters::PropdParams>().heads_path = test::kKjvHeads;
   return drafters::make_drafter(cfg, drafters::DrafterEnv{&m, {}, seed});
 }
 
@@ -115,7 +113,7 @@ std::vector<float> last_logits(const model::Model& m, const V& prompt) {
 }  // namespace
 
 TEST(SamplingFields, EveryDrafterMatchesPlainGreedyWithBiasAndLogprobs) {
-  auto m = model::Model::load(kSfModel);
+  auto m = model::Model::load(test::kKjvModel);
   auto tok = tokenizer::Tokenizer::from_gguf(m->gguf());
   const std::vector<V> prompts = three_prompts(*tok);
   engine::SequenceParams sp;
@@ -166,7 +164,7 @@ TEST(SamplingFields, EveryDrafterMatchesPlainGreedyWithBiasAndLogprobs) {
 }
 
 TEST(SamplingFields, CoupledSpeculationWithTypicalPAndBiasEqualsPlainSampling) {
-  auto m = model::Model::load(kSfModel);
+  auto m = model::Model::load(test::kKjvModel);
   auto tok = tokenizer::Tokenizer::from_gguf(m->gguf());
   const std::vector<V> prompts = three_prompts(*tok);
   engine::SequenceParams sp;
@@ -191,7 +189,7 @@ TEST(SamplingFields, CoupledSpeculationWithTypicalPAndBiasEqualsPlainSampling) {
 TEST(SamplingFields, SampledTokensFollowWarpWithTypicalP) {
   // The first token, drawn with many seeds by the engine (plain and lookup), against
   // warp() with typical_p of the model's logits.
-  auto m = model::Model::load(kSfModel);
+  auto m = model::Model::load(test::kKjvModel);
   auto tok = tokenizer::Tokenizer::from_gguf(m->gguf());
   const V prompt = tok->encode("And he said unto them,", true, true);
   const auto n_vocab = m->hparams().n_vocab;
@@ -244,7 +242,7 @@ TEST(SamplingFields, SampledTokensFollowWarpWithTypicalP) {
 }
 
 TEST(SamplingFields, OutOfVocabularyBiasIsRefusedNamingTheToken) {
-  auto m = model::Model::load(kSfModel);
+  auto m = model::Model::load(test::kKjvModel);
   engine::EngineParams ep;
   ep.n_ctx = 32;
   engine::Engine eng(*m, ep);

@@ -41,10 +41,10 @@ Bytes valid_file(uint64_t alignment = 32) {
 
 // Offset just past the GGUF string `s` (u64 length + bytes) found in the file.
 size_t after_string(const Bytes& b, const std::string& s) {
-  Bytes needle(8 + s.size());
+  Bytes needle(8);
   const uint64_t n = s.size();
   std::memcpy(needle.data(), &n, 8);
-  std::memcpy(needle.data() + 8, s.data(), s.size());
+  needle.insert(needle.end(), s.begin(), s.end());
   auto it = std::search(b.begin(), b.end(), needle.begin(), needle.end());
   if (it == b.end()) throw std::runtime_error("landmark not found: " + s);
   return static_cast<size_t>(it - b.begin()) + needle.size();

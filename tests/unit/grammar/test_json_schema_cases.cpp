@@ -417,8 +417,12 @@ TEST(JsonSchema, NumberRangesWithIntegerBoundsAreExact) {
               (!b.lo || (b.lo_ex ? x > *b.lo : x >= *b.lo)) && (!b.hi || (b.hi_ex ? x < *b.hi : x <= *b.hi));
           const bool canonical = !(neg && x == 0) && (f == 0 || ftext.back() != '0');
           const bool got = matches(g, text);
-          if (got) EXPECT_TRUE(valid) << b.schema << " accepts " << text;
-          if (valid && canonical) EXPECT_TRUE(got) << b.schema << " refuses " << text;
+          if (got) {
+            EXPECT_TRUE(valid) << b.schema << " accepts " << text;
+          }
+          if (valid && canonical) {
+            EXPECT_TRUE(got) << b.schema << " refuses " << text;
+          }
         }
       }
     }

@@ -16,7 +16,7 @@ using namespace treespec;
 
 namespace {
 
-const kernels::Isa kIsas[] = {kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::avx512_vnni};
+const kernels::Isa kVectorIsas[] = {kernels::Isa::avx2, kernels::Isa::avx512, kernels::Isa::avx512_vnni};
 
 std::vector<float> rnd(int64_t n, uint64_t seed, float scale = 1.0f) {
   core::Rng rng(seed);
@@ -299,7 +299,7 @@ TEST_P(OpsTest, AttentionTreeRowEqualsOneRowStepOverTheSameContext) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, OpsTest, ::testing::ValuesIn(kIsas),
+INSTANTIATE_TEST_SUITE_P(Isas, OpsTest, ::testing::ValuesIn(kVectorIsas),
                          [](const auto& info) { return std::string(kernels::isa_name(info.param)); });
 
 TEST(Ops, AttentionRowWrapperMatchesReference) {

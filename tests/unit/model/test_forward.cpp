@@ -13,6 +13,7 @@
 #include "model/model.h"
 
 using namespace treespec;
+using treespec::test::random_tokens;
 
 namespace {
 
@@ -53,12 +54,6 @@ float max_abs_diff(const float* a, const float* b, int32_t n) {
   float d = 0.0f;
   for (int32_t i = 0; i < n; ++i) d = std::max(d, std::fabs(a[i] - b[i]));
   return d;
-}
-
-std::vector<int32_t> random_tokens(core::Rng& rng, int32_t n, int32_t V) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
-  return t;
 }
 
 tree::TokenTree random_tree(core::Rng& rng, int32_t n_nodes, int32_t max_depth, int32_t V, int shape) {

@@ -27,6 +27,7 @@
 
 using namespace treespec;
 using tensor::DType;
+using treespec::test::random_tokens;
 
 namespace {
 
@@ -112,12 +113,6 @@ struct Wide {
     return logits;
   }
 };
-
-std::vector<int32_t> random_tokens(core::Rng& rng, int32_t n, int32_t V) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(V)));
-  return t;
-}
 
 // Mixed shapes: half the nodes extend the newest node (deep chains), the rest pick any
 // parent (wide fans), so depths run from 0 to ~n/2.

@@ -10,29 +10,15 @@
 #include "drafters/factory.h"
 #include "drafters/ptd/ptd_drafter.h"
 #include "treespec/status.h"
+#include "unit/ptd/trie_text.h"
 
 using namespace treespec;
 using drafters::PtdDrafter;
 using drafters::PtdParams;
 using drafters::ptd::Trie;
+using treespec::test::trie_text;
 
 namespace {
-
-std::string dump(const Trie& t, int32_t id = 0) {
-  std::string s;
-  bool first = true;
-  for (int32_t c : t.node(id).kids) {
-    if (!first) s += ' ';
-    first = false;
-    s += std::to_string(t.tok(c));
-    if (!t.node(c).kids.empty()) {
-      s += '(';
-      s += dump(t, c);
-      s += ')';
-    }
-  }
-  return s;
-}
 
 // One scripted step: the "model" predicts pred(tree, row) at every row; verification is
 // the greedy walk over candidate rows; the context grows by the emitted tokens.
@@ -245,7 +231,7 @@ TEST(PtdDrafter, FeedbackOnTheLiveTrieAtEveryVerifiedNode) {
   EXPECT_EQ(s.res.n_accepted(), 1);  // 11 accepted, bonus 13
   EXPECT_EQ(s.res.bonus, 13);
   // Every verified node (accepted or not) got the model's prediction as a child.
-  EXPECT_EQ(dump(*live.pool().find(10)), "11(12(16) 13) 14(15)");
+  EXPECT_EQ(trie_text(*live.pool().find(10)), "11(12(16) 13) 14(15)");
 }
 
 TEST(PtdDrafter, ReinsertionPutsVerifiedSubtreesUnderTheirOwnTokens) {
@@ -263,9 +249,9 @@ TEST(PtdDrafter, ReinsertionPutsVerifiedSubtreesUnderTheirOwnTokens) {
     s.step(d);
     if (reinsert) {
       ASSERT_NE(d.pool().find(11), nullptr);
-      EXPECT_EQ(dump(*d.pool().find(11)), "12(16) 13");
-      EXPECT_EQ(dump(*d.pool().find(12)), "16");
-      EXPECT_EQ(dump(*d.pool().find(14)), "15");
+      EXPECT_EQ(trie_text(*d.pool().find(11)), "12(16) 13");
+      EXPECT_EQ(trie_text(*d.pool().find(12)), "16");
+      EXPECT_EQ(trie_text(*d.pool().find(14)), "15");
       EXPECT_EQ(d.pool().find(13), nullptr);  // 13 came from feedback: not verified this step
     } else {
       EXPECT_EQ(d.pool().find(11), nullptr);
@@ -295,10 +281,10 @@ TEST(PtdDrafter, ReferenceModeSnapshotReplacementDropsLiveInserts) {
     s.step(d);  // step 1: reference mode has no snapshot yet -> no guesses; live mode verifies P[10]
     if (live) {
       EXPECT_EQ(s.last.n_candidates(), 1);
-      EXPECT_EQ(dump(*d.pool().find(10)), "11(12)");
+      EXPECT_EQ(trie_text(*d.pool().find(10)), "11(12)");
     } else {
       EXPECT_EQ(s.last.n_candidates(), 0);
-      EXPECT_EQ(dump(*d.pool().find(10)), "11");
+      EXPECT_EQ(trie_text(*d.pool().find(10)), "11");
     }
     // Between steps something else extends the live P[10] (as the first step's feedback or
     // another insertion would).
@@ -307,12 +293,12 @@ TEST(PtdDrafter, ReferenceModeSnapshotReplacementDropsLiveInserts) {
     if (live) {
       // The guesses came from the live trie (3 nodes) and feedback kept everything.
       EXPECT_EQ(s.last.n_candidates(), 3);
-      EXPECT_EQ(dump(*d.pool().find(10)), "11(12(13)) 19(20)");
+      EXPECT_EQ(trie_text(*d.pool().find(10)), "11(12(13)) 19(20)");
     } else {
       // The guesses came from the copy retrieved in step 1 ("11"); the live trie had changed
       // (count 2 != 1), so it was replaced by the expanded copy: 19 is gone.
       EXPECT_EQ(s.last.n_candidates(), 1);
-      EXPECT_EQ(dump(*d.pool().find(10)), "11(12)");
+      EXPECT_EQ(trie_text(*d.pool().find(10)), "11(12)");
       double repl = -1;
       for (const auto& [k, v] : d.counters()) {
         if (k == "snapshot_replacements") repl = v;
@@ -344,12 +330,12 @@ TEST(PtdDrafter, PoolInsertionFromTheDraftSnapshotOnceDeepEnough) {
     }
     // Key-first: P[40] gets 40's subtree with preds: 41 (pred 42).
     ASSERT_NE(d.pool().find(40), nullptr);
-    EXPECT_EQ(dump(*d.pool().find(40)), "41(42)");
+    EXPECT_EQ(trie_text(*d.pool().find(40)), "41(42)");
     // Every other node under its own token, with preds as extra children.
-    EXPECT_EQ(dump(*d.pool().find(30)), "31(32(33(34)))");
-    EXPECT_EQ(dump(*d.pool().find(32)), "33(34)");
-    EXPECT_EQ(dump(*d.pool().find(33)), "34");
-    EXPECT_EQ(dump(*d.pool().find(41)), "42");
+    EXPECT_EQ(trie_text(*d.pool().find(30)), "31(32(33(34)))");
+    EXPECT_EQ(trie_text(*d.pool().find(32)), "33(34)");
+    EXPECT_EQ(trie_text(*d.pool().find(33)), "34");
+    EXPECT_EQ(trie_text(*d.pool().find(41)), "42");
     EXPECT_EQ(d.pool().n_keys(), 6u);  // 30 31 32 33 40 41
     // The next step's guesses are P[40].
     s.step(d);

@@ -6,32 +6,13 @@
 
 #include "drafters/ptd/draft_tree.h"
 #include "drafters/ptd/pool.h"
+#include "unit/ptd/trie_text.h"
 
 using treespec::drafters::ptd::DraftTree;
 using treespec::drafters::ptd::MergeSource;
 using treespec::drafters::ptd::Pool;
 using treespec::drafters::ptd::Trie;
-
-namespace {
-
-// Trie as nested text: "a(b(c) d) e" with children in insertion order.
-std::string dump(const Trie& t, int32_t id = 0) {
-  std::string s;
-  bool first = true;
-  for (int32_t c : t.node(id).kids) {
-    if (!first) s += ' ';
-    first = false;
-    s += std::to_string(t.tok(c));
-    if (!t.node(c).kids.empty()) {
-      s += '(';
-      s += dump(t, c);
-      s += ')';
-    }
-  }
-  return s;
-}
-
-}  // namespace
+using treespec::test::trie_text;
 
 TEST(PtdTrie, ChildPreorderBreadthFirst) {
   Trie t(7);
@@ -47,7 +28,7 @@ TEST(PtdTrie, ChildPreorderBreadthFirst) {
   const int32_t c = t.child(0, 4);
   t.child(c, 5);
   EXPECT_EQ(t.size(), 5);
-  EXPECT_EQ(dump(t), "1(2(3)) 4(5)");
+  EXPECT_EQ(trie_text(t), "1(2(3)) 4(5)");
   std::vector<int32_t> pre;
   for (int32_t id : t.preorder()) pre.push_back(t.tok(id));
   EXPECT_EQ(pre, (std::vector<int32_t>{1, 2, 3, 4, 5}));
@@ -64,11 +45,11 @@ TEST(PtdTrie, EvictOldestFirstLevelBranch) {
   t.child(t.child(a, 2), 3);
   t.child(0, 4);
   EXPECT_EQ(t.evict_oldest(), 3);
-  EXPECT_EQ(dump(t), "4");
+  EXPECT_EQ(trie_text(t), "4");
   EXPECT_FALSE(t.alive(a));
   // Freed ids are reused; the trie stays consistent.
   t.child(0, 9);
-  EXPECT_EQ(dump(t), "4 9");
+  EXPECT_EQ(trie_text(t), "4 9");
   EXPECT_EQ(t.evict_oldest(), 1);
   EXPECT_EQ(t.evict_oldest(), 1);
   EXPECT_EQ(t.evict_oldest(), 0);
@@ -92,14 +73,14 @@ TEST(PtdPool, MergeFromDraftSubtreeAddsPathsAndPredictions) {
   const Trie* t = pool.find(5);
   ASSERT_NE(t, nullptr);
   // Children first (in draft order), then the node's own prediction.
-  EXPECT_EQ(dump(*t), "6(7(10) 9) 8");
+  EXPECT_EQ(trie_text(*t), "6(7(10) 9) 8");
   EXPECT_EQ(pool.counters.nodes_inserted, 5);
   // Merging again adds nothing; merging a subtree keyed by an inner token goes to its own trie.
   pool.merge(Pool::from_draft(d, s));
   EXPECT_EQ(pool.counters.nodes_inserted, 5);
   pool.merge(Pool::from_draft(d, n6));
   ASSERT_NE(pool.find(6), nullptr);
-  EXPECT_EQ(dump(*pool.find(6)), "7(10) 9");
+  EXPECT_EQ(trie_text(*pool.find(6)), "7(10) 9");
   EXPECT_EQ(pool.n_keys(), 2u);
   EXPECT_EQ(pool.n_nodes(), 5 + 3);
 }
@@ -116,19 +97,19 @@ TEST(PtdPool, CapEvictsOneOldestBranchPerInsert) {
     return src;
   };
   pool.merge(path(0, {1, 2}));
-  EXPECT_EQ(dump(*pool.find(0)), "1(2)");
+  EXPECT_EQ(trie_text(*pool.find(0)), "1(2)");
   pool.merge(path(0, {3}));
-  EXPECT_EQ(dump(*pool.find(0)), "1(2) 3");  // 3 nodes: at the cap, no eviction
-  pool.merge(path(0, {4, 5}));               // 5 > 3: the oldest branch (1-2) goes, once
-  EXPECT_EQ(dump(*pool.find(0)), "3 4(5)");
+  EXPECT_EQ(trie_text(*pool.find(0)), "1(2) 3");  // 3 nodes: at the cap, no eviction
+  pool.merge(path(0, {4, 5}));                    // 5 > 3: the oldest branch (1-2) goes, once
+  EXPECT_EQ(trie_text(*pool.find(0)), "3 4(5)");
   EXPECT_EQ(pool.counters.evictions, 1);
   EXPECT_EQ(pool.counters.nodes_evicted, 2);
   pool.merge(path(0, {6, 7, 8}));  // 6 > 3: one eviction (3), still above the cap
-  EXPECT_EQ(dump(*pool.find(0)), "4(5) 6(7(8))");
+  EXPECT_EQ(trie_text(*pool.find(0)), "4(5) 6(7(8))");
   EXPECT_EQ(pool.find(0)->size(), 5);
   // Extending an existing branch does not refresh its age.
   pool.merge(path(0, {4, 9}));
-  EXPECT_EQ(dump(*pool.find(0)), "6(7(8))");
+  EXPECT_EQ(trie_text(*pool.find(0)), "6(7(8))");
 }
 
 TEST(PtdPool, MergeFromTrieSubtreeForReinsertion) {
@@ -142,11 +123,11 @@ TEST(PtdPool, MergeFromTrieSubtreeForReinsertion) {
   EXPECT_EQ(src.nodes[0].tok, 2);
   Pool pool(60);
   pool.merge(src);
-  EXPECT_EQ(dump(*pool.find(2)), "3(4) 5");
+  EXPECT_EQ(trie_text(*pool.find(2)), "3(4) 5");
   // Self-merge (a trie's subtree keyed by the trie's own key) through a copy is safe.
   pool.put(1, t);
   const int32_t self = pool.find(1)->child(b, 1);
   pool.find(1)->child(self, 6);
   pool.merge(Pool::from_trie(*pool.find(1), self));
-  EXPECT_EQ(dump(*pool.find(1)), "2(3(4 1(6)) 5) 6");
+  EXPECT_EQ(trie_text(*pool.find(1)), "2(3(4 1(6)) 5) 6");
 }

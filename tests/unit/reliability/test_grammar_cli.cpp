@@ -14,8 +14,6 @@ using namespace treespec;
 
 namespace {
 
-const std::string kModel = std::string(TREESPEC_SOURCE_DIR) + "/models/kjv-5m.gguf";
-
 std::string write(const std::string& name, const std::string& text) {
   const std::string p = test::temp_dir() + "/" + name;
   std::ofstream(p) << text;
@@ -37,18 +35,20 @@ std::string run_text(const std::string& args) {
 
 TEST(GrammarCli, OutputFollowsTheGrammarFromEachFlag) {
   const std::string g = R"(root ::= " " [A-Z] [a-z]{1,10} (" " [a-z]{1,10}){2,6} "!")";
-  const std::string text = run_text("-m " + kModel + " -p 'And the king said' -n 60 --grammar '" + g + "'");
+  const std::string text = run_text("-m " + test::kKjvModel + " -p 'And the king said' -n 60 --grammar '" + g + "'");
   EXPECT_TRUE(grammar::matches(grammar::Grammar::parse(g), text)) << text;
-  EXPECT_EQ(run_text("-m " + kModel + " -p 'And the king said' -n 60 --grammar-file " + write("g.gbnf", g)), text);
-  EXPECT_EQ(run_text("-m " + kModel + " -p 'And the king said' -n 60 --spec lookahead --grammar '" + g + "'"), text);
+  EXPECT_EQ(run_text("-m " + test::kKjvModel + " -p 'And the king said' -n 60 --grammar-file " + write("g.gbnf", g)),
+            text);
+  EXPECT_EQ(run_text("-m " + test::kKjvModel + " -p 'And the king said' -n 60 --spec lookahead --grammar '" + g + "'"),
+            text);
   // A JSON Schema, inline and from a file (-jf is llama.cpp's short form).
   const std::string schema =
       R"({"type":"object","properties":{"word":{"enum":["yea","nay"]}},"required":["word"],"additionalProperties":false})";
-  const std::string j = run_text("-m " + kModel + " -p 'And the king said' -n 60 -j '" + schema + "'");
+  const std::string j = run_text("-m " + test::kKjvModel + " -p 'And the king said' -n 60 -j '" + schema + "'");
   nlohmann::json v;
   ASSERT_NO_THROW(v = nlohmann::json::parse(j)) << j;
   EXPECT_TRUE((v == nlohmann::json{{"word", "yea"}} || v == nlohmann::json{{"word", "nay"}})) << j;
-  EXPECT_EQ(run_text("-m " + kModel + " -p 'And the king said' -n 60 -jf " + write("s.json", schema)), j);
+  EXPECT_EQ(run_text("-m " + test::kKjvModel + " -p 'And the king said' -n 60 -jf " + write("s.json", schema)), j);
 }
 
 TEST(GrammarCli, ByteLevelBpeVocabularyFollowsTheGrammarToo) {
@@ -82,7 +82,7 @@ TEST(GrammarCli, BadGrammarsSchemasAndFilesAreOneClearLineBeforeTheModelLoads) {
     EXPECT_EQ(r.err.find("model.gguf"), std::string::npos) << k.args << "\n" << r.err;
   }
   // bench does not take a grammar: refused, not ignored.
-  const test::CliResult b = test::run_treespec("bench -m " + kModel + " --grammar 'root ::= \"a\"'");
+  const test::CliResult b = test::run_treespec("bench -m " + test::kKjvModel + " --grammar 'root ::= \"a\"'");
   EXPECT_NE(b.status, 0);
   EXPECT_NE(b.err.find("--grammar"), std::string::npos) << b.err;
 }

@@ -73,7 +73,7 @@ Vocab tiny_bpe(const std::string& pre = "gpt-2") {
   return v;
 }
 
-std::unique_ptr<Tokenizer> tiny(const std::string& pre = "gpt-2") { return Tokenizer::create(tiny_bpe(pre)); }
+std::unique_ptr<Tokenizer> tiny_tok(const std::string& pre = "gpt-2") { return Tokenizer::create(tiny_bpe(pre)); }
 
 using Ids = std::vector<int32_t>;
 
@@ -185,7 +185,7 @@ TEST(BpePretokenize, Names) {
 }
 
 TEST(BpeEncode, MergesByRank) {
-  auto t = tiny();
+  auto t = tiny_tok();
   EXPECT_EQ(t->encode("hello", false), (Ids{kHello}));
   EXPECT_EQ(t->encode("hello world", false), (Ids{kHello, kSpW, kOr, 'l', 'd'}));
   EXPECT_EQ(t->encode("abc", false), (Ids{'a', kBc}));  // "b c" has the lower rank
@@ -202,14 +202,14 @@ TEST(BpeEncode, MergesByRank) {
 }
 
 TEST(BpeEncode, Llama3IgnoresMergesForWholeWords) {
-  EXPECT_EQ(tiny("llama-bpe")->encode("xyz", false), (Ids{kXyz}));
-  EXPECT_EQ(tiny("gpt-2")->encode("xyz", false), (Ids{'x', 'y', 'z'}));
-  EXPECT_EQ(tiny("qwen2")->encode("xyz", false), (Ids{'x', 'y', 'z'}));
-  EXPECT_EQ(tiny("llama-bpe")->encode("hello", false), (Ids{kHello}));
+  EXPECT_EQ(tiny_tok("llama-bpe")->encode("xyz", false), (Ids{kXyz}));
+  EXPECT_EQ(tiny_tok("gpt-2")->encode("xyz", false), (Ids{'x', 'y', 'z'}));
+  EXPECT_EQ(tiny_tok("qwen2")->encode("xyz", false), (Ids{'x', 'y', 'z'}));
+  EXPECT_EQ(tiny_tok("llama-bpe")->encode("hello", false), (Ids{kHello}));
 }
 
 TEST(BpeEncode, SpecialTokens) {
-  auto t = tiny();
+  auto t = tiny_tok();
   // Control tokens only with parse_special; user-defined tokens always.
   EXPECT_EQ(t->encode("hello<|endoftext|>", false, true), (Ids{kHello, kEot}));
   const Ids plain = t->encode("hello<|endoftext|>", false, false);
@@ -301,7 +301,7 @@ gguf::GgufWriter bpe_writer(const std::string& pre) {
   return w;
 }
 
-std::unique_ptr<Tokenizer> load(const gguf::GgufWriter& w, const std::string& name = "bpe.gguf") {
+std::unique_ptr<Tokenizer> load_bpe(const gguf::GgufWriter& w, const std::string& name = "bpe.gguf") {
   const auto bytes = w.to_bytes();
   auto f = gguf::GgufFile::from_bytes(bytes.data(), bytes.size(), name);
   return Tokenizer::from_gguf(*f);
@@ -311,16 +311,16 @@ std::unique_ptr<Tokenizer> load(const gguf::GgufWriter& w, const std::string& na
 
 TEST(BpeVocab, LoadDefaultsFollowLlamaCpp) {
   // BOS is added by default only for Llama 3's pre-tokenizer; the key overrides.
-  EXPECT_TRUE(load(bpe_writer("llama-bpe"))->vocab().add_bos);
-  EXPECT_FALSE(load(bpe_writer("qwen2"))->vocab().add_bos);
-  EXPECT_FALSE(load(bpe_writer("gpt-2"))->vocab().add_bos);
-  EXPECT_FALSE(load(bpe_writer(""))->vocab().add_bos);
+  EXPECT_TRUE(load_bpe(bpe_writer("llama-bpe"))->vocab().add_bos);
+  EXPECT_FALSE(load_bpe(bpe_writer("qwen2"))->vocab().add_bos);
+  EXPECT_FALSE(load_bpe(bpe_writer("gpt-2"))->vocab().add_bos);
+  EXPECT_FALSE(load_bpe(bpe_writer(""))->vocab().add_bos);
   auto w = bpe_writer("llama-bpe");
   w.set("tokenizer.ggml.add_bos_token", gguf::Value::boolean(false));
-  EXPECT_FALSE(load(w)->vocab().add_bos);
+  EXPECT_FALSE(load_bpe(w)->vocab().add_bos);
   w = bpe_writer("qwen2");
   w.set("tokenizer.ggml.add_bos_token", gguf::Value::boolean(true));
-  auto t = load(w);
+  auto t = load_bpe(w);
   EXPECT_EQ(t->encode("hello"), (Ids{kEot, kHello}));
   EXPECT_FALSE(t->vocab().add_space_prefix);
   // <|endoftext|> is found by its spelling as the end-of-turn token.
@@ -331,7 +331,7 @@ TEST(BpeVocab, LoadDefaultsFollowLlamaCpp) {
 TEST(BpeVocab, FromGgufErrorsNameTheFile) {
   auto w = bpe_writer("tekken");
   try {
-    load(w, "tekken-vocab.gguf");
+    load_bpe(w, "tekken-vocab.gguf");
     FAIL();
   } catch (const Unsupported& e) {
     EXPECT_NE(std::string(e.what()).find("tekken-vocab.gguf"), std::string::npos) << e.what();
@@ -340,7 +340,7 @@ TEST(BpeVocab, FromGgufErrorsNameTheFile) {
   w = bpe_writer("gpt-2");
   w.set("tokenizer.ggml.merges", gguf::Value::string_array({"h e", "x"}));
   try {
-    load(w, "bad-merges.gguf");
+    load_bpe(w, "bad-merges.gguf");
     FAIL();
   } catch (const FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("bad-merges.gguf"), std::string::npos) << e.what();

@@ -12,54 +12,16 @@ using namespace treespec;
 
 namespace {
 
-struct Case {
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
-std::vector<Case> read_vectors(const std::string& vocab_path) {
-  const std::string inp = test::read_file(vocab_path + ".inp");
-  const std::string out = test::read_file(vocab_path + ".out");
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> texts;
-  for (size_t pos = 0; pos < inp.size();) {
-    const size_t next = inp.find(sep, pos);
-    if (next == std::string::npos) {
-      texts.push_back(inp.substr(pos));
-      break;
-    }
-    texts.push_back(inp.substr(pos, next - pos));
-    pos = next + sep.size();
-  }
-  std::vector<std::vector<int32_t>> expected;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream ids(line);
-    std::vector<int32_t> v;
-    for (int32_t id; ids >> id;) v.push_back(id);
-    expected.push_back(std::move(v));
-  }
-  EXPECT_EQ(texts.size(), expected.size()) << vocab_path;
-  std::vector<Case> cases;
-  for (size_t i = 0; i < std::min(texts.size(), expected.size()); ++i) cases.push_back({texts[i], expected[i]});
-  return cases;
-}
-
-std::string show(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) s += std::to_string(id) + " ";
-  return s;
-}
-
 void run_conformance(const std::string& name) {
   const std::string path = test::shared_dir() + "/data/tokenizer/" + name;
   const auto t = test::load_tokenizer_gguf(path);
-  const auto cases = read_vectors(path);
+  const auto cases = test::read_conformance_cases(path);
   ASSERT_GT(cases.size(), 40u);
   int failures = 0;
   for (const auto& c : cases) {
     const auto ids = t.tok->encode(c.text, /*add_special=*/false, /*parse_special=*/false);
-    EXPECT_EQ(ids, c.ids) << "text: '" << c.text << "'\n got: " << show(ids) << "\nwant: " << show(c.ids);
+    EXPECT_EQ(ids, c.ids) << "text: '" << c.text << "'\n got: " << test::ids_text(ids)
+                          << "\nwant: " << test::ids_text(c.ids);
     failures += ids != c.ids;
     // Decoding gives the text back (these vectors are valid UTF-8), except for the
     // dummy-prefix space, which decode() drops only after BOS.
@@ -78,7 +40,7 @@ void run_conformance(const std::string& name) {
 
 TEST(TokenizerConformance, VectorFileFormat) {
   TREESPEC_REQUIRE_SHARED();
-  const auto cases = read_vectors(test::shared_dir() + "/data/tokenizer/ggml-vocab-llama-spm.gguf");
+  const auto cases = test::read_conformance_cases(test::shared_dir() + "/data/tokenizer/ggml-vocab-llama-spm.gguf");
   ASSERT_EQ(cases.size(), 46u);
   EXPECT_EQ(cases[0].text, "ied 4 \xc2\xbd months");
   EXPECT_EQ(cases[2].text, "");  // an empty text gives an empty line of ids

@@ -29,12 +29,12 @@ std::unique_ptr<tokenizer::Tokenizer> gemma_tokenizer() {
   return tokenizer::Tokenizer::from_gguf(*f);
 }
 
-struct Case {
+struct GemmaCase {
   const char* text;
   std::vector<int32_t> ids;  // with the BOS the vocabulary adds
 };
 
-const Case kReference[] = {
+const GemmaCase kReference[] = {
     {"<start_of_turn>user\nHow are you today?<end_of_turn>\n<start_of_turn>model\n",
      {2, 4, 268, 278, 322, 262, 511, 815, 816, 926, 5, 262, 4, 274, 388, 377, 262}},
     {"emoji \xF0\x9F\x98\x80 and CJK \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E and accents caf\xC3\xA9",
@@ -50,7 +50,7 @@ const Case kReference[] = {
 
 TEST(GemmaVocab, MatchesTheReferenceEnginesIds) {
   const auto tok = gemma_tokenizer();
-  for (const Case& c : kReference) EXPECT_EQ(tok->encode(c.text, true, true), c.ids) << c.text;
+  for (const GemmaCase& c : kReference) EXPECT_EQ(tok->encode(c.text, true, true), c.ids) << c.text;
 }
 
 TEST(GemmaVocab, NoSpacePrefixAndExactRoundTrip) {

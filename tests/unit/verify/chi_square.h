@@ -7,6 +7,9 @@
 
 namespace treespec::test {
 
+// Significance level of every goodness-of-fit test of the verifiers.
+inline constexpr double kAlpha = 1e-3;
+
 // Regularised upper incomplete gamma Q(a, x) (series below a + 1, continued fraction
 // above), enough for chi-square p-values.
 inline double gamma_q(double a, double x) {

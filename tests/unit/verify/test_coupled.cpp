@@ -25,7 +25,7 @@ using namespace treespec;
 
 namespace {
 
-constexpr double kAlpha = 1e-3;
+using test::kAlpha;
 
 sampling::Distribution random_distribution(core::Rng& rng, int32_t n, double spread) {
   std::vector<float> logits(static_cast<size_t>(n));

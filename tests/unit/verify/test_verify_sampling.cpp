@@ -25,7 +25,7 @@ using namespace treespec;
 namespace {
 
 constexpr int32_t kV = 8;
-constexpr double kAlpha = 1e-3;
+using test::kAlpha;
 constexpr int32_t kSamples = 100000;
 
 uint64_t hash_ctx(const std::vector<int32_t>& ctx, uint64_t salt) {
