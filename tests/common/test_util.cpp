@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,9 +9,11 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 namespace treespec::test {
 
@@ -53,6 +57,18 @@ std::string shared_cache_path(const std::string& name) {
 }
 
 void publish_cache_file(const std::string& tmp, const std::string& path) { fs::rename(tmp, path); }
+
+SharedCacheLock::SharedCacheLock(const std::string& path) {
+  fd_ = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error("cannot open " + path + ".lock: " + std::strerror(errno));
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno != EINTR) throw std::runtime_error("cannot lock " + path + ".lock: " + std::strerror(errno));
+  }
+}
+
+SharedCacheLock::~SharedCacheLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
 
 std::string treespec_binary() { return (fs::path(TREESPEC_BINARY_DIR) / "tools" / "treespec" / "treespec").string(); }
 

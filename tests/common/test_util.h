@@ -49,6 +49,19 @@ std::string treespec_binary();
 // binary's modification time, so a rebuilt binary never reads what an older build wrote.
 // Write with publish_cache_file (atomic: readers see the old state or the whole file).
 std::string shared_cache_path(const std::string& name);
+// Holds an exclusive lock (flock) on `path`.lock while it lives: the process that finds
+// no shared_cache_path file builds it under the lock, so tests that ctest starts at the
+// same time wait for that one instead of each training the same heads again.
+class SharedCacheLock {
+ public:
+  explicit SharedCacheLock(const std::string& path);
+  ~SharedCacheLock();
+  SharedCacheLock(const SharedCacheLock&) = delete;
+  SharedCacheLock& operator=(const SharedCacheLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 // Renames `tmp` (a complete file written by this process) to `path`.
 void publish_cache_file(const std::string& tmp, const std::string& path);
 // `s` in single quotes for /bin/sh (embedded single quotes escaped).

@@ -39,6 +39,7 @@ inline std::string stories_eagle() {
   static std::string path;
   std::call_once(once, [] {
     path = shared_cache_path("eagle_stories.gguf");
+    const SharedCacheLock lock(path);
     if (std::filesystem::exists(path)) return;
     const StoriesModel m = load_stories();
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());

@@ -140,6 +140,7 @@ inline const TrainedStories& trained_stories() {
   static TrainedStories ts;
   std::call_once(once, [] {
     const std::string path = shared_cache_path("medusa_stories.heads.gguf");
+    const SharedCacheLock lock(path);
     if (std::filesystem::exists(path)) {
       ts.m = load_stories();
       ts.params = stories_training_for(ts.m);

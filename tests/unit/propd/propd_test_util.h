@@ -52,6 +52,7 @@ inline const PropdStories& propd_stories() {
   static PropdStories ps;
   std::call_once(once, [] {
     const std::string path = shared_cache_path("propd_stories.heads.gguf");
+    const SharedCacheLock lock(path);
     if (std::filesystem::exists(path)) {
       ps.m = load_stories();
       ps.heads = drafters::MedusaHeads::load(path);
