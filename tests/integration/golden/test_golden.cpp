@@ -47,9 +47,8 @@ TEST(Golden, RunJsonReproducesEveryGolden) {
   const std::string model = test::stories_gguf();
   for (const auto& g : test::load_goldens()) {
     std::string out;
-    std::string prompt = g.prompt;
-    for (size_t p = 0; (p = prompt.find('\'', p)) != std::string::npos; p += 4) prompt.replace(p, 1, "'\\''");
-    const std::string cmd = test::treespec_binary() + " run -m " + model + " -p '" + prompt + "' -n " +
+    const std::string prompt = test::shell_quote(g.prompt);
+    const std::string cmd = test::treespec_binary() + " run -m " + model + " -p " + prompt + " -n " +
                             std::to_string(g.n_predict()) + " --temp 0 -t 1 --json";
     ASSERT_EQ(test::run_command(cmd, &out), 0) << cmd;
     const auto j = nlohmann::json::parse(out);

@@ -48,9 +48,8 @@ TEST(Golden, RunJsonLookaheadReproducesAGolden) {
   const auto goldens = test::load_goldens();
   ASSERT_FALSE(goldens.empty());
   const auto& g = goldens.front();
-  std::string prompt = g.prompt;
-  for (size_t p = 0; (p = prompt.find('\'', p)) != std::string::npos; p += 4) prompt.replace(p, 1, "'\\''");
-  const std::string cmd = test::treespec_binary() + " run -m " + test::stories_gguf() + " -p '" + prompt + "' -n " +
+  const std::string prompt = test::shell_quote(g.prompt);
+  const std::string cmd = test::treespec_binary() + " run -m " + test::stories_gguf() + " -p " + prompt + " -n " +
                           std::to_string(g.n_predict()) +
                           " --temp 0 -t 1 --json --spec lookahead --lookahead-n 4 --lookahead-w 5 --lookahead-g 5";
   std::string out;

@@ -10,8 +10,6 @@
 
 using namespace treespec::test;
 
-namespace {}  // namespace
-
 TEST(ServerAccess, ApiKeyFileCorsAndVllmMetricNames) {
   const std::string keys = temp_dir() + "/keys.txt";
   std::ofstream(keys) << "# two keys\nfirst-key\n\nsecond-key\n";

@@ -121,9 +121,8 @@ TEST(MedusaDecode, FactoryAndCommandLine) {
 
   const std::string model = test::stories_gguf();
   for (const auto& g : test::load_goldens()) {
-    std::string prompt = g.prompt;
-    for (size_t pos = 0; (pos = prompt.find('\'', pos)) != std::string::npos; pos += 4) prompt.replace(pos, 1, "'\\''");
-    const std::string cmd = test::treespec_binary() + " run -m " + model + " -p '" + prompt + "' -n " +
+    const std::string prompt = test::shell_quote(g.prompt);
+    const std::string cmd = test::treespec_binary() + " run -m " + model + " -p " + prompt + " -n " +
                             std::to_string(g.n_predict()) + " --temp 0 -t 1 --json --spec medusa --heads " + heads +
                             " --tree medusa_mc_sim_7b_63 --tree-file " + choices_path() + " --tree-nodes 32";
     std::string out;

@@ -155,11 +155,10 @@ TEST(PropdGolden, CommandLine) {
   const auto goldens = test::decode_goldens();
   for (size_t i = 0; i < goldens.size(); i += 3) {
     const auto& g = goldens[i];
-    std::string prompt = g.prompt;
-    for (size_t pos = 0; (pos = prompt.find('\'', pos)) != std::string::npos; pos += 4) prompt.replace(pos, 1, "'\\''");
+    const std::string prompt = test::shell_quote(g.prompt);
     for (const std::string extra :
          {"", " --no-prune", " --static-tree --propd-nmax 16 --propd-layer 3 --propd-k 6", " --budget 8"}) {
-      const std::string cmd = test::treespec_binary() + " run -m " + model + " -p '" + prompt + "' -n " +
+      const std::string cmd = test::treespec_binary() + " run -m " + model + " -p " + prompt + " -n " +
                               std::to_string(g.n_predict()) + " --temp 0 -t 1 --json --spec propd --heads " + heads +
                               extra;
       std::string out;
