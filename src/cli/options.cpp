@@ -177,7 +177,7 @@ void add_spec_options(CLI::App& app, drafters::SpecConfig& c) {
   // Tree budget policy for any method.
   app.add_option("--budget", c.budget.budget,
                  "tree budget: N nodes, or dynamic (alias auto: the latency-model controller); default: the method's "
-                 "own choice (its tree size; propd: the controller)");
+                 "own choice (lookup, lookahead, ptd, propd, eagle: the controller; medusa, draft: their tree)");
   app.add_option("--budget-nmax", c.budget.n_max, "dynamic budget: largest tree per sequence")->capture_default_str();
   app.add_option("--budget-interval", c.budget.interval, "dynamic budget: steps between re-plans")
       ->capture_default_str();

@@ -126,6 +126,16 @@ std::string flag_label(const std::string& name) {
   return it == owners.end() || it->second.label.empty() ? name : it->second.label;
 }
 
+std::optional<BudgetRequest> controller_unless_budget_given(const SpecConfig& c, int32_t n_max, int32_t interval) {
+  if (!c.budget.budget.empty()) return std::nullopt;
+  BudgetRequest r;
+  r.kind = BudgetRequest::Kind::controller;
+  r.n_max = n_max;
+  r.interval = interval;
+  r.probe = c.budget.probe;
+  return r;
+}
+
 void check_readable(const std::string& path, const std::string& flag) {
   if (path.empty()) return;
   if (!std::ifstream(path, std::ios::binary)) throw IoError(fmt::format("{}: cannot open '{}'", flag, path));

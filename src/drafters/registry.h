@@ -93,6 +93,11 @@ std::vector<std::string> flag_methods(const std::string& name, bool prune);
 // How errors name a flag (OptionDesc::label, else `name`).
 std::string flag_label(const std::string& name);
 
+// MethodInfo::budget of the methods the latency-model controller sizes unless --budget
+// is given: the controller with this largest tree per sequence and re-plan interval
+// (--budget-probe as given); nullopt when --budget was given.
+std::optional<BudgetRequest> controller_unless_budget_given(const SpecConfig& c, int32_t n_max, int32_t interval);
+
 // IoError "FLAG: cannot open 'PATH'" unless `path` is empty or a readable file
 // (MethodInfo::check_files).
 void check_readable(const std::string& path, const std::string& flag);

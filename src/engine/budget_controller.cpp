@@ -289,6 +289,36 @@ void BudgetController::curve_for(const Sequence& s, int32_t cap, std::vector<dou
   }
 }
 
+bool BudgetController::sweep_may_pay(std::span<Sequence* const> seqs, std::span<const int32_t> caps,
+                                     const std::vector<std::vector<double>>& gains, const std::vector<bool>& modelled,
+                                     int32_t k, const Choice& best) const {
+  // Optimism: acceptance at octave k is at most twice that of octave k - 1 (the sizes
+  // double), and at least one token is always thought possible (a cold octave 1 gets a
+  // chance), never more than the tree has drafted nodes. Where even that could not beat
+  // the current plan's tokens per second, the sweep would only cost: on a model whose
+  // extra rows are dear (cache-resident, compute-bound) the controller stops at the sizes
+  // that can pay instead of running 8 steps of 32 and 64 rows.
+  const size_t b = seqs.size();
+  double rows = 0.0, tokens = static_cast<double>(b);
+  for (size_t i = 0; i < b; ++i) {
+    const int32_t n = std::clamp(1 << k, 1, std::clamp(caps[i], 1, p_.n_max));
+    rows += n;
+    if (modelled[i]) {
+      tokens += gains[i][static_cast<size_t>(n - 1)];
+      continue;
+    }
+    const auto it = empirical_.find(seqs[i]->drafter().name());
+    double below = 0.0;
+    if (it != empirical_.end() && static_cast<size_t>(k - 1) < it->second.cnt.size() &&
+        it->second.cnt[static_cast<size_t>(k - 1)] > 0)
+      below = it->second.acc[static_cast<size_t>(k - 1)];
+    tokens += std::min(static_cast<double>(n - 1), std::max(1.0, 2.0 * below));
+  }
+  const double t_sweep = latency_.predict(static_cast<double>(b), rows, planned_mean_ctx_);
+  const double best_score = best.expected_tokens / std::max(1e-9, best.predicted_s);
+  return tokens / std::max(1e-9, t_sweep) > best_score;
+}
+
 BudgetController::Choice BudgetController::choose(double mean_ctx, const std::vector<std::vector<double>>& gains,
                                                   const std::vector<double>& f_early, int32_t force_extra) const {
   const size_t b = gains.size();
@@ -415,13 +445,13 @@ void BudgetController::plan(std::span<Sequence* const> seqs, std::span<int32_t> 
   }
   ++n_plans_;
   exploring_ = false;
-  Choice ch;
-  if (cold_octave > 0) {
+  Choice ch = choose(planned_mean_ctx_, gains, f_early);
+  if (cold_octave > 0 && sweep_may_pay(seqs, budgets, gains, modelled, cold_octave, ch)) {
     // Sweep a cold octave once: every sequence gets 2^k nodes (an exploration).
+    ch = Choice{};
     ch.budgets.assign(b, 1 << cold_octave);
     exploring_ = true;
   } else {
-    ch = choose(planned_mean_ctx_, gains, f_early);
     if (p_.explore_every > 0 && n_plans_ % p_.explore_every == 0) {
       int32_t x = 0;
       for (int32_t v : ch.budgets) x += v - 1;

@@ -155,6 +155,11 @@ class BudgetController final : public BudgetPolicy {
     std::vector<int64_t> cnt;
   };
   void curve_for(const Sequence& s, int32_t cap, std::vector<double>& out, bool& modelled);
+  // Whether sweeping cold octave k (every sequence 2^k nodes) could beat `best` under an
+  // optimistic acceptance bound (budget_controller.cpp); false = not worth its steps.
+  bool sweep_may_pay(std::span<Sequence* const> seqs, std::span<const int32_t> caps,
+                     const std::vector<std::vector<double>>& gains, const std::vector<bool>& modelled, int32_t k,
+                     const Choice& best) const;
   static int32_t octave(int32_t n);
 
   ControllerParams p_;

@@ -34,14 +34,8 @@ MethodInfo eagle_method() {
   // for the machine and the batch: the tree that pays on a CPU whose extra rows are cheap
   // (AVX-512 VNNI) loses where they are not (AVX2), and per sequence it shrinks with the
   // batch. The drafter reports its expected acceptance per size (expected_accepted).
-  m.budget = [](const SpecConfig& c) -> std::optional<BudgetRequest> {
-    if (!c.budget.budget.empty()) return std::nullopt;
-    BudgetRequest r;
-    r.kind = BudgetRequest::Kind::controller;
-    r.n_max = c.params<EagleParams>().n_nodes;
-    r.interval = c.budget.interval;
-    r.probe = c.budget.probe;
-    return r;
+  m.budget = [](const SpecConfig& c) {
+    return controller_unless_budget_given(c, c.params<EagleParams>().n_nodes, c.budget.interval);
   };
   m.make = [](const SpecConfig& c, const DrafterEnv& env, const std::string&) -> std::unique_ptr<Drafter> {
     if (env.model == nullptr)

@@ -34,13 +34,8 @@ MethodInfo propd_method() {
   // Nmax and interval (--static-tree: its fixed tree).
   m.budget = [](const SpecConfig& c) -> std::optional<BudgetRequest> {
     const PropdParams& p = c.params<PropdParams>();
-    if (!c.budget.budget.empty() || p.static_tree) return std::nullopt;
-    BudgetRequest r;
-    r.kind = BudgetRequest::Kind::controller;
-    r.n_max = p.n_max;
-    r.interval = p.interval;
-    r.probe = c.budget.probe;
-    return r;
+    if (p.static_tree) return std::nullopt;
+    return controller_unless_budget_given(c, p.n_max, p.interval);
   };
   m.make = [](const SpecConfig& c, const DrafterEnv& env, const std::string&) -> std::unique_ptr<Drafter> {
     if (env.model == nullptr) throw InvalidArgument("--spec propd needs the model (its heads are checked against it)");

@@ -49,9 +49,10 @@ TEST(Golden, RunJsonLookaheadReproducesAGolden) {
   ASSERT_FALSE(goldens.empty());
   const auto& g = goldens.front();
   const std::string prompt = test::shell_quote(g.prompt);
-  const std::string cmd = test::treespec_binary() + " run -m " + test::stories_gguf() + " -p " + prompt + " -n " +
-                          std::to_string(g.n_predict()) +
-                          " --temp 0 -t 1 --json --spec lookahead --lookahead-n 4 --lookahead-w 5 --lookahead-g 5";
+  const std::string cmd =
+      test::treespec_binary() + " run -m " + test::stories_gguf() + " -p " + prompt + " -n " +
+      std::to_string(g.n_predict()) +
+      " --temp 0 -t 1 --json --spec lookahead --lookahead-n 4 --lookahead-w 5 --lookahead-g 5 --budget 32";
   std::string out;
   ASSERT_EQ(test::run_command(cmd, &out), 0) << cmd;
   const auto j = nlohmann::json::parse(out);

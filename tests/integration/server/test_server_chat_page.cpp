@@ -56,7 +56,9 @@ TEST(ChatPage, RootServesTheSelfContainedPageWithoutTheApiKey) {
 }
 
 TEST(ChatPage, RequestsPickAMethodTheServerOffersAndGetPlainGreedysText) {
-  ServerProcess srv(kKjvModel, {"-t", "1", "--spec", "lookahead"});
+  // A fixed tree for every method: under the default budget controller they may rightly
+  // draft nothing on this cache-resident model, and the test asserts drafts.
+  ServerProcess srv(kKjvModel, {"-t", "1", "--spec", "lookahead", "--budget", "16"});
   auto c = srv.client();
   const json props = get(c, "/props").json();
   EXPECT_EQ(props["speculative_methods"], json::array({"none", "lookup", "lookahead", "ptd"})) << props.dump();

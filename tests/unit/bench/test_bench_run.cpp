@@ -61,7 +61,7 @@ const json* find_cell(const json& r, int batch, const std::string& method, int b
 
 TEST(BenchRun, TinySweepFollowsSchema) {
   TinySweep t;
-  t.cfg.budgets = {0, 3};
+  t.cfg.budgets = {0, 3, 16};
   const json r = bench::run_bench(t.cfg);
   const auto errs = test::check_bench_schema(r);
   EXPECT_TRUE(errs.empty()) << ::testing::PrintToString(errs);
@@ -71,7 +71,7 @@ TEST(BenchRun, TinySweepFollowsSchema) {
   EXPECT_EQ(bench::load_report(path), r);
 
   // none once per batch size (budget is meaningless for it), lookup per budget.
-  ASSERT_EQ(r["cells"].size(), 2u * (1 + 2));
+  ASSERT_EQ(r["cells"].size(), 2u * (1 + 3));
   EXPECT_TRUE(r["greedy_ok"].get<bool>());
   EXPECT_EQ(bench::exit_code(r), 0);
   EXPECT_EQ(bench::greedy_failure_message(r), "");
@@ -107,8 +107,12 @@ TEST(BenchRun, TinySweepFollowsSchema) {
   EXPECT_LT(none2->at("n_forwards").get<int>(), 5 * 24);  // two sequences share forwards
   EXPECT_GT(none2->at("seqs_per_forward").get<double>(), 1.5);
 
-  // lookup on looping output accepts drafts; budget 3 caps the tree at 3 rows.
-  const json* auto1 = find_cell(r, 1, "lookup", 0);
+  // lookup on looping output accepts drafts; budget 3 caps the tree at 3 rows. Its own
+  // choice (budget 0) is the budget controller, which reports itself.
+  const json* own1 = find_cell(r, 1, "lookup", 0);
+  ASSERT_TRUE(own1);
+  EXPECT_EQ(own1->at("budget_policy").at("policy"), "controller");
+  const json* auto1 = find_cell(r, 1, "lookup", 16);
   const json* b3 = find_cell(r, 1, "lookup", 3);
   ASSERT_TRUE(auto1 && b3);
   EXPECT_GT(auto1->at("mean_accepted_length").get<double>(), 1.0);
@@ -188,6 +192,7 @@ class JunkDrafter final : public drafters::Drafter {
 TEST(BenchRun, WrongDraftsDoNotChangeOutput) {
   TinySweep t;
   t.cfg.reps = 1;
+  t.cfg.budgets = {16};  // a fixed tree: the controller may rightly feed junk drafts no rows
   bench::BenchHooks hooks;
   hooks.make_drafter = [](const drafters::SpecConfig& c,
                           const drafters::DrafterEnv& env) -> std::unique_ptr<drafters::Drafter> {
@@ -196,7 +201,7 @@ TEST(BenchRun, WrongDraftsDoNotChangeOutput) {
   };
   const json r = bench::run_bench(t.cfg, hooks);
   EXPECT_TRUE(r["greedy_ok"].get<bool>());
-  const json* junk = find_cell(r, 1, "lookup");
+  const json* junk = find_cell(r, 1, "lookup", 16);
   ASSERT_TRUE(junk);
   EXPECT_GT(junk->at("rows_per_step").get<double>(), 4.0);
   EXPECT_LT(junk->at("mean_accepted_length").get<double>(), 1.3);

@@ -194,7 +194,7 @@ TEST(CApi, StreamedPiecesConcatenateToTheTextAndStatsAreFilled) {
   EXPECT_GT(st.decode_s, 0.0);
   // Speculation changes nothing in greedy output, and reports its acceptance.
   treespec_stats sst{};
-  EXPECT_EQ(generated(mh.m, greedy(40, "lookup:draft=4"), nullptr, &sst), text);
+  EXPECT_EQ(generated(mh.m, greedy(40, "lookup:draft=4:--budget=8"), nullptr, &sst), text);
   EXPECT_GT(sst.n_drafts, 0);
   EXPECT_EQ(generated(mh.m, greedy(40, ("medusa:heads=" + kHeads + ":tree=auto:8").c_str()), nullptr, &sst), text);
   EXPECT_GT(sst.n_draft_tokens, 0);
