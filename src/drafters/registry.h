@@ -94,8 +94,11 @@ std::vector<std::string> flag_methods(const std::string& name, bool prune);
 std::string flag_label(const std::string& name);
 
 // MethodInfo::budget of the methods the latency-model controller sizes unless --budget
-// is given: the controller with this largest tree per sequence and re-plan interval
-// (--budget-probe as given); nullopt when --budget was given.
+// is given (lookup, lookahead, ptd, propd, eagle): the controller with this largest tree
+// per sequence and re-plan interval (--budget-no-probe as given); nullopt when --budget
+// was given. A fixed large tree pays only where extra rows are cheap: on 2-core CPUs the
+// training-free drafters' own 30-50-row trees decoded at 0.08-0.47x plain
+// (docs/benchmarks.md, "Training-free drafters under the controller").
 std::optional<BudgetRequest> controller_unless_budget_given(const SpecConfig& c, int32_t n_max, int32_t interval);
 
 // IoError "FLAG: cannot open 'PATH'" unless `path` is empty or a readable file

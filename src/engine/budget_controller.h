@@ -9,8 +9,8 @@
 // - E_i(n): expected accepted drafted tokens of sequence i with an n-node tree: the
 //   drafter's own acceptance model (Drafter::expected_accepted: ProPD / Medusa compute it
 //   from their live per-(depth, rank) table over nested best-first trees) or, for drafters
-//   without one, a curve learned from outcomes per budget octave (cold octaves are swept
-//   once). c corrects the models by measured / predicted acceptance (EMA).
+//   without one, a curve learned from outcomes per budget octave (a cold octave is swept
+//   once, where an optimistic acceptance says it may pay: sweep_may_pay). c corrects the models by measured / predicted acceptance (EMA).
 // - One step token budget is shared by the batch: nodes are handed out greedily by
 //   marginal gain (optimal for concave E_i), and the total is chosen by the ratio above.
 // - t: a latency model fitted by weighted least squares on measured steps (LatencyModel),

@@ -15,9 +15,7 @@ MethodInfo lookahead_method() {
     s.value({"--lookahead-w", "lookahead: Jacobi window width W"}, p.window);
     s.value({"--lookahead-g", "lookahead: n-grams kept per first token and verified per step G"}, p.guess);
   };
-  // Without --budget, the latency-model controller sizes the trees (up to --budget-nmax
-  // and the drafter's own largest tree), per machine and batch: a fixed large tree pays
-  // only where extra rows are cheap (docs/propd.md §3; docs/benchmarks.md).
+  // Sized by the budget controller unless --budget is given (controller_unless_budget_given).
   m.budget = [](const SpecConfig& c) { return controller_unless_budget_given(c, c.budget.n_max, c.budget.interval); };
   m.make = [](const SpecConfig& c, const DrafterEnv& env, const std::string&) -> std::unique_ptr<Drafter> {
     return std::make_unique<LookaheadDrafter>(c.params<LookaheadParams>(), env.seed);

@@ -18,9 +18,7 @@ MethodInfo lookup_method() {
     s.value({"--lookup-draft", "lookup: tokens per continuation"}, p.draft_len);
     s.value({"--lookup-branches", "lookup: continuations merged into the tree"}, p.max_branches);
   };
-  // Without --budget, the latency-model controller sizes the trees (up to --budget-nmax
-  // and the drafter's own largest tree), per machine and batch: a fixed large tree pays
-  // only where extra rows are cheap (docs/propd.md §3; docs/benchmarks.md).
+  // Sized by the budget controller unless --budget is given (controller_unless_budget_given).
   m.budget = [](const SpecConfig& c) { return controller_unless_budget_given(c, c.budget.n_max, c.budget.interval); };
   m.make = [](const SpecConfig& c, const DrafterEnv&, const std::string&) -> std::unique_ptr<Drafter> {
     return std::make_unique<LookupDrafter>(c.params<LookupParams>());

@@ -32,9 +32,7 @@ MethodInfo ptd_method() {
              "ptd fix: guesses and feedback on the live trie (0 = reference: snapshot replacement)"},
             p.live_feedback);
   };
-  // Without --budget, the latency-model controller sizes the trees (up to --budget-nmax
-  // and the drafter's own largest tree), per machine and batch: a fixed large tree pays
-  // only where extra rows are cheap (docs/propd.md §3; docs/benchmarks.md).
+  // Sized by the budget controller unless --budget is given (controller_unless_budget_given).
   m.budget = [](const SpecConfig& c) { return controller_unless_budget_given(c, c.budget.n_max, c.budget.interval); };
   m.make = [](const SpecConfig& c, const DrafterEnv& env, const std::string&) -> std::unique_ptr<Drafter> {
     return std::make_unique<PtdDrafter>(c.params<PtdParams>(), eog_ids_for(env), env.seed,
