@@ -445,6 +445,7 @@ void BudgetController::plan(std::span<Sequence* const> seqs, std::span<int32_t> 
   }
   ++n_plans_;
   exploring_ = false;
+  bool periodic = false;  // a neighbouring total tried now and then (not a cold sweep)
   Choice ch = choose(planned_mean_ctx_, gains, f_early);
   if (cold_octave > 0 && sweep_may_pay(seqs, budgets, gains, modelled, cold_octave, ch)) {
     // Sweep a cold octave once: every sequence gets 2^k nodes (an exploration).
@@ -459,17 +460,30 @@ void BudgetController::plan(std::span<Sequence* const> seqs, std::span<int32_t> 
       const int32_t xe = up ? std::max(2 * x, x + static_cast<int32_t>(b)) : x / 2;
       if (xe != x) {
         ch = choose(planned_mean_ctx_, gains, f_early, xe);
-        exploring_ = true;
+        exploring_ = periodic = true;
       }
     }
   }
-  // A plan that repeats itself (same batch, same budgets, no exploration) is re-checked
-  // less and less often (R, 2R, 4R, ... 8R): on a model whose answer is settled (plain
-  // decoding on a cache-resident model) the controller then costs next to nothing.
+  // A plan that repeats the last one that was not an exploration (same batch, same
+  // budgets) is re-checked less and less often (R, 2R, 4R, ... 8R): on a model whose
+  // answer is settled (plain decoding on a cache-resident model) the controller then
+  // costs next to nothing. A periodic exploration lasts kExploreSteps steps, not R, and
+  // does not restart that doubling: its steps only add samples (before 2026-12-07 it held
+  // R = 8 steps and reset R, so one step in eight ran the neighbouring size, 10-25% of
+  // the speed on a model where extra rows are dear). A cold sweep holds kSweepSteps (an
+  // octave counts as seen after 2 steps; the curve keeps learning whenever it is used).
   std::vector<int32_t> granted(b);
   for (size_t i = 0; i < b; ++i) granted[i] = std::clamp(ch.budgets[i], 1, std::max(1, budgets[i]));
-  const bool repeat = same && !exploring_ && granted == planned_budgets_;
-  interval_now_ = repeat ? std::min<int64_t>(2 * interval_now_, 8 * static_cast<int64_t>(p_.interval)) : p_.interval;
+  constexpr int64_t kExploreSteps = 2, kSweepSteps = 4;
+  if (exploring_) {
+    interval_now_ = std::min<int64_t>(p_.interval, periodic ? kExploreSteps : kSweepSteps);
+  } else {
+    const bool repeat = same && granted == exploit_budgets_;
+    exploit_interval_ =
+        repeat ? std::min<int64_t>(2 * exploit_interval_, 8 * static_cast<int64_t>(p_.interval)) : p_.interval;
+    interval_now_ = exploit_interval_;
+    exploit_budgets_ = granted;
+  }
   planned_seqs_.assign(seqs.begin(), seqs.end());
   planned_budgets_ = ch.budgets;
   planned_pred_.assign(b, 0.0);

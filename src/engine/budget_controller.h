@@ -180,7 +180,11 @@ class BudgetController final : public BudgetPolicy {
   double planned_mean_ctx_ = 0.0;  // mean context of the last measured step
   double min_value_ = 0.0;         // the plan's node value floor (min_node_value)
   int64_t steps_since_plan_ = 0;
-  int64_t interval_now_ = 1;  // R, doubled while plans repeat (up to 8R)
+  int64_t interval_now_ = 1;  // steps the current plan holds
+  // The last plan that was not an exploration, and its interval (R, doubled while plans
+  // repeat, up to 8R).
+  std::vector<int32_t> exploit_budgets_;
+  int64_t exploit_interval_ = 1;
   int64_t n_plans_ = 0;
   bool exploring_ = false;
 
