@@ -297,7 +297,7 @@ bool BudgetController::sweep_may_pay(std::span<Sequence* const> seqs, std::span<
   // chance), never more than the tree has drafted nodes. Where even that could not beat
   // the current plan's tokens per second, the sweep would only cost: on a model whose
   // extra rows are dear (cache-resident, compute-bound) the controller stops at the sizes
-  // that can pay instead of running 8 steps of 32 and 64 rows.
+  // that can pay instead of sweeping 16, 32 and 64 rows.
   const size_t b = seqs.size();
   double rows = 0.0, tokens = static_cast<double>(b);
   for (size_t i = 0; i < b; ++i) {
