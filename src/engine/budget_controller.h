@@ -10,7 +10,8 @@
 //   drafter's own acceptance model (Drafter::expected_accepted: ProPD / Medusa compute it
 //   from their live per-(depth, rank) table over nested best-first trees) or, for drafters
 //   without one, a curve learned from outcomes per budget octave (a cold octave is swept
-//   once, where an optimistic acceptance says it may pay: sweep_may_pay). c corrects the models by measured / predicted acceptance (EMA).
+//   once, where an optimistic acceptance says it may pay: sweep_may_pay). c corrects the
+//   models by measured / predicted acceptance (EMA).
 // - One step token budget is shared by the batch: nodes are handed out greedily by
 //   marginal gain (optimal for concave E_i), and the total is chosen by the ratio above.
 // - t: a latency model fitted by weighted least squares on measured steps (LatencyModel),
